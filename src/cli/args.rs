@@ -1,0 +1,112 @@
+//! Every command's arguments, in one place, so `--help` and the docs stay in step.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use oomscope::render::Format;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "oomscope",
+    version,
+    about = "Why did the GPU run out of memory, and what to change.",
+    long_about = "oomscope re-implements TensorFlow's BFC allocator, records every tensor \
+                  allocation with its op name, and on OOM prints TF's report ranked by node, \
+                  writes a JSON dump, and explains the cause.\n\n\
+                  Exit codes: 0 success, 1 an allocation failed (report printed), 2 bad input or usage.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Feed an allocation trace through the allocator on a simulated GPU and print the report.
+    #[command(after_help = "Trace format (JSON Lines, docs/trace-format.md):\n  \
+        {\"ev\":\"alloc\",\"id\":\"t1\",\"bytes\":4096,\"op\":\"conv1/Conv2D\"}   optional: shape, dtype, step, t (µs)\n  \
+        {\"ev\":\"free\",\"id\":\"t1\"}\n  \
+        {\"ev\":\"step\",\"step\":3}\n\n\
+        Example:\n  oomscope replay fixtures/traces/unet-b2.jsonl --limit 7GiB -o unet.dump.json")]
+    Replay(ReplayArgs),
+    /// Re-render a dump written by `replay -o` (or any oomscope dump).
+    #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
+    Report(ReportArgs),
+}
+
+/// Report formats on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// TensorFlow's OOM text and "Current usage from device"
+    Tf,
+    /// The short human report
+    Summary,
+    /// The dump as JSON
+    Json,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Tf => Format::Tf,
+            FormatArg::Summary => Format::Summary,
+            FormatArg::Json => Format::Json,
+        }
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    oomscope::size::parse_size(s).map_err(|e| e.to_string())
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?} is not a fraction between 0 and 1")),
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace (JSON Lines)
+    pub trace: PathBuf,
+    /// Allocator memory limit (1073741824, 512MiB, 9.1GiB)
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub limit: u64,
+    /// Grow the pool on demand (2 MiB regions, doubling) instead of one region of the limit
+    #[arg(long)]
+    pub allow_growth: bool,
+    /// On OOM, return empty regions to the device and retry with one larger region
+    #[arg(long)]
+    pub gc: bool,
+    /// Go on after a failed allocation; report every failure and the state at the end
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
+    pub format: FormatArg,
+    /// Write the JSON dump here (atomically)
+    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    pub output: Option<PathBuf>,
+    /// Capacity of the simulated device [default: the limit]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub device: Option<u64>,
+    /// Device memory already held by other processes
+    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "0")]
+    pub others: u64,
+    /// Split a chunk when it would waste this fraction of the limit [default: 128 MiB]
+    #[arg(long, value_name = "FRACTION", value_parser = fraction)]
+    pub fragmentation_fraction: Option<f64>,
+    /// Events kept in the dump's history
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub history: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The dump (JSON)
+    pub dump: PathBuf,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
+    pub format: FormatArg,
+}

@@ -1,0 +1,48 @@
+//! Command-line front end: argument parsing and one module per command. Commands read
+//! input, call the library, and print; they hold no allocator logic.
+
+mod args;
+mod output;
+mod replay;
+mod report;
+
+use args::{Cli, Command};
+use clap::Parser;
+use std::fmt;
+use std::process::ExitCode;
+
+/// Exit code when an allocation failed and the report was printed.
+pub const EXIT_OOM: u8 = 1;
+/// Exit code for bad input, bad usage, or an environment error.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// A command's failure: what to tell the user.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Replay(a) => replay::run(a),
+        Command::Report(a) => report::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("oomscope: error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

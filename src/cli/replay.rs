@@ -1,0 +1,75 @@
+//! `oomscope replay TRACE --limit SIZE`: feed a trace through the allocator and report.
+
+use super::args::ReplayArgs;
+use super::output::{self, Progress};
+use super::{CliError, EXIT_OOM};
+use oomscope::bfc::Options;
+use oomscope::replay::{Settings, replay};
+use oomscope::size::human;
+use oomscope::{dump, render, trace};
+use std::io::BufReader;
+
+pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
+    let file = std::fs::File::open(&a.trace)
+        .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut progress = Progress::new("reading trace", size);
+    let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| {
+        progress.update(done)
+    });
+    progress.finish();
+    let t = parsed.map_err(|e| {
+        CliError(format!(
+            "{e}\n  (the trace format is in docs/trace-format.md)"
+        ))
+    })?;
+
+    let mut opts = Options::new(a.limit);
+    opts.allow_growth = a.allow_growth;
+    opts.garbage_collection = a.gc;
+    opts.fragmentation_fraction = a.fragmentation_fraction.unwrap_or(0.0);
+    opts.history = a.history;
+    let mut settings = Settings::new(opts);
+    settings.device_total = a.device.unwrap_or(a.limit);
+    settings.device_others = a.others;
+    settings.keep_going = a.keep_going;
+    if settings.device_others > settings.device_total {
+        return Err(CliError(format!(
+            "--others {} is more than the device's {}; give --device the card's full size",
+            human(settings.device_others),
+            human(settings.device_total)
+        )));
+    }
+
+    let mut progress = Progress::new("replaying", t.events.len() as u64);
+    let outcome = replay(
+        &t,
+        &settings,
+        Some(&a.trace.display().to_string()),
+        |done| progress.update(done as u64),
+    );
+    progress.finish();
+
+    if let Some(path) = &a.output {
+        dump::write_atomic(path, &outcome.dump)?;
+    }
+    output::print(&render::render(&outcome.dump, a.format.into()))?;
+
+    let events = t.events.len();
+    match outcome.first_failure_line {
+        Some(line) if a.keep_going => eprintln!(
+            "oomscope: {} of {} allocations failed (the first on line {line}); the dump is the state at the end",
+            outcome.failures, t.allocs
+        ),
+        Some(line) => eprintln!(
+            "oomscope: out of memory at {}:{line} after {} of {events} events; the dump is the state at that moment",
+            a.trace.display(),
+            outcome.events_replayed
+        ),
+        None => eprintln!("oomscope: replayed {events} events with no failed allocation"),
+    }
+    if let Some(path) = &a.output {
+        eprintln!("oomscope: dump written to {}", path.display());
+    }
+    Ok(if outcome.failures > 0 { EXIT_OOM } else { 0 })
+}

@@ -1,0 +1,135 @@
+//! Reading and writing dumps as JSON.
+
+use super::{DUMP_VERSION, Dump};
+use serde::Deserialize;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why a dump could not be read or written. Names the file and, for bad content, the
+/// line and column, and says what to do.
+#[derive(Debug)]
+pub enum DumpError {
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        problem: String,
+    },
+    Version {
+        path: PathBuf,
+        found: u32,
+    },
+}
+
+impl fmt::Display for DumpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DumpError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            DumpError::Parse {
+                path,
+                line,
+                column,
+                problem,
+            } => {
+                write!(f, "{}:{line}:{column}: {problem}", path.display())
+            }
+            DumpError::Version { path, found } => write!(
+                f,
+                "{}: dump format version {found} is newer than this oomscope reads (version {DUMP_VERSION}); \
+                 upgrade oomscope to read it",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DumpError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a dump written by [`write_atomic`] (or by another oomscope of the same format).
+pub fn read(path: &Path) -> Result<Dump, DumpError> {
+    let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &bytes)
+}
+
+/// Parses a dump from text; `path` only names it in errors.
+pub fn read_str(path: &Path, text: &str) -> Result<Dump, DumpError> {
+    parse(path, text.as_bytes())
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Dump, DumpError> {
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        version: u32,
+    }
+    match serde_json::from_slice::<Dump>(bytes) {
+        Ok(dump) if dump.version > DUMP_VERSION => Err(DumpError::Version {
+            path: path.into(),
+            found: dump.version,
+        }),
+        Ok(dump) => Ok(dump),
+        Err(e) => {
+            // A newer dump may fail to parse as this version; say so rather than "bad field".
+            if let Ok(v) = serde_json::from_slice::<VersionOnly>(bytes)
+                && v.version > DUMP_VERSION
+            {
+                return Err(DumpError::Version {
+                    path: path.into(),
+                    found: v.version,
+                });
+            }
+            let problem = match e.classify() {
+                serde_json::error::Category::Eof if bytes.iter().all(u8::is_ascii_whitespace) => {
+                    "the file is empty; expected an oomscope dump (JSON)".to_string()
+                }
+                serde_json::error::Category::Eof => {
+                    format!("the dump ends early (truncated file?): {e}")
+                }
+                serde_json::error::Category::Syntax => {
+                    format!("not JSON, so not an oomscope dump: {e}")
+                }
+                _ => format!("JSON, but not an oomscope dump: {e}"),
+            };
+            Err(DumpError::Parse {
+                path: path.into(),
+                line: e.line(),
+                column: e.column(),
+                problem: strip_position(&problem),
+            })
+        }
+    }
+}
+
+/// serde_json appends " at line L column C"; the error already leads with the position.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Writes a dump as one line of JSON, atomically (temporary file, then rename).
+pub fn write_atomic(path: &Path, dump: &Dump) -> Result<(), DumpError> {
+    crate::atomic::write_file(path, |w| {
+        serde_json::to_writer(&mut *w, dump).map_err(io::Error::from)?;
+        w.write_all(b"\n")
+    })
+    .map_err(|source| DumpError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

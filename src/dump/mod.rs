@@ -1,0 +1,262 @@
+//! The dump: everything known about an allocator at one moment, as plain data.
+//!
+//! A dump is what every renderer, the UI and the exporters read; it is written as JSON
+//! (documented field by field in `docs/dump-format.md`) and read back to re-render the
+//! same reports offline. It holds names, not ids, so a dump stands on its own.
+//!
+//! Compatibility: fields are only ever added (readers ignore unknown fields and default
+//! missing optional ones); `version` changes only when a field changes meaning, and a
+//! reader refuses versions newer than it knows.
+
+mod io;
+
+pub use io::{DumpError, read, read_str, write_atomic};
+
+use crate::bfc::{Refusal, Stats, bin_for_size};
+use crate::record::{EventKind, StepMark};
+use serde::{Deserialize, Serialize};
+
+/// The dump format version this build writes and reads.
+pub const DUMP_VERSION: u32 = 1;
+
+/// TF's name for GPU 0, used where the device is not otherwise named.
+pub const DEFAULT_DEVICE_NAME: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dump {
+    pub version: u32,
+    /// `oomscope <version>` that wrote it.
+    pub tool: String,
+    pub source: Source,
+    pub device: DeviceInfo,
+    pub allocator: AllocatorInfo,
+    pub stats: Stats,
+    /// The first failed request, or null when none failed.
+    pub oom: Option<OomRecord>,
+    /// Every failed request (up to 100 000; `ooms_total` counts them all).
+    pub ooms: Vec<OomRecord>,
+    #[serde(default)]
+    pub ooms_total: u64,
+    /// Live bytes by op name, largest first (ties: the op seen first comes first).
+    pub usage_by_node: Vec<NodeUsage>,
+    /// The 21 bins; chunks are counted into bins by size, in use or free, as TF does.
+    pub bins: Vec<BinInfo>,
+    /// Regions in address order, each with its chunks in address order.
+    pub regions: Vec<RegionInfo>,
+    /// Call stacks referred to by chunks' `stack` index.
+    #[serde(default)]
+    pub stacks: Vec<StackInfo>,
+    /// The most recent events, oldest first.
+    #[serde(default)]
+    pub events: Vec<EventInfo>,
+    /// Events that happened in all (the history keeps the last ones).
+    #[serde(default)]
+    pub events_total: u64,
+    /// Live bytes at each step boundary (the last 4096 steps).
+    #[serde(default)]
+    pub steps: Vec<StepMark>,
+    /// Region requests the device refused (the first 64).
+    #[serde(default)]
+    pub refusals: Vec<Refusal>,
+}
+
+/// Where a dump came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// `replay`, `api`, `live`, `demo`, or an importer's name.
+    pub kind: String,
+    /// The input file, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The command that ran, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Seconds since the Unix epoch when the dump was taken (absent in replays, which are
+    /// reproducible to the byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_unix: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// `sim` or `cuda`.
+    pub kind: String,
+    /// TF-style device name printed in "Current usage from device".
+    pub name: String,
+    /// Hardware name.
+    pub model: String,
+    pub total: u64,
+    /// Free device memory when the dump was taken.
+    pub free: u64,
+    /// Bytes held by other processes when the device was opened, when known.
+    pub others: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorInfo {
+    pub name: String,
+    pub limit: u64,
+    pub allow_growth: bool,
+    pub garbage_collection: bool,
+    pub fragmentation_fraction: f64,
+    /// Waste above which a chunk is split even when it is less than twice the request.
+    pub max_internal_fragmentation: u64,
+    pub curr_region_allocation_bytes: u64,
+}
+
+/// A failed allocation request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomRecord {
+    /// Position in the event sequence.
+    pub seq: u64,
+    pub requested: u64,
+    pub rounded: u64,
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<i64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    pub step: i64,
+    pub t_ns: u64,
+    pub bytes_in_use: u64,
+    pub pool_bytes: u64,
+    pub largest_free_block: u64,
+    /// Bytes the allocator could still have taken from the device under its limit.
+    pub limit_headroom: u64,
+    pub device_free: u64,
+    pub device_total: u64,
+    /// Region sizes the device refused while serving this request.
+    #[serde(default)]
+    pub device_refusals: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    pub op: String,
+    /// Sum of chunk sizes (what TF's report counts).
+    pub bytes: u64,
+    /// Sum of requested sizes.
+    pub requested: u64,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BinInfo {
+    pub index: u32,
+    /// Smallest chunk size of the bin (`256 << index`).
+    pub size: u64,
+    pub total_chunks: u64,
+    pub chunks_in_use: u64,
+    pub bytes: u64,
+    pub bytes_in_use: u64,
+    pub requested_in_use: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionInfo {
+    pub address: u64,
+    pub size: u64,
+    pub chunks: Vec<ChunkInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkInfo {
+    pub address: u64,
+    pub size: u64,
+    /// The client's request; on free chunks a stale value, as in TF's dump.
+    pub requested: u64,
+    pub in_use: bool,
+    /// Handle of the next chunk in the region (TF prints it as `next N`); null for the last.
+    #[serde(default)]
+    pub next: Option<u64>,
+    /// Op name (in-use chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<i64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
+    /// Index into the dump's `stacks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u32>,
+}
+
+/// A call stack: raw instruction pointers and, once symbolized, frames.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackInfo {
+    pub ips: Vec<u64>,
+    #[serde(default)]
+    pub frames: Vec<Frame>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    pub ip: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventInfo {
+    pub seq: u64,
+    pub t_ns: u64,
+    pub kind: EventKind,
+    pub address: u64,
+    pub size: u64,
+    pub requested: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    pub step: i64,
+}
+
+impl Dump {
+    /// In-use chunks, in address order.
+    pub fn live_chunks(&self) -> impl Iterator<Item = &ChunkInfo> {
+        self.regions
+            .iter()
+            .flat_map(|r| r.chunks.iter())
+            .filter(|c| c.in_use)
+    }
+
+    /// Free chunks of the bin `rounded` would be served from, in search order: what TF
+    /// prints after `Bin for X was Y, Chunk State:`. Each comes with its neighbours.
+    pub fn free_chunks_of_bin_for(&self, rounded: u64) -> Vec<FreeChunkState<'_>> {
+        let bin = bin_for_size(rounded);
+        let mut out = Vec::new();
+        for r in &self.regions {
+            for (i, c) in r.chunks.iter().enumerate() {
+                if !c.in_use && bin_for_size(c.size) == bin {
+                    let prev = i.checked_sub(1).map(|p| &r.chunks[p]);
+                    out.push(FreeChunkState {
+                        chunk: c,
+                        prev,
+                        next: r.chunks.get(i + 1),
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|s| (s.chunk.size, s.chunk.address));
+        out
+    }
+
+    /// Bytes listed in `usage_by_node`.
+    pub fn usage_total(&self) -> u64 {
+        self.usage_by_node.iter().map(|n| n.bytes).sum()
+    }
+}
+
+/// A free chunk and its neighbours in the region.
+#[derive(Clone, Copy, Debug)]
+pub struct FreeChunkState<'a> {
+    pub chunk: &'a ChunkInfo,
+    pub prev: Option<&'a ChunkInfo>,
+    pub next: Option<&'a ChunkInfo>,
+}

@@ -1,0 +1,58 @@
+//! Reports rendered from a [`Dump`]: TF's text, the short summary, and JSON.
+//! Renderers read dumps only, so a report looks the same live, replayed or re-rendered.
+
+pub mod summary;
+pub mod tf;
+
+use crate::dump::Dump;
+use std::fmt;
+use std::str::FromStr;
+
+/// The report formats every command that prints a report accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// TensorFlow's OOM text and "Current usage from device".
+    Tf,
+    /// The short human report.
+    Summary,
+    /// The dump itself, as one line of JSON.
+    Json,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "tf" => Ok(Format::Tf),
+            "summary" => Ok(Format::Summary),
+            "json" => Ok(Format::Json),
+            other => Err(format!(
+                "unknown format {other:?}; expected tf, summary or json"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Tf => "tf",
+            Format::Summary => "summary",
+            Format::Json => "json",
+        })
+    }
+}
+
+/// The report in the given format, ending with a newline.
+pub fn render(dump: &Dump, format: Format) -> String {
+    match format {
+        Format::Tf => tf::render(dump),
+        Format::Summary => summary::render(dump),
+        Format::Json => {
+            // Serializing plain data to a String cannot fail (no maps with non-string keys).
+            let mut s = serde_json::to_string(dump).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+    }
+}

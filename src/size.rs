@@ -1,0 +1,209 @@
+//! Byte sizes: parsing what users type (`9.1GiB`) and printing what TensorFlow prints.
+//!
+//! Two printers exist because TensorFlow has two: `HumanReadableNumBytes` in the
+//! allocator dump (`957.03MiB`) and StreamExecutor's in the driver log (`11.00G`).
+//! Users compare our output with their logs, so both are reproduced to the byte.
+
+use std::fmt;
+
+const KIB: u64 = 1024;
+
+/// TensorFlow's `strings::HumanReadableNumBytes`: `1023B`, `1.0KiB`, `957.03MiB`.
+///
+/// The value is divided by 1024 with integer division while it is at least 1 MiB and
+/// only the last step is done in floating point, exactly as TF does; so
+/// `human_bytes(1610612735)` is `1.50GiB`, not a rounded-up `1.50GiB` by luck.
+pub fn human_bytes(n: i64) -> String {
+    if n == i64::MIN {
+        return "-8E".to_string();
+    }
+    let neg = if n < 0 { "-" } else { "" };
+    let mut v = n.unsigned_abs();
+    if v < KIB {
+        return format!("{neg}{v}B");
+    }
+    let units = [b'K', b'M', b'G', b'T', b'P', b'E'];
+    let mut unit = 0;
+    while v >= KIB * KIB {
+        v /= KIB;
+        unit += 1;
+    }
+    let value = v as f64 / 1024.0;
+    let u = units[unit] as char;
+    if unit == 0 {
+        format!("{neg}{value:.1}{u}iB")
+    } else {
+        format!("{neg}{value:.2}{u}iB")
+    }
+}
+
+/// [`human_bytes`] for unsigned sizes (saturating at `i64::MAX`, beyond any device).
+pub fn human(n: u64) -> String {
+    human_bytes(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// StreamExecutor's variant used in `failed to allocate 11.00G (11811160064 bytes)`:
+/// the same scaling as [`human_bytes`] without the `iB`.
+pub fn human_bytes_driver(n: u64) -> String {
+    let s = human(n);
+    match s.strip_suffix("iB") {
+        Some(stem) => stem.to_string(),
+        None => s,
+    }
+}
+
+/// Why a size string was refused. Displays as a sentence that says what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeError {
+    input: String,
+    reason: &'static str,
+}
+
+impl fmt::Display for SizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a size: {}; write bytes (1073741824) or a number with a binary unit \
+             (512MiB, 1GiB, 9.1GiB; B, KiB, MiB, GiB, TiB, or K, M, G, T)",
+            self.input, self.reason
+        )
+    }
+}
+
+impl std::error::Error for SizeError {}
+
+/// Parses `1073741824`, `1GiB`, `9.1GiB`, `512MiB`, `11G`, `1.5 TiB`.
+///
+/// Units are binary (`G` = `GiB` = 2^30, as TensorFlow prints them). `GB`-style units are
+/// refused instead of guessed: a card sold as "16 GB" has 16 GiB, while SI says 16e9,
+/// and a silent 7% error in a memory limit is worse than a clear message.
+/// Fractions are computed exactly and rounded down to a whole byte.
+pub fn parse_size(input: &str) -> Result<u64, SizeError> {
+    let err = |reason| SizeError {
+        input: input.to_string(),
+        reason,
+    };
+    let s = input.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (&s[..split], s[split..].trim());
+    if number.is_empty() {
+        return Err(err("it does not start with a number"));
+    }
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" | "mb" | "gb" | "tb" => {
+            return Err(err(
+                "decimal units (KB, MB, GB, TB) are ambiguous for GPU memory",
+            ));
+        }
+        _ => return Err(err("unknown unit")),
+    };
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
+        return Err(err("the number is malformed"));
+    }
+    if frac_part.len() > 18 {
+        return Err(err("too many decimal places"));
+    }
+    let whole: u128 = if int_part.is_empty() {
+        0
+    } else {
+        int_part
+            .parse()
+            .map_err(|_| err("the number is too large"))?
+    };
+    let frac: u128 = if frac_part.is_empty() {
+        0
+    } else {
+        frac_part
+            .parse()
+            .map_err(|_| err("the number is malformed"))?
+    };
+    if multiplier == 1 && frac != 0 {
+        return Err(err("a byte count must be a whole number"));
+    }
+    let scale = 10u128.pow(frac_part.len() as u32);
+    let bytes = whole
+        .checked_mul(multiplier as u128)
+        .and_then(|w| w.checked_add(frac * multiplier as u128 / scale))
+        .ok_or_else(|| err("the number is too large"))?;
+    u64::try_from(bytes).map_err(|_| err("the number is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_matches_tensorflow() {
+        // Values from TF's strings::HumanReadableNumBytes tests and the seeds' logs.
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1024), "1.0KiB");
+        assert_eq!(human_bytes(1927), "1.9KiB");
+        assert_eq!(human_bytes(12345678), "11.77MiB");
+        assert_eq!(human_bytes(1 << 30), "1.00GiB");
+        assert_eq!(human_bytes(-3 * 1024), "-3.0KiB");
+        assert_eq!(human_bytes(i64::MIN), "-8E");
+        assert_eq!(human_bytes(i64::MAX), "8.00EiB");
+        assert_eq!(human_bytes(1_003_520_000), "957.03MiB"); // seed 001: shape [10000,32,28,28] float32
+        assert_eq!(human_bytes(471_859_200), "450.00MiB"); // seed 003: 2x720x1280x64 float32
+        assert_eq!(human_bytes(268_435_456), "256.00MiB");
+        // Integer division before the last step: 1 MiB - 1 byte stays in KiB.
+        assert_eq!(human_bytes((1 << 20) - 1), "1024.0KiB");
+    }
+
+    #[test]
+    fn driver_variant_drops_ib() {
+        assert_eq!(human_bytes_driver(11_811_160_064), "11.00G");
+        assert_eq!(human_bytes_driver(10_630_043_648), "9.90G");
+        assert_eq!(human_bytes_driver(100), "100B");
+    }
+
+    #[test]
+    fn parse_accepts_what_the_docs_promise() {
+        assert_eq!(parse_size("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("9.1GiB"), Ok(9_771_050_598)); // 9.1 * 2^30 rounded down
+        assert_eq!(parse_size("11G"), Ok(11 << 30));
+        assert_eq!(parse_size(" 1.5 TiB "), Ok(3 << 39));
+        assert_eq!(parse_size("0.5k"), Ok(512));
+        assert_eq!(parse_size("256b"), Ok(256));
+        assert_eq!(parse_size(".5GiB"), Ok(1 << 29));
+    }
+
+    #[test]
+    fn parse_refuses_with_a_reason() {
+        for bad in [
+            "",
+            "GiB",
+            "-1",
+            "1.2.3GiB",
+            "16GB",
+            "1XiB",
+            "1.5",
+            "99999999999999999999999",
+            "20000000TiB",
+        ] {
+            let e = parse_size(bad).expect_err(bad);
+            let msg = e.to_string();
+            assert!(msg.contains("is not a size"), "{msg}");
+        }
+        assert!(
+            parse_size("16GB")
+                .unwrap_err()
+                .to_string()
+                .contains("ambiguous")
+        );
+    }
+}
