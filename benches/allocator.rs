@@ -1,1 +1,462 @@
-fn main() {}
+//! `cargo bench`: the allocator against its peers on one recorded training trace, replay
+//! and parse throughput, and dumps with 1M live allocations. Figures go to
+//! `docs/performance.md` (machine and date with them).
+//!
+//! The trace is generated deterministically (see `training_trace`): a 48-layer network
+//! trained for as many steps as it takes to pass 1M events, weights allocated once, then per
+//! step forward activations and cuDNN-style workspaces, backward gradients, and an optimizer
+//! update; every 7th step changes the batch shape, as dynamic shapes do. It is written to
+//! `target/bench-training.jsonl` so it can be replayed with the CLI too.
+//!
+//! Peers get the same alloc/free sequence in 256-byte units over one arena of the limit:
+//! `offset-allocator` (two-level bins, O(1)) and `buddy_system_allocator` (power-of-two).
+
+use divan::Bencher;
+use divan::counter::ItemsCount;
+use oomscope::bfc::{Bfc, Options};
+use oomscope::device::SimDevice;
+use oomscope::dump::{self, Source};
+use oomscope::record::Meta;
+use oomscope::trace::{self, Event, Trace};
+use oomscope::{Allocator, Recording, Request};
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+fn main() {
+    divan::main();
+}
+
+/// Limit for the replays: comfortably above the trace's peak, so nothing fails.
+const LIMIT: u64 = 24 << 30;
+const MIN_EVENTS: usize = 1_000_000;
+
+struct Workload {
+    trace: Trace,
+    jsonl_path: PathBuf,
+    jsonl_bytes: u64,
+    allocs: u64,
+    /// Op names by allocation number, for the API benches.
+    ops: Vec<String>,
+}
+
+static WORKLOAD: LazyLock<Workload> = LazyLock::new(training_trace);
+
+/// xorshift64*: deterministic and dependency-free.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn training_trace() -> Workload {
+    let mut rng = Rng(0x5EED);
+    let mut lines = String::new();
+    let mut id = 0u64;
+    let mut alloc = |lines: &mut String, bytes: u64, op: &str, step: i64| -> u64 {
+        id += 1;
+        lines.push_str(&format!("{{\"ev\":\"alloc\",\"id\":{id},\"bytes\":{bytes},\"op\":\"{op}\",\"dtype\":\"float32\",\"step\":{step}}}\n"));
+        id
+    };
+    let free =
+        |lines: &mut String, id: u64| lines.push_str(&format!("{{\"ev\":\"free\",\"id\":{id}}}\n"));
+    const LAYERS: usize = 48;
+    // Channel widths and spatial sizes of a ResNet-like stack.
+    let layer_bytes: Vec<u64> = (0..LAYERS)
+        .map(|l| {
+            let c = 64u64 << (l / 12);
+            let hw = 56u64 >> (l / 12);
+            c * hw * hw * 4
+        })
+        .collect();
+    for (l, &b) in layer_bytes.iter().enumerate() {
+        alloc(
+            &mut lines,
+            b / 8 + 4096,
+            &format!("model/layer{l:02}/kernel"),
+            -1,
+        );
+        alloc(
+            &mut lines,
+            b / 8 + 4096,
+            &format!("model/layer{l:02}/kernel/Adam"),
+            -1,
+        );
+    }
+    let mut step = 0i64;
+    // Each step writes 1 + 48 * 4 + 1 + 48 * 9 + 1 events.
+    let events_per_step = 1 + LAYERS * 4 + 1 + LAYERS * 9 + 1;
+    let mut events = 2 * LAYERS;
+    while events < MIN_EVENTS {
+        events += events_per_step;
+        lines.push_str(&format!("{{\"ev\":\"step\",\"step\":{step}}}\n"));
+        let batch = if step % 7 == 6 {
+            24 + rng.next() % 8
+        } else {
+            32
+        };
+        let mut acts = Vec::with_capacity(LAYERS);
+        for (l, &b) in layer_bytes.iter().enumerate() {
+            let ws = alloc(
+                &mut lines,
+                1 << (16 + rng.next() % 8),
+                &format!("model/layer{l:02}/Conv2D/workspace"),
+                step,
+            );
+            acts.push(alloc(
+                &mut lines,
+                b * batch,
+                &format!("model/layer{l:02}/Conv2D"),
+                step,
+            ));
+            let bn = alloc(
+                &mut lines,
+                b * batch,
+                &format!("model/layer{l:02}/FusedBatchNorm"),
+                step,
+            );
+            free(&mut lines, ws);
+            acts.push(bn);
+        }
+        let mut grad = alloc(
+            &mut lines,
+            layer_bytes[LAYERS - 1] * batch,
+            "gradients/loss",
+            step,
+        );
+        for l in (0..LAYERS).rev() {
+            let ws = alloc(
+                &mut lines,
+                1 << (16 + rng.next() % 8),
+                &format!("gradients/model/layer{l:02}/Conv2D_grad/workspace"),
+                step,
+            );
+            let g = alloc(
+                &mut lines,
+                layer_bytes[l] * batch,
+                &format!("gradients/model/layer{l:02}/Conv2D_grad/Conv2DBackpropInput"),
+                step,
+            );
+            let wg = alloc(
+                &mut lines,
+                layer_bytes[l] / 8 + 4096,
+                &format!("gradients/model/layer{l:02}/Conv2D_grad/Conv2DBackpropFilter"),
+                step,
+            );
+            free(&mut lines, ws);
+            free(&mut lines, acts.pop().expect("bn"));
+            free(&mut lines, acts.pop().expect("conv"));
+            free(&mut lines, grad);
+            let upd = alloc(
+                &mut lines,
+                layer_bytes[l] / 8 + 4096,
+                &format!("Adam/update_layer{l:02}/mul"),
+                step,
+            );
+            free(&mut lines, upd);
+            free(&mut lines, wg);
+            grad = g;
+        }
+        free(&mut lines, grad);
+        step += 1;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-training.jsonl");
+    std::fs::write(&path, &lines).expect("write the bench trace");
+    let trace = trace::parse_str(&path, &lines).expect("the generated trace parses");
+    let allocs = trace.allocs as u64;
+    let ops = trace
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Alloc { meta, .. } => Some(trace.names.op(meta.op).to_string()),
+            _ => None,
+        })
+        .collect();
+    Workload {
+        jsonl_bytes: lines.len() as u64,
+        trace,
+        jsonl_path: path,
+        allocs,
+        ops,
+    }
+}
+
+fn bfc(history: usize) -> Bfc {
+    let mut o = Options::new(LIMIT);
+    o.allow_growth = true;
+    o.history = history;
+    Bfc::new(o, Box::new(SimDevice::new(LIMIT, 0)))
+}
+
+/// Replays the trace through the single-threaded core; `record` passes each event's
+/// metadata (op, dtype, step, time) and keeps a 10 000-event history.
+fn replay_core(b: &mut Bfc, t: &Trace, record: bool) -> u64 {
+    let mut addrs = vec![0u64; t.allocs as usize];
+    let mut failed = 0;
+    for e in &t.events {
+        match *e {
+            Event::Alloc { alloc, bytes, meta } => {
+                let meta = if record { meta } else { Meta::default() };
+                match b.allocate(bytes, meta) {
+                    Ok(a) => addrs[alloc as usize] = a,
+                    Err(_) => failed += 1,
+                }
+            }
+            Event::Free { alloc, t_ns } => {
+                let _ = b.free(addrs[alloc as usize], t_ns);
+            }
+            Event::Step { step, t_ns } => {
+                if record {
+                    b.mark_step(step, t_ns)
+                }
+            }
+        }
+    }
+    assert_eq!(failed, 0, "the bench limit fits the trace");
+    addrs.len() as u64
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_core_no_recording(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| bfc(0))
+        .bench_local_refs(|b| replay_core(b, &w.trace, false));
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_core_recording(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| bfc(10_000))
+        .bench_local_refs(|b| replay_core(b, &w.trace, true));
+}
+
+/// The thread-safe API as a training process calls it: a lock per call, the op name as a
+/// string (interned on each allocation) or as an id interned once (`ids`), a timestamp,
+/// the step.
+fn replay_api(a: &Allocator, w: &Workload, events: usize, ids: Option<&[u32]>) {
+    let mut addrs = vec![0u64; w.allocs as usize];
+    for e in &w.trace.events[..events] {
+        match *e {
+            Event::Alloc { alloc, bytes, .. } => {
+                let req = match ids {
+                    Some(ids) => Request::new(bytes).op_id(ids[alloc as usize]),
+                    None => Request::new(bytes).op(&w.ops[alloc as usize]),
+                };
+                addrs[alloc as usize] = a.allocate(&req.dtype("float32")).expect("fits");
+            }
+            Event::Free { alloc, .. } => {
+                let _ = a.free(addrs[alloc as usize]);
+            }
+            Event::Step { step, .. } => a.mark_step(step),
+        }
+    }
+}
+
+fn api(recording: Recording) -> Allocator {
+    let mut o = Options::new(LIMIT);
+    o.allow_growth = true;
+    Allocator::with_recording(o, Box::new(SimDevice::new(LIMIT, 0)), recording)
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_api_op_names(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| {
+            api(Recording {
+                ops: true,
+                stacks: false,
+            })
+        })
+        .bench_local_refs(|a| replay_api(a, w, w.trace.events.len(), None));
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_api_op_ids(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| {
+            let a = api(Recording {
+                ops: true,
+                stacks: false,
+            });
+            let ids: Vec<u32> = w.ops.iter().map(|op| a.intern_op(op)).collect();
+            (a, ids)
+        })
+        .bench_local_refs(|(a, ids)| replay_api(a, w, w.trace.events.len(), Some(ids)));
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_api_no_recording(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| {
+            api(Recording {
+                ops: false,
+                stacks: false,
+            })
+        })
+        .bench_local_refs(|a| replay_api(a, w, w.trace.events.len(), None));
+}
+
+/// Stack capture costs microseconds per allocation; the first 200 000 events suffice.
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn pair_api_stacks(bench: Bencher) {
+    let w = &*WORKLOAD;
+    let events = 200_000.min(w.trace.events.len());
+    let allocs = w.trace.events[..events]
+        .iter()
+        .filter(|e| matches!(e, Event::Alloc { .. }))
+        .count();
+    bench
+        .counter(ItemsCount::new(allocs))
+        .with_inputs(|| {
+            api(Recording {
+                ops: true,
+                stacks: true,
+            })
+        })
+        .bench_local_refs(|a| replay_api(a, w, events, None));
+}
+
+const UNIT: u64 = 256;
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_peer_offset_allocator(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| offset_allocator::Allocator::<u32>::new((LIMIT / UNIT) as u32))
+        .bench_local_refs(|a| {
+            let mut live = vec![None; w.allocs as usize];
+            for e in &w.trace.events {
+                match *e {
+                    Event::Alloc { alloc, bytes, .. } => {
+                        live[alloc as usize] = a.allocate(bytes.div_ceil(UNIT) as u32);
+                        assert!(live[alloc as usize].is_some());
+                    }
+                    Event::Free { alloc, .. } => {
+                        if let Some(x) = live[alloc as usize].take() {
+                            a.free(x);
+                        }
+                    }
+                    Event::Step { .. } => {}
+                }
+            }
+        });
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_peer_buddy_system_allocator(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| {
+            let mut a = buddy_system_allocator::FrameAllocator::<33>::new();
+            a.add_frame(0, (LIMIT / UNIT) as usize);
+            a
+        })
+        .bench_local_refs(|a| {
+            let mut live = vec![(0usize, 0usize); w.allocs as usize];
+            for e in &w.trace.events {
+                match *e {
+                    Event::Alloc { alloc, bytes, .. } => {
+                        let frames = bytes.div_ceil(UNIT).max(1) as usize;
+                        let at = a.alloc(frames).expect("fits");
+                        live[alloc as usize] = (at, frames);
+                    }
+                    Event::Free { alloc, .. } => {
+                        let (at, frames) = live[alloc as usize];
+                        a.dealloc(at, frames);
+                    }
+                    Event::Step { .. } => {}
+                }
+            }
+        });
+}
+
+/// The whole `oomscope replay` path after parsing: allocator, events, final snapshot.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn replay_events(bench: Bencher) {
+    let w = &*WORKLOAD;
+    let mut o = Options::new(LIMIT);
+    o.allow_growth = true;
+    let settings = oomscope::replay::Settings::new(o);
+    bench
+        .counter(ItemsCount::new(w.trace.events.len()))
+        .bench_local(|| oomscope::replay::replay(&w.trace, &settings, None, |_| {}).failures);
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn parse_trace_jsonl(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(divan::counter::BytesCount::new(w.jsonl_bytes))
+        .bench_local(|| trace::read(&w.jsonl_path).expect("parses").events.len());
+}
+
+/// An allocator holding 1M live 1 KiB allocations under 200 op names.
+fn million_live() -> Bfc {
+    let mut b = Bfc::new(Options::new(2 << 30), Box::new(SimDevice::new(2 << 30, 0)));
+    let ops: Vec<u32> = (0..200)
+        .map(|i| {
+            b.names_mut()
+                .ops
+                .intern(&format!("model/block{i:03}/Conv2D"))
+        })
+        .collect();
+    let shape = b.names_mut().shapes.intern(&[16i64, 16][..]);
+    for i in 0..1_000_000u64 {
+        let meta = Meta {
+            op: ops[(i % 200) as usize],
+            shape,
+            step: (i / 10_000) as i64,
+            ..Meta::default()
+        };
+        b.allocate(1000, meta).expect("fits");
+    }
+    b
+}
+
+// A Mutex only because statics must be Sync; the benches are single-threaded.
+static MILLION: LazyLock<Mutex<Bfc>> = LazyLock::new(|| Mutex::new(million_live()));
+
+fn dump_path() -> PathBuf {
+    std::env::temp_dir().join(format!("oomscope-bench-{}.json", std::process::id()))
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn dump_1m_snapshot_and_write(bench: Bencher) {
+    let b = MILLION.lock().expect("not poisoned");
+    let path = dump_path();
+    bench.bench_local(|| {
+        dump::write_atomic(&path, &b.snapshot(Source::default())).expect("written")
+    });
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn dump_1m_read(bench: Bencher) {
+    let path = dump_path();
+    dump::write_atomic(
+        &path,
+        &MILLION
+            .lock()
+            .expect("not poisoned")
+            .snapshot(Source::default()),
+    )
+    .expect("written");
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    eprintln!("dump with 1M live allocations: {} bytes", size);
+    bench.bench_local(|| dump::read(&path).expect("read back").regions.len());
+    let _ = std::fs::remove_file(&path);
+}

@@ -31,6 +31,7 @@ pub mod atomic;
 pub mod bfc;
 pub mod device;
 pub mod dump;
+mod hash;
 pub mod record;
 pub mod render;
 pub mod replay;
@@ -40,3 +41,8 @@ pub mod stack;
 pub mod trace;
 
 pub use allocator::{Allocator, Oom, Recording, Request};
+
+/// The README's Rust example, compiled and run as a doctest so it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

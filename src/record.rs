@@ -4,9 +4,10 @@
 //! so recording an allocation costs a few stores on the hot path; strings are looked up
 //! again only when a report is written.
 
+use crate::hash::FastMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
 
 /// The name printed for allocations that came with no op name and no scope.
@@ -30,14 +31,18 @@ pub struct Meta {
 #[derive(Clone, Debug)]
 pub struct Interner<K> {
     items: Vec<K>,
-    index: HashMap<K, u32>,
+    index: FastMap<K, u32>,
+    /// The id returned last: callers often intern the same value many times in a row
+    /// (a dtype, a stack), and one comparison is cheaper than a hash lookup.
+    last: u32,
 }
 
 impl<K> Default for Interner<K> {
     fn default() -> Self {
         Interner {
             items: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
+            last: 0,
         }
     }
 }
@@ -49,7 +54,13 @@ impl<K: Hash + Eq + Clone> Interner<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        if let Some(last) = self.get(self.last)
+            && last.borrow() == value
+        {
+            return self.last;
+        }
         if let Some(&id) = self.index.get(value) {
+            self.last = id;
             return id;
         }
         let owned = value.to_owned();
@@ -57,6 +68,7 @@ impl<K: Hash + Eq + Clone> Interner<K> {
         // More than u32::MAX distinct names cannot happen before the host runs out of memory.
         let id = u32::try_from(self.items.len()).unwrap_or(u32::MAX);
         self.index.insert(owned, id);
+        self.last = id;
         id
     }
 

@@ -106,7 +106,7 @@ fn run(cfg: &Config, ops: &[Op]) -> Result<Bfc, TestCaseError> {
             .iter()
             .map(|&(a, req)| {
                 let size = b.allocated_size(a).expect("live allocation is known");
-                assert!(size >= req && size % 256 == 0);
+                assert!(size >= req && size.is_multiple_of(256));
                 assert_eq!(b.requested_size(a), Some(req));
                 (a, size)
             })
@@ -126,7 +126,7 @@ fn run(cfg: &Config, ops: &[Op]) -> Result<Bfc, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_after_every_step(cfg in config(), ops in ops()) {

@@ -26,12 +26,12 @@ mod check;
 mod snapshot;
 
 use crate::device::{Device, DeviceDescription, MemInfo};
+use crate::hash::FastMap;
 use crate::record::{Event, EventKind, History, Meta, Names, StepMark};
 use bins::Bins;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 
 pub use snapshot::oom_record;
 
@@ -242,27 +242,6 @@ struct Region {
     first: u32,
 }
 
-/// A multiplicative hash for chunk addresses (multiples of 256): cheaper than SipHash on the
-/// hot path, and addresses are not attacker-controlled.
-#[derive(Default, Clone, Copy)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n >> MIN_ALLOCATION_BITS)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-}
-
 /// The BFC allocator (single-threaded core).
 pub struct Bfc {
     opts: Options,
@@ -275,7 +254,7 @@ pub struct Bfc {
     bins: Bins,
     regions: Vec<Region>,
     /// In-use chunks by address.
-    in_use: HashMap<u64, u32, BuildHasherDefault<AddrHasher>>,
+    in_use: FastMap<u64, u32>,
     stats: Stats,
     next_allocation_id: u64,
     names: Names,
@@ -317,7 +296,7 @@ impl Bfc {
             free_handles: NONE,
             bins: Bins::default(),
             regions: Vec::new(),
-            in_use: HashMap::default(),
+            in_use: FastMap::default(),
             stats: Stats {
                 bytes_limit: limit,
                 ..Stats::default()
@@ -385,7 +364,7 @@ impl Bfc {
     /// Allocates `num_bytes` recorded with `meta`; returns the address (0 for 0 bytes, as
     /// TF returns null). On failure the allocator is unchanged apart from regions it may
     /// have obtained or given back while trying, exactly as TF.
-    pub fn allocate(&mut self, num_bytes: u64, meta: Meta) -> Result<u64, AllocFailure> {
+    pub fn allocate(&mut self, num_bytes: u64, meta: Meta) -> Result<u64, Box<AllocFailure>> {
         if num_bytes == 0 {
             return Ok(0);
         }
@@ -407,7 +386,9 @@ impl Bfc {
         {
             return Ok(addr);
         }
-        Err(self.record_failure(num_bytes, rounded, meta, refused))
+        Err(Box::new(
+            self.record_failure(num_bytes, rounded, meta, refused),
+        ))
     }
 
     /// Frees the allocation at `addr` (0 is ignored, like TF's null). Returns the chunk size.
