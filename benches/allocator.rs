@@ -28,7 +28,15 @@ fn main() {
 
 /// Limit for the replays: comfortably above the trace's peak, so nothing fails.
 const LIMIT: u64 = 24 << 30;
-const MIN_EVENTS: usize = 1_000_000;
+
+/// `cargo bench` passes `--bench`; under `cargo test --benches` divan runs each benchmark
+/// once to check it works, and a small trace keeps that to seconds in a debug build.
+static FULL: LazyLock<bool> = LazyLock::new(|| std::env::args().any(|a| a == "--bench"));
+
+/// Events in the training trace, and live allocations in the dump benchmarks.
+fn scale(full: usize) -> usize {
+    if *FULL { full } else { full / 100 }
+}
 
 struct Workload {
     trace: Trace,
@@ -58,11 +66,12 @@ fn training_trace() -> Workload {
     let mut id = 0u64;
     let mut alloc = |lines: &mut String, bytes: u64, op: &str, step: i64| -> u64 {
         id += 1;
-        lines.push_str(&format!("{{\"ev\":\"alloc\",\"id\":{id},\"bytes\":{bytes},\"op\":\"{op}\",\"dtype\":\"float32\",\"step\":{step}}}\n"));
+        lines.push_str(&format!(
+            "{{\"ev\":\"alloc\",\"id\":{id},\"bytes\":{bytes},\"op\":\"{op}\",\"dtype\":\"float32\",\"step\":{step}}}\n"
+        ));
         id
     };
-    let free =
-        |lines: &mut String, id: u64| lines.push_str(&format!("{{\"ev\":\"free\",\"id\":{id}}}\n"));
+    let free = |lines: &mut String, id: u64| lines.push_str(&format!("{{\"ev\":\"free\",\"id\":{id}}}\n"));
     const LAYERS: usize = 48;
     // Channel widths and spatial sizes of a ResNet-like stack.
     let layer_bytes: Vec<u64> = (0..LAYERS)
@@ -73,60 +82,27 @@ fn training_trace() -> Workload {
         })
         .collect();
     for (l, &b) in layer_bytes.iter().enumerate() {
-        alloc(
-            &mut lines,
-            b / 8 + 4096,
-            &format!("model/layer{l:02}/kernel"),
-            -1,
-        );
-        alloc(
-            &mut lines,
-            b / 8 + 4096,
-            &format!("model/layer{l:02}/kernel/Adam"),
-            -1,
-        );
+        alloc(&mut lines, b / 8 + 4096, &format!("model/layer{l:02}/kernel"), -1);
+        alloc(&mut lines, b / 8 + 4096, &format!("model/layer{l:02}/kernel/Adam"), -1);
     }
     let mut step = 0i64;
     // Each step writes 1 + 48 * 4 + 1 + 48 * 9 + 1 events.
     let events_per_step = 1 + LAYERS * 4 + 1 + LAYERS * 9 + 1;
     let mut events = 2 * LAYERS;
-    while events < MIN_EVENTS {
+    while events < scale(1_000_000) {
         events += events_per_step;
         lines.push_str(&format!("{{\"ev\":\"step\",\"step\":{step}}}\n"));
-        let batch = if step % 7 == 6 {
-            24 + rng.next() % 8
-        } else {
-            32
-        };
+        let batch = if step % 7 == 6 { 24 + rng.next() % 8 } else { 32 };
         let mut acts = Vec::with_capacity(LAYERS);
         for (l, &b) in layer_bytes.iter().enumerate() {
-            let ws = alloc(
-                &mut lines,
-                1 << (16 + rng.next() % 8),
-                &format!("model/layer{l:02}/Conv2D/workspace"),
-                step,
-            );
-            acts.push(alloc(
-                &mut lines,
-                b * batch,
-                &format!("model/layer{l:02}/Conv2D"),
-                step,
-            ));
-            let bn = alloc(
-                &mut lines,
-                b * batch,
-                &format!("model/layer{l:02}/FusedBatchNorm"),
-                step,
-            );
+            let ws =
+                alloc(&mut lines, 1 << (16 + rng.next() % 8), &format!("model/layer{l:02}/Conv2D/workspace"), step);
+            acts.push(alloc(&mut lines, b * batch, &format!("model/layer{l:02}/Conv2D"), step));
+            let bn = alloc(&mut lines, b * batch, &format!("model/layer{l:02}/FusedBatchNorm"), step);
             free(&mut lines, ws);
             acts.push(bn);
         }
-        let mut grad = alloc(
-            &mut lines,
-            layer_bytes[LAYERS - 1] * batch,
-            "gradients/loss",
-            step,
-        );
+        let mut grad = alloc(&mut lines, layer_bytes[LAYERS - 1] * batch, "gradients/loss", step);
         for l in (0..LAYERS).rev() {
             let ws = alloc(
                 &mut lines,
@@ -150,12 +126,7 @@ fn training_trace() -> Workload {
             free(&mut lines, acts.pop().expect("bn"));
             free(&mut lines, acts.pop().expect("conv"));
             free(&mut lines, grad);
-            let upd = alloc(
-                &mut lines,
-                layer_bytes[l] / 8 + 4096,
-                &format!("Adam/update_layer{l:02}/mul"),
-                step,
-            );
+            let upd = alloc(&mut lines, layer_bytes[l] / 8 + 4096, &format!("Adam/update_layer{l:02}/mul"), step);
             free(&mut lines, upd);
             free(&mut lines, wg);
             grad = g;
@@ -175,13 +146,7 @@ fn training_trace() -> Workload {
             _ => None,
         })
         .collect();
-    Workload {
-        jsonl_bytes: lines.len() as u64,
-        trace,
-        jsonl_path: path,
-        allocs,
-        ops,
-    }
+    Workload { jsonl_bytes: lines.len() as u64, trace, jsonl_path: path, allocs, ops }
 }
 
 fn bfc(history: usize) -> Bfc {
@@ -198,14 +163,14 @@ fn replay_core(b: &mut Bfc, t: &Trace, record: bool) -> u64 {
     let mut failed = 0;
     for e in &t.events {
         match *e {
-            Event::Alloc { alloc, bytes, meta } => {
+            Event::Alloc { alloc, bytes, meta, .. } => {
                 let meta = if record { meta } else { Meta::default() };
                 match b.allocate(bytes, meta) {
                     Ok(a) => addrs[alloc as usize] = a,
                     Err(_) => failed += 1,
                 }
             }
-            Event::Free { alloc, t_ns } => {
+            Event::Free { alloc, t_ns, .. } => {
                 let _ = b.free(addrs[alloc as usize], t_ns);
             }
             Event::Step { step, t_ns } => {
@@ -270,12 +235,7 @@ fn pair_api_op_names(bench: Bencher) {
     let w = &*WORKLOAD;
     bench
         .counter(ItemsCount::new(w.allocs))
-        .with_inputs(|| {
-            api(Recording {
-                ops: true,
-                stacks: false,
-            })
-        })
+        .with_inputs(|| api(Recording { ops: true, stacks: false }))
         .bench_local_refs(|a| replay_api(a, w, w.trace.events.len(), None));
 }
 
@@ -285,10 +245,7 @@ fn pair_api_op_ids(bench: Bencher) {
     bench
         .counter(ItemsCount::new(w.allocs))
         .with_inputs(|| {
-            let a = api(Recording {
-                ops: true,
-                stacks: false,
-            });
+            let a = api(Recording { ops: true, stacks: false });
             let ids: Vec<u32> = w.ops.iter().map(|op| a.intern_op(op)).collect();
             (a, ids)
         })
@@ -300,12 +257,7 @@ fn pair_api_no_recording(bench: Bencher) {
     let w = &*WORKLOAD;
     bench
         .counter(ItemsCount::new(w.allocs))
-        .with_inputs(|| {
-            api(Recording {
-                ops: false,
-                stacks: false,
-            })
-        })
+        .with_inputs(|| api(Recording { ops: false, stacks: false }))
         .bench_local_refs(|a| replay_api(a, w, w.trace.events.len(), None));
 }
 
@@ -314,18 +266,10 @@ fn pair_api_no_recording(bench: Bencher) {
 fn pair_api_stacks(bench: Bencher) {
     let w = &*WORKLOAD;
     let events = 200_000.min(w.trace.events.len());
-    let allocs = w.trace.events[..events]
-        .iter()
-        .filter(|e| matches!(e, Event::Alloc { .. }))
-        .count();
+    let allocs = w.trace.events[..events].iter().filter(|e| matches!(e, Event::Alloc { .. })).count();
     bench
         .counter(ItemsCount::new(allocs))
-        .with_inputs(|| {
-            api(Recording {
-                ops: true,
-                stacks: true,
-            })
-        })
+        .with_inputs(|| api(Recording { ops: true, stacks: true }))
         .bench_local_refs(|a| replay_api(a, w, events, None));
 }
 
@@ -408,21 +352,10 @@ fn parse_trace_jsonl(bench: Bencher) {
 /// An allocator holding 1M live 1 KiB allocations under 200 op names.
 fn million_live() -> Bfc {
     let mut b = Bfc::new(Options::new(2 << 30), Box::new(SimDevice::new(2 << 30, 0)));
-    let ops: Vec<u32> = (0..200)
-        .map(|i| {
-            b.names_mut()
-                .ops
-                .intern(&format!("model/block{i:03}/Conv2D"))
-        })
-        .collect();
+    let ops: Vec<u32> = (0..200).map(|i| b.names_mut().ops.intern(&format!("model/block{i:03}/Conv2D"))).collect();
     let shape = b.names_mut().shapes.intern(&[16i64, 16][..]);
-    for i in 0..1_000_000u64 {
-        let meta = Meta {
-            op: ops[(i % 200) as usize],
-            shape,
-            step: (i / 10_000) as i64,
-            ..Meta::default()
-        };
+    for i in 0..scale(1_000_000) as u64 {
+        let meta = Meta { op: ops[(i % 200) as usize], shape, step: (i / 10_000) as i64, ..Meta::default() };
         b.allocate(1000, meta).expect("fits");
     }
     b
@@ -439,24 +372,15 @@ fn dump_path() -> PathBuf {
 fn dump_1m_snapshot_and_write(bench: Bencher) {
     let b = MILLION.lock().expect("not poisoned");
     let path = dump_path();
-    bench.bench_local(|| {
-        dump::write_atomic(&path, &b.snapshot(Source::default())).expect("written")
-    });
+    bench.bench_local(|| dump::write_atomic(&path, &b.snapshot(Source::default())).expect("written"));
 }
 
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn dump_1m_read(bench: Bencher) {
     let path = dump_path();
-    dump::write_atomic(
-        &path,
-        &MILLION
-            .lock()
-            .expect("not poisoned")
-            .snapshot(Source::default()),
-    )
-    .expect("written");
+    dump::write_atomic(&path, &MILLION.lock().expect("not poisoned").snapshot(Source::default())).expect("written");
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    eprintln!("dump with 1M live allocations: {} bytes", size);
+    eprintln!("dump with {} live allocations: {size} bytes", scale(1_000_000));
     bench.bench_local(|| dump::read(&path).expect("read back").regions.len());
     let _ = std::fs::remove_file(&path);
 }

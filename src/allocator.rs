@@ -22,10 +22,7 @@ pub struct Recording {
 
 impl Default for Recording {
     fn default() -> Self {
-        Recording {
-            ops: true,
-            stacks: false,
-        }
+        Recording { ops: true, stacks: false }
     }
 }
 
@@ -45,10 +42,7 @@ pub struct Request<'a> {
 
 impl<'a> Request<'a> {
     pub fn new(bytes: u64) -> Request<'a> {
-        Request {
-            bytes,
-            ..Request::default()
-        }
+        Request { bytes, ..Request::default() }
     }
     pub fn op(mut self, op: &'a str) -> Self {
         self.op = Some(op);
@@ -74,16 +68,17 @@ impl<'a> Request<'a> {
 
 /// A failed allocation, with the state of the allocator at that moment.
 ///
-/// `dump.oom` is this request; [`Oom::report`] is the TF-format text TF users know.
+/// `dump.oom` is this request and `dump.verdict` its cause and fix; [`Oom::report`] is the
+/// TF-format text TF users know, followed by the verdict.
 #[derive(Clone, Debug)]
 pub struct Oom {
     pub dump: Box<Dump>,
 }
 
 impl Oom {
-    /// TF's OOM text followed by "Current usage from device", ranked by node.
+    /// TF's OOM text, "Current usage from device" ranked by node, and the verdict.
     pub fn report(&self) -> String {
-        render::tf::render(&self.dump)
+        render::render(&self.dump, render::Format::Tf)
     }
 
     /// Bytes asked for.
@@ -124,9 +119,7 @@ pub struct Allocator {
 
 impl fmt::Debug for Allocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Allocator")
-            .field("recording", &self.recording)
-            .finish_non_exhaustive()
+        f.debug_struct("Allocator").field("recording", &self.recording).finish_non_exhaustive()
     }
 }
 
@@ -136,16 +129,8 @@ impl Allocator {
         Allocator::with_recording(opts, device, Recording::default())
     }
 
-    pub fn with_recording(
-        opts: Options,
-        device: Box<dyn Device>,
-        recording: Recording,
-    ) -> Allocator {
-        Allocator {
-            bfc: Mutex::new(Bfc::new(opts, device)),
-            origin: Instant::now(),
-            recording,
-        }
+    pub fn with_recording(opts: Options, device: Box<dyn Device>, recording: Recording) -> Allocator {
+        Allocator { bfc: Mutex::new(Bfc::new(opts, device)), origin: Instant::now(), recording }
     }
 
     /// The lock. A panic elsewhere while holding it cannot leave the allocator half-updated
@@ -161,29 +146,15 @@ impl Allocator {
 
     /// Allocates; on failure returns the report of this OOM. Zero bytes give address 0.
     pub fn allocate(&self, req: &Request<'_>) -> Result<u64, Oom> {
-        let ips = if self.recording.stacks {
-            Some(stack::capture(1))
-        } else {
-            None
-        };
-        let t_ns = if self.recording.ops {
-            self.origin.elapsed().as_nanos() as u64
-        } else {
-            0
-        };
+        let ips = if self.recording.stacks { Some(stack::capture(1)) } else { None };
+        let t_ns = if self.recording.ops { self.origin.elapsed().as_nanos() as u64 } else { 0 };
         let mut bfc = self.lock();
-        let mut meta = Meta {
-            t_ns,
-            step: bfc.current_step(),
-            ..Meta::default()
-        };
+        let mut meta = Meta { t_ns, step: bfc.current_step(), ..Meta::default() };
         if self.recording.ops {
             let names = bfc.names_mut();
             meta.op = match req.op_id {
                 Some(id) => id,
-                None => {
-                    scope::with_qualified(req.op, |name| name.map_or(0, |n| names.ops.intern(n)))
-                }
+                None => scope::with_qualified(req.op, |name| name.map_or(0, |n| names.ops.intern(n))),
             };
             meta.shape = req.shape.map_or(0, |s| names.shapes.intern(s));
             meta.dtype = req.dtype.map_or(0, |d| names.dtypes.intern(d));
@@ -205,29 +176,21 @@ impl Allocator {
     }
 
     fn oom_dump(bfc: &Bfc, failure: &AllocFailure) -> Dump {
-        let mut dump = bfc.snapshot(Source {
-            kind: "api".into(),
-            ..Source::default()
-        });
+        let mut dump = bfc.snapshot(Source { kind: "api".into(), ..Source::default() });
         dump.oom = Some(crate::bfc::oom_record(failure, bfc.names()));
+        crate::verdict::attach(&mut dump);
         dump
     }
 
     /// Symbolizes outside the lock: resolving can take tens of milliseconds.
     fn finish_oom(mut dump: Dump) -> Oom {
         stack::symbolize(&mut dump);
-        Oom {
-            dump: Box::new(dump),
-        }
+        Oom { dump: Box::new(dump) }
     }
 
     /// Frees an allocation; address 0 is ignored. Returns the chunk size.
     pub fn free(&self, addr: u64) -> Result<u64, FreeError> {
-        let t_ns = if self.recording.ops {
-            self.origin.elapsed().as_nanos() as u64
-        } else {
-            0
-        };
+        let t_ns = if self.recording.ops { self.origin.elapsed().as_nanos() as u64 } else { 0 };
         self.lock().free(addr, t_ns)
     }
 

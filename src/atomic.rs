@@ -7,10 +7,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Writes `path` atomically with the bytes `fill` produces.
-pub fn write_file(
-    path: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<()> {
+pub fn write_file(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
     let tmp = temp_path(path)?;
     let result = (|| {
         let file = File::create(&tmp)?;
@@ -27,18 +24,13 @@ pub fn write_file(
 }
 
 fn temp_path(path: &Path) -> io::Result<PathBuf> {
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "the output path names no file")
-    })?;
+    let name =
+        path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the output path names no file"))?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    Ok(dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
+    Ok(dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id())))
 }
 
 #[cfg(test)]
@@ -57,20 +49,9 @@ mod tests {
             Err(io::Error::other("boom"))
         });
         assert!(err.is_err());
-        assert_eq!(
-            fs::read(&target).unwrap(),
-            b"first",
-            "a failed write leaves the old file"
-        );
-        let leftovers: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(
-            leftovers.len(),
-            1,
-            "no temporary file is left: {leftovers:?}"
-        );
+        assert_eq!(fs::read(&target).unwrap(), b"first", "a failed write leaves the old file");
+        let leftovers: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left: {leftovers:?}");
         assert!(write_file(&dir.join("missing-dir/x.json"), |_| Ok(())).is_err());
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -15,6 +15,8 @@
 //! - [`dump`]: the post-mortem model, its JSON form and atomic writing.
 //! - [`render`]: TF's OOM text, the short summary, JSON.
 //! - [`trace`] and [`replay`]: JSON Lines traces fed through the allocator.
+//! - [`verdict`]: why the memory ran out and what to change, read from a dump.
+//! - [`workload`]: networks described in JSON, expanded into traces; `fit`.
 //!
 //! ```
 //! use oomscope::{Allocator, Request, bfc::Options, device::SimDevice};
@@ -39,6 +41,8 @@ pub mod scope;
 pub mod size;
 pub mod stack;
 pub mod trace;
+pub mod verdict;
+pub mod workload;
 
 pub use allocator::{Allocator, Oom, Recording, Request};
 

@@ -21,10 +21,118 @@ pub struct Meta {
     pub shape: u32,
     pub dtype: u32,
     pub stack: u32,
+    /// What the tensor is for, when the caller knows.
+    pub kind: Kind,
     /// Training step (`-1` before the first step mark).
     pub step: i64,
     /// Nanoseconds since the allocator's origin (replay: the trace's clock).
     pub t_ns: u64,
+}
+
+/// What a tensor is for: the verdict says which of these dominates at a peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Not given; [`Kind::infer`] guesses from the op name.
+    #[default]
+    Unknown,
+    /// Trainable variables and other persistent model state.
+    Weight,
+    /// Optimizer slots (Adam's m and v, momentum).
+    Optimizer,
+    /// The batch fed to the model (images, labels).
+    Input,
+    /// Forward outputs, kept while backward still needs them.
+    Activation,
+    /// Gradients of activations and weights.
+    Gradient,
+    /// Scratch memory freed by the op that made it (cuDNN workspaces).
+    Temporary,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] =
+        [Kind::Activation, Kind::Gradient, Kind::Weight, Kind::Optimizer, Kind::Input, Kind::Temporary];
+
+    /// The name used in traces, dumps and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Unknown => "unknown",
+            Kind::Weight => "weight",
+            Kind::Optimizer => "optimizer",
+            Kind::Input => "input",
+            Kind::Activation => "activation",
+            Kind::Gradient => "gradient",
+            Kind::Temporary => "temporary",
+        }
+    }
+
+    /// The kind in prose: `activations`, `optimizer state`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Unknown => "unclassified memory",
+            Kind::Weight => "weights",
+            Kind::Optimizer => "optimizer state",
+            Kind::Input => "inputs",
+            Kind::Activation => "activations",
+            Kind::Gradient => "gradients",
+            Kind::Temporary => "temporaries",
+        }
+    }
+
+    /// Parses a trace's `kind` field.
+    pub fn parse(s: &str) -> Option<Kind> {
+        Some(match s {
+            "weight" => Kind::Weight,
+            "optimizer" => Kind::Optimizer,
+            "input" => Kind::Input,
+            "activation" => Kind::Activation,
+            "gradient" => Kind::Gradient,
+            "temporary" => Kind::Temporary,
+            "unknown" => Kind::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// A guess from TensorFlow's naming conventions, for data that did not say:
+    /// `gradients/...` and `..._grad/...` are gradients; slot names (`/Adam`, `/Momentum`,
+    /// `/RMSProp`) optimizer state; variables (`kernel`, `bias`, `weights`, `Variable`,
+    /// `embeddings`, batch-norm statistics) weights; `workspace` temporaries; the rest
+    /// activations.
+    pub fn infer(op: &str) -> Kind {
+        let last = op.rsplit('/').next().unwrap_or(op);
+        if op.starts_with("gradients") || op.contains("_grad/") {
+            Kind::Gradient
+        } else if ["Adam", "Adam_1", "Momentum", "RMSProp", "RMSProp_1", "Adagrad", "Ftrl", "Ftrl_1"].contains(&last)
+            || op.contains("/Adam/")
+        {
+            Kind::Optimizer
+        } else if [
+            "kernel",
+            "bias",
+            "weights",
+            "biases",
+            "embeddings",
+            "gamma",
+            "beta",
+            "moving_mean",
+            "moving_variance",
+        ]
+        .contains(&last)
+            || last.starts_with("Variable")
+        {
+            Kind::Weight
+        } else if op.contains("workspace") {
+            Kind::Temporary
+        } else {
+            Kind::Activation
+        }
+    }
+
+    /// The kind given, or else the one inferred from the op name.
+    pub fn or_infer(self, op: &str) -> Kind {
+        if self == Kind::Unknown { Kind::infer(op) } else { self }
+    }
 }
 
 /// Interns values of one kind; ids start at 1 so that 0 can mean "none".
@@ -39,11 +147,7 @@ pub struct Interner<K> {
 
 impl<K> Default for Interner<K> {
     fn default() -> Self {
-        Interner {
-            items: Vec::new(),
-            index: FastMap::default(),
-            last: 0,
-        }
+        Interner { items: Vec::new(), index: FastMap::default(), last: 0 }
     }
 }
 
@@ -122,6 +226,10 @@ pub enum EventKind {
     Refused,
     /// Garbage collection returned an empty region to the device.
     RegionFree,
+    /// Memory taken directly from the device, outside the allocator's pool (cuDNN, cuBLAS).
+    OutsideAlloc,
+    /// Outside memory given back.
+    OutsideFree,
 }
 
 /// One entry of the history.
@@ -148,11 +256,7 @@ pub struct History {
 
 impl History {
     pub fn new(capacity: usize) -> History {
-        History {
-            events: VecDeque::with_capacity(capacity.min(1 << 16)),
-            capacity,
-            next_seq: 0,
-        }
+        History { events: VecDeque::with_capacity(capacity.min(1 << 16)), capacity, next_seq: 0 }
     }
 
     /// Records an event (or only counts it when the capacity is 0).
@@ -219,18 +323,29 @@ mod tests {
     }
 
     #[test]
+    fn kinds_are_inferred_from_tf_names() {
+        for (op, kind) in [
+            ("gradients/shared_model/unet_07/Conv2D_grad/Conv2DBackpropFilter", Kind::Gradient),
+            ("model/dense/MatMul_grad/MatMul", Kind::Gradient),
+            ("unet_conv_00_w/Adam_1", Kind::Optimizer),
+            ("model/dense/kernel", Kind::Weight),
+            ("Variable_3", Kind::Weight),
+            ("model/bn/moving_mean", Kind::Weight),
+            ("model/layer01/Conv2D/workspace", Kind::Temporary),
+            ("shared_model/unet_00/Conv2D", Kind::Activation),
+        ] {
+            assert_eq!(Kind::infer(op), kind, "{op}");
+        }
+        assert_eq!(Kind::Input.or_infer("gradients/x"), Kind::Input, "a given kind wins");
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.name()), Some(k));
+        }
+    }
+
+    #[test]
     fn history_keeps_the_last_events_and_counts_the_rest() {
         let mut h = History::new(3);
-        let e = Event {
-            seq: 0,
-            t_ns: 0,
-            kind: EventKind::Alloc,
-            addr: 0,
-            size: 0,
-            requested: 0,
-            op: 0,
-            step: 0,
-        };
+        let e = Event { seq: 0, t_ns: 0, kind: EventKind::Alloc, addr: 0, size: 0, requested: 0, op: 0, step: 0 };
         for i in 0..5 {
             h.push(Event { addr: i, ..e });
         }

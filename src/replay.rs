@@ -13,6 +13,8 @@ pub struct Settings {
     pub device_total: u64,
     /// Bytes of the device held by other processes.
     pub device_others: u64,
+    /// The card the simulated device stands for.
+    pub device_model: String,
     /// Go on after a failed allocation (frees of failed allocations are then ignored).
     pub keep_going: bool,
 }
@@ -25,6 +27,7 @@ impl Settings {
             allocator,
             device_total: total,
             device_others: 0,
+            device_model: "simulated GPU".into(),
             keep_going: false,
         }
     }
@@ -54,7 +57,7 @@ pub fn replay(
     source_path: Option<&str>,
     mut progress: impl FnMut(usize),
 ) -> Outcome {
-    let device = SimDevice::new(settings.device_total, settings.device_others);
+    let device = SimDevice::new(settings.device_total, settings.device_others).with_model(&settings.device_model);
     let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(device));
     *bfc.names_mut() = trace.names.clone();
     let mut addrs = vec![0u64; trace.allocs as usize];
@@ -65,36 +68,31 @@ pub fn replay(
             progress(i);
         }
         match *event {
-            Event::Alloc { alloc, bytes, meta } => match bfc.allocate(bytes, meta) {
-                Ok(addr) => addrs[alloc as usize] = addr,
-                Err(_) => {
-                    addrs[alloc as usize] = FAILED;
-                    failures += 1;
-                    first_failure_line.get_or_insert(trace.lines[i]);
-                    if !settings.keep_going {
-                        break;
+            Event::Alloc { alloc, bytes, meta, outside } => {
+                match if outside { bfc.allocate_outside(bytes, meta) } else { bfc.allocate(bytes, meta) } {
+                    Ok(addr) => addrs[alloc as usize] = addr,
+                    Err(_) => {
+                        addrs[alloc as usize] = FAILED;
+                        failures += 1;
+                        first_failure_line.get_or_insert(trace.lines[i]);
+                        if !settings.keep_going {
+                            break;
+                        }
                     }
                 }
-            },
-            Event::Free { alloc, t_ns } => {
+            }
+            Event::Free { alloc, t_ns, outside } => {
                 let addr = addrs[alloc as usize];
-                if addr != FAILED {
-                    // The trace was checked: every free matches a live allocation.
+                // The trace was checked: every free matches a live allocation.
+                if addr != FAILED && outside {
+                    let _ = bfc.free_outside(addr, t_ns);
+                } else if addr != FAILED {
                     let _ = bfc.free(addr, t_ns);
                 }
             }
             Event::Step { step, t_ns } => bfc.mark_step(step, t_ns),
         }
     }
-    let source = Source {
-        kind: "replay".into(),
-        path: source_path.map(str::to_string),
-        ..Source::default()
-    };
-    Outcome {
-        dump: bfc.snapshot(source),
-        events_replayed: replayed,
-        first_failure_line,
-        failures,
-    }
+    let source = Source { kind: "replay".into(), path: source_path.map(str::to_string), ..Source::default() };
+    Outcome { dump: bfc.snapshot(source), events_replayed: replayed, first_failure_line, failures }
 }

@@ -47,9 +47,7 @@ impl Drop for ScopeGuard {
 /// Enters scope `name` until the guard is dropped.
 pub fn push(name: &str) -> ScopeGuard {
     push_unguarded(name);
-    ScopeGuard {
-        _not_send: PhantomData,
-    }
+    ScopeGuard { _not_send: PhantomData }
 }
 
 /// Runs `f` inside scope `name`.
@@ -109,9 +107,7 @@ pub fn with_qualified<R>(op: Option<&str>, f: impl FnOnce(Option<&str>) -> R) ->
             (true, Some(op)) => f(Some(op)),
             (false, None) => f(Some(&s.joined)),
             (false, Some(op)) => {
-                let Stack {
-                    joined, scratch, ..
-                } = &mut *s;
+                let Stack { joined, scratch, .. } = &mut *s;
                 scratch.clear();
                 scratch.push_str(joined);
                 scratch.push(SEPARATOR);
@@ -135,10 +131,7 @@ mod tests {
             let _b = push("unet_01");
             assert_eq!(current(), "shared_model/unet_01");
             assert_eq!(qualified(None).as_deref(), Some("shared_model/unet_01"));
-            assert_eq!(
-                qualified(Some("Conv2D")).as_deref(),
-                Some("shared_model/unet_01/Conv2D")
-            );
+            assert_eq!(qualified(Some("Conv2D")).as_deref(), Some("shared_model/unet_01/Conv2D"));
             assert_eq!(depth(), 2);
         }
         assert_eq!(current(), "");

@@ -30,11 +30,7 @@ pub fn human_bytes(n: i64) -> String {
     }
     let value = v as f64 / 1024.0;
     let u = units[unit] as char;
-    if unit == 0 {
-        format!("{neg}{value:.1}{u}iB")
-    } else {
-        format!("{neg}{value:.2}{u}iB")
-    }
+    if unit == 0 { format!("{neg}{value:.1}{u}iB") } else { format!("{neg}{value:.2}{u}iB") }
 }
 
 /// [`human_bytes`] for unsigned sizes (saturating at `i64::MAX`, beyond any device).
@@ -79,14 +75,9 @@ impl std::error::Error for SizeError {}
 /// and a silent 7% error in a memory limit is worse than a clear message.
 /// Fractions are computed exactly and rounded down to a whole byte.
 pub fn parse_size(input: &str) -> Result<u64, SizeError> {
-    let err = |reason| SizeError {
-        input: input.to_string(),
-        reason,
-    };
+    let err = |reason| SizeError { input: input.to_string(), reason };
     let s = input.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, unit) = (&s[..split], s[split..].trim());
     if number.is_empty() {
         return Err(err("it does not start with a number"));
@@ -98,9 +89,7 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
         "g" | "gib" => 1 << 30,
         "t" | "tib" => 1 << 40,
         "kb" | "mb" | "gb" | "tb" => {
-            return Err(err(
-                "decimal units (KB, MB, GB, TB) are ambiguous for GPU memory",
-            ));
+            return Err(err("decimal units (KB, MB, GB, TB) are ambiguous for GPU memory"));
         }
         _ => return Err(err("unknown unit")),
     };
@@ -114,20 +103,10 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
     if frac_part.len() > 18 {
         return Err(err("too many decimal places"));
     }
-    let whole: u128 = if int_part.is_empty() {
-        0
-    } else {
-        int_part
-            .parse()
-            .map_err(|_| err("the number is too large"))?
-    };
-    let frac: u128 = if frac_part.is_empty() {
-        0
-    } else {
-        frac_part
-            .parse()
-            .map_err(|_| err("the number is malformed"))?
-    };
+    let whole: u128 =
+        if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| err("the number is too large"))? };
+    let frac: u128 =
+        if frac_part.is_empty() { 0 } else { frac_part.parse().map_err(|_| err("the number is malformed"))? };
     if multiplier == 1 && frac != 0 {
         return Err(err("a byte count must be a whole number"));
     }
@@ -184,26 +163,11 @@ mod tests {
 
     #[test]
     fn parse_refuses_with_a_reason() {
-        for bad in [
-            "",
-            "GiB",
-            "-1",
-            "1.2.3GiB",
-            "16GB",
-            "1XiB",
-            "1.5",
-            "99999999999999999999999",
-            "20000000TiB",
-        ] {
+        for bad in ["", "GiB", "-1", "1.2.3GiB", "16GB", "1XiB", "1.5", "99999999999999999999999", "20000000TiB"] {
             let e = parse_size(bad).expect_err(bad);
             let msg = e.to_string();
             assert!(msg.contains("is not a size"), "{msg}");
         }
-        assert!(
-            parse_size("16GB")
-                .unwrap_err()
-                .to_string()
-                .contains("ambiguous")
-        );
+        assert!(parse_size("16GB").unwrap_err().to_string().contains("ambiguous"));
     }
 }

@@ -34,10 +34,7 @@ pub fn resolve(ip: u64) -> Vec<Frame> {
         });
     });
     if frames.is_empty() {
-        frames.push(Frame {
-            ip,
-            ..Frame::default()
-        });
+        frames.push(Frame { ip, ..Frame::default() });
     }
     frames
 }
@@ -65,15 +62,9 @@ mod tests {
     fn captures_and_resolves_our_own_frames() {
         let ips = marker_function_for_stack_test();
         assert!(!ips.is_empty() && ips.len() <= MAX_FRAMES);
-        let names: Vec<String> = ips
-            .iter()
-            .flat_map(|&ip| resolve(ip))
-            .filter_map(|f| f.function)
-            .collect();
+        let names: Vec<String> = ips.iter().flat_map(|&ip| resolve(ip)).filter_map(|f| f.function).collect();
         assert!(
-            names
-                .iter()
-                .any(|n| n.contains("marker_function_for_stack_test")),
+            names.iter().any(|n| n.contains("marker_function_for_stack_test")),
             "the capturing function is among the frames: {names:?}"
         );
     }

@@ -6,13 +6,15 @@
 //! {"ev":"step","step":3}
 //! ```
 //!
-//! `shape`, `dtype`, `step` and `t` (microseconds) are optional; unknown fields are ignored;
+//! `shape`, `dtype`, `step`, `t` (microseconds), `kind` (weight, optimizer, input, activation,
+//! gradient, temporary) and `outside` (taken straight from the device, outside the allocator's
+//! pool, as cuDNN does) are optional; unknown fields are ignored;
 //! blank lines are skipped. An id is live from its `alloc` to its `free`. The whole file is
 //! checked before anything is replayed, so a bad trace is refused the same way whatever the
 //! memory limit: a malformed line, an unknown event, a negative size, an `alloc` of an id
 //! that is live, or a `free` of one that is not, all name the line.
 
-use crate::record::{Meta, Names};
+use crate::record::{Kind, Meta, Names};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::borrow::Cow;
@@ -24,9 +26,22 @@ use std::path::{Path, PathBuf};
 /// One replayable event. `alloc` numbers allocations in order; frees refer to that number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    Alloc { alloc: u32, bytes: u64, meta: Meta },
-    Free { alloc: u32, t_ns: u64 },
-    Step { step: i64, t_ns: u64 },
+    /// `outside`: taken straight from the device, outside the allocator's pool.
+    Alloc {
+        alloc: u32,
+        bytes: u64,
+        meta: Meta,
+        outside: bool,
+    },
+    Free {
+        alloc: u32,
+        t_ns: u64,
+        outside: bool,
+    },
+    Step {
+        step: i64,
+        t_ns: u64,
+    },
 }
 
 /// A checked trace with its names interned.
@@ -80,11 +95,7 @@ impl<'de> Deserialize<'de> for Number {
                 Ok(Number::Unsigned(v))
             }
             fn visit_i64<E>(self, v: i64) -> Result<Number, E> {
-                Ok(if v < 0 {
-                    Number::Negative(v)
-                } else {
-                    Number::Unsigned(v as u64)
-                })
+                Ok(if v < 0 { Number::Negative(v) } else { Number::Unsigned(v as u64) })
             }
             fn visit_f64<E>(self, v: f64) -> Result<Number, E> {
                 Ok(Number::Fraction(v))
@@ -118,9 +129,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
                 Ok(Id(Cow::Owned(v.to_string())))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Id<'de>, E> {
-                Err(E::custom(format_args!(
-                    "id {v} is not a string or an integer"
-                )))
+                Err(E::custom(format_args!("id {v} is not a string or an integer")))
             }
         }
         d.deserialize_any(V)
@@ -141,6 +150,9 @@ struct RawEvent<'a> {
     dtype: Option<Cow<'a, str>>,
     step: Option<i64>,
     t: Option<f64>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    outside: Option<bool>,
 }
 
 /// Parses and checks a trace file.
@@ -155,18 +167,8 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 
 /// Parses and checks a trace from any reader; `path` names it in errors; `progress` is
 /// called with the bytes read so far, now and then.
-pub fn parse(
-    path: &Path,
-    mut input: impl BufRead,
-    mut progress: impl FnMut(u64),
-) -> Result<Trace, TraceError> {
-    let mut p = Parser {
-        path,
-        trace: Trace::default(),
-        live: HashMap::new(),
-        step: -1,
-        t_ns: 0,
-    };
+pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
+    let mut p = Parser { path, trace: Trace::default(), live: HashMap::new(), step: -1, t_ns: 0 };
     let mut buf = Vec::with_capacity(256);
     let (mut line_no, mut read_bytes) = (0usize, 0u64);
     loop {
@@ -195,19 +197,15 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Trace, TraceError> {
 struct Parser<'p> {
     path: &'p Path,
     trace: Trace,
-    /// Live ids -> (allocation number, line of the alloc).
-    live: HashMap<String, (u32, usize)>,
+    /// Live ids -> (allocation number, line of the alloc, outside the pool).
+    live: HashMap<String, (u32, usize, bool)>,
     step: i64,
     t_ns: u64,
 }
 
 impl Parser<'_> {
     fn error(&self, line: usize, message: String) -> TraceError {
-        TraceError {
-            path: self.path.into(),
-            line,
-            message,
-        }
+        TraceError { path: self.path.into(), line, message }
     }
 
     fn line(&mut self, line: usize, bytes: &[u8]) -> Result<(), TraceError> {
@@ -219,67 +217,62 @@ impl Parser<'_> {
         let raw: RawEvent<'_> = serde_json::from_slice(content).map_err(|e| {
             let what = match e.classify() {
                 serde_json::error::Category::Data => "not a trace event",
-                serde_json::error::Category::Eof => {
-                    "the line ends inside a JSON value (truncated?)"
-                }
+                serde_json::error::Category::Eof => "the line ends inside a JSON value (truncated?)",
                 _ => "malformed JSON",
             };
             let msg = e.to_string();
-            let msg = msg
-                .rfind(" at line ")
-                .map_or(msg.as_str(), |i| &msg[..i])
-                .to_string();
+            let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
             self.error(line, format!("{what} at column {}: {msg}", e.column()))
         })?;
         if let Some(t) = raw.t {
             if !(t.is_finite() && t >= 0.0) {
-                return Err(self.error(
-                    line,
-                    format!("\"t\" is {t}; it must be a non-negative time in microseconds"),
-                ));
+                return Err(self.error(line, format!("\"t\" is {t}; it must be a non-negative time in microseconds")));
             }
             self.t_ns = (t * 1000.0) as u64;
         }
         let t_ns = self.t_ns;
         let ev = raw.ev.as_deref().ok_or_else(|| {
-            self.error(
-                line,
-                "no \"ev\" field; expected \"ev\": \"alloc\", \"free\" or \"step\"".into(),
-            )
+            self.error(line, "no \"ev\" field; expected \"ev\": \"alloc\", \"free\" or \"step\"".into())
         })?;
         let event = match ev {
             "alloc" => {
-                let id = raw
-                    .id
-                    .ok_or_else(|| self.error(line, "alloc without an \"id\"".into()))?
-                    .0;
+                let id = raw.id.ok_or_else(|| self.error(line, "alloc without an \"id\"".into()))?.0;
                 let bytes = match raw.bytes {
                     Some(Number::Unsigned(b)) => b,
                     Some(Number::Negative(b)) => {
-                        return Err(self.error(
-                            line,
-                            format!("\"bytes\" is {b}; a size must be a non-negative integer"),
-                        ));
+                        return Err(
+                            self.error(line, format!("\"bytes\" is {b}; a size must be a non-negative integer"))
+                        );
                     }
                     Some(Number::Fraction(b)) => {
-                        return Err(self.error(
-                            line,
-                            format!("\"bytes\" is {b}; a size must be a non-negative integer"),
-                        ));
+                        return Err(
+                            self.error(line, format!("\"bytes\" is {b}; a size must be a non-negative integer"))
+                        );
                     }
                     None => return Err(self.error(line, "alloc without \"bytes\"".into())),
                 };
                 let alloc = self.trace.allocs;
-                if let Some((_, at)) = self.live.get(id.as_ref()) {
-                    return Err(self.error(
-                        line,
-                        format!("id {id:?} is already live (allocated on line {at} and not freed)"),
-                    ));
+                if let Some((_, at, _)) = self.live.get(id.as_ref()) {
+                    return Err(
+                        self.error(line, format!("id {id:?} is already live (allocated on line {at} and not freed)"))
+                    );
                 }
-                self.live.insert(id.into_owned(), (alloc, line));
-                self.trace.allocs = alloc.checked_add(1).ok_or_else(|| {
-                    self.error(line, "more than 4294967295 allocations in one trace".into())
-                })?;
+                let kind = match raw.kind.as_deref() {
+                    None => Kind::Unknown,
+                    Some(k) => Kind::parse(k).ok_or_else(|| {
+                        self.error(
+                            line,
+                            format!(
+                                "unknown kind {k:?}; expected one of weight, optimizer, input, activation, gradient, temporary"
+                            ),
+                        )
+                    })?,
+                };
+                let outside = raw.outside.unwrap_or(false);
+                self.live.insert(id.into_owned(), (alloc, line, outside));
+                self.trace.allocs = alloc
+                    .checked_add(1)
+                    .ok_or_else(|| self.error(line, "more than 4294967295 allocations in one trace".into()))?;
                 let names = &mut self.trace.names;
                 let meta = Meta {
                     op: raw.op.as_deref().map_or(0, |o| names.ops.intern(o)),
@@ -288,37 +281,33 @@ impl Parser<'_> {
                     stack: 0,
                     step: raw.step.unwrap_or(self.step),
                     t_ns,
+                    kind,
                 };
-                Event::Alloc { alloc, bytes, meta }
+                Event::Alloc { alloc, bytes, meta, outside }
             }
             "free" => {
-                let id = raw
-                    .id
-                    .ok_or_else(|| self.error(line, "free without an \"id\"".into()))?
-                    .0;
-                let (alloc, _) = self.live.remove(id.as_ref()).ok_or_else(|| {
-                    self.error(line, format!("free of id {id:?}, which is not live (never allocated, or already freed)"))
+                let id = raw.id.ok_or_else(|| self.error(line, "free without an \"id\"".into()))?.0;
+                let (alloc, _, outside) = self.live.remove(id.as_ref()).ok_or_else(|| {
+                    self.error(
+                        line,
+                        format!("free of id {id:?}, which is not live (never allocated, or already freed)"),
+                    )
                 })?;
-                Event::Free { alloc, t_ns }
+                Event::Free { alloc, t_ns, outside }
             }
             "step" => {
-                let step = raw
-                    .step
-                    .ok_or_else(|| self.error(line, "step event without \"step\"".into()))?;
+                let step = raw.step.ok_or_else(|| self.error(line, "step event without \"step\"".into()))?;
                 self.step = step;
                 Event::Step { step, t_ns }
             }
             other => {
-                return Err(self.error(
-                    line,
-                    format!("unknown event {other:?}; expected \"alloc\", \"free\" or \"step\""),
-                ));
+                return Err(
+                    self.error(line, format!("unknown event {other:?}; expected \"alloc\", \"free\" or \"step\""))
+                );
             }
         };
         self.trace.events.push(event);
-        self.trace
-            .lines
-            .push(u32::try_from(line).unwrap_or(u32::MAX));
+        self.trace.lines.push(u32::try_from(line).unwrap_or(u32::MAX));
         Ok(())
     }
 }
@@ -343,91 +332,56 @@ mod tests {
         assert_eq!(t.events.len(), 4);
         assert_eq!(t.lines, vec![1, 3, 4, 5]);
         match t.events[1] {
-            Event::Alloc {
-                alloc: 0,
-                bytes: 4096,
-                meta,
-            } => {
+            Event::Alloc { alloc: 0, bytes: 4096, meta, outside: false } => {
                 assert_eq!(t.names.op(meta.op), "conv1/Conv2D");
                 assert_eq!(meta.step, 3, "the step of the last step event");
                 assert_eq!(t.names.shapes.get(meta.shape), Some(&vec![2, 3]));
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            t.events[2],
-            Event::Free {
-                alloc: 0,
-                t_ns: 2500
-            }
-        );
+        assert_eq!(t.events[2], Event::Free { alloc: 0, t_ns: 2500, outside: false });
         assert!(
-            matches!(t.events[3], Event::Alloc { alloc: 1, bytes: 0, meta } if meta.step == 9 && meta.t_ns == 2500)
+            matches!(t.events[3], Event::Alloc { alloc: 1, bytes: 0, meta, .. } if meta.step == 9 && meta.t_ns == 2500)
         );
     }
 
     #[test]
     fn refuses_bad_lines_naming_them() {
         let cases = [
-            (
-                "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}\n{oops",
-                "t.jsonl:2: malformed JSON at column 2",
-            ),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}\n{oops", "t.jsonl:2: malformed JSON at column 2"),
             (
                 "{\"ev\":\"alloc\",\"id\":\"a\",\"by",
                 "t.jsonl:1: the line ends inside a JSON value (truncated?) at column 26",
             ),
-            (
-                "{\"ev\":\"allocate\",\"id\":\"a\",\"bytes\":1}",
-                "t.jsonl:1: unknown event \"allocate\"",
-            ),
-            (
-                "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":-5}",
-                "t.jsonl:1: \"bytes\" is -5",
-            ),
-            (
-                "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1.5}",
-                "t.jsonl:1: \"bytes\" is 1.5",
-            ),
+            ("{\"ev\":\"allocate\",\"id\":\"a\",\"bytes\":1}", "t.jsonl:1: unknown event \"allocate\""),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":-5}", "t.jsonl:1: \"bytes\" is -5"),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1.5}", "t.jsonl:1: \"bytes\" is 1.5"),
             (
                 "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}\n{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}",
                 "t.jsonl:2: id \"a\" is already live (allocated on line 1",
             ),
-            (
-                "{\"ev\":\"free\",\"id\":\"zz\"}",
-                "t.jsonl:1: free of id \"zz\", which is not live",
-            ),
-            (
-                "{\"ev\":\"alloc\",\"bytes\":1}",
-                "t.jsonl:1: alloc without an \"id\"",
-            ),
-            (
-                "{\"ev\":\"alloc\",\"id\":\"a\"}",
-                "t.jsonl:1: alloc without \"bytes\"",
-            ),
+            ("{\"ev\":\"free\",\"id\":\"zz\"}", "t.jsonl:1: free of id \"zz\", which is not live"),
+            ("{\"ev\":\"alloc\",\"bytes\":1}", "t.jsonl:1: alloc without an \"id\""),
+            ("{\"ev\":\"alloc\",\"id\":\"a\"}", "t.jsonl:1: alloc without \"bytes\""),
             ("{\"id\":\"a\"}", "t.jsonl:1: no \"ev\" field"),
             ("[1,2]", "t.jsonl:1: not a trace event"),
-            (
-                "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":\"lots\"}",
-                "t.jsonl:1: not a trace event",
-            ),
-            (
-                "{\"ev\":\"step\"}",
-                "t.jsonl:1: step event without \"step\"",
-            ),
-            (
-                "{\"ev\":\"step\",\"step\":1,\"t\":-1}",
-                "t.jsonl:1: \"t\" is -1",
-            ),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":\"lots\"}", "t.jsonl:1: not a trace event"),
+            ("{\"ev\":\"step\"}", "t.jsonl:1: step event without \"step\""),
+            ("{\"ev\":\"step\",\"step\":1,\"t\":-1}", "t.jsonl:1: \"t\" is -1"),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1,\"kind\":\"weights\"}", "t.jsonl:1: unknown kind \"weights\""),
             ("\u{0}\u{1}binary", "t.jsonl:1: malformed JSON"),
         ];
         for (text, expected) in cases {
             let err = parse(text).expect_err(text);
-            assert!(
-                err.starts_with(expected),
-                "{text:?}\n  gave {err}\n  expected {expected}"
-            );
+            assert!(err.starts_with(expected), "{text:?}\n  gave {err}\n  expected {expected}");
         }
+    }
+
+    #[test]
+    fn kind_and_outside_are_carried_to_the_free() {
+        let t = parse("{\"ev\":\"alloc\",\"id\":\"h\",\"bytes\":9,\"kind\":\"temporary\",\"outside\":true}\n{\"ev\":\"free\",\"id\":\"h\"}").unwrap();
+        assert!(matches!(t.events[0], Event::Alloc { outside: true, meta, .. } if meta.kind == Kind::Temporary));
+        assert!(matches!(t.events[1], Event::Free { outside: true, .. }));
     }
 
     #[test]

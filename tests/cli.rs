@@ -14,22 +14,8 @@ fn replay_prints_the_report_writes_the_dump_and_report_re_renders_it() {
     let dump = dir.join("ref.dump.json");
     let dump_s = dump.to_str().unwrap();
     for format in ["tf", "summary", "json"] {
-        let replay = oomscope(&[
-            "replay",
-            REFERENCE,
-            "--limit",
-            "18995773440",
-            "--format",
-            format,
-            "-o",
-            dump_s,
-        ]);
-        assert_eq!(
-            replay.status.code(),
-            Some(1),
-            "an OOM exits 1: {}",
-            stderr(&replay)
-        );
+        let replay = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "--format", format, "-o", dump_s]);
+        assert_eq!(replay.status.code(), Some(1), "an OOM exits 1: {}", stderr(&replay));
         assert!(
             stderr(&replay).contains("out of memory at fixtures/traces/tf-reference.jsonl:6"),
             "{}",
@@ -38,29 +24,11 @@ fn replay_prints_the_report_writes_the_dump_and_report_re_renders_it() {
         assert!(stderr(&replay).contains(&format!("dump written to {dump_s}")));
         let report = oomscope(&["report", dump_s, "--format", format]);
         assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
-        assert_eq!(
-            stdout(&report),
-            stdout(&replay),
-            "report --format {format} equals what replay printed"
-        );
+        assert_eq!(stdout(&report), stdout(&replay), "report --format {format} equals what replay printed");
     }
-    assert_eq!(
-        files_in(&dir),
-        vec!["ref.dump.json"],
-        "no temporary files are left"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
-    for key in [
-        "version",
-        "allocator",
-        "stats",
-        "oom",
-        "ooms",
-        "usage_by_node",
-        "bins",
-        "regions",
-    ] {
+    assert_eq!(files_in(&dir), vec!["ref.dump.json"], "no temporary files are left");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    for key in ["version", "allocator", "stats", "oom", "ooms", "usage_by_node", "bins", "regions"] {
         assert!(json.get(key).is_some(), "the dump has {key}");
     }
     assert_eq!(json["oom"]["requested"], 4_000_000_000u64);
@@ -70,13 +38,9 @@ fn replay_prints_the_report_writes_the_dump_and_report_re_renders_it() {
 
 #[test]
 fn replay_without_an_oom_exits_zero() {
-    let out = oomscope(&[
-        "replay", REFERENCE, "--limit", "32GiB", "--format", "summary",
-    ]);
+    let out = oomscope(&["replay", REFERENCE, "--limit", "32GiB", "--format", "summary"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with(
-        "No allocation failed in GPU_0_bfc: peak 18.63GiB in use of a 32.00GiB limit"
-    ));
+    assert!(stdout(&out).starts_with("No allocation failed in GPU_0_bfc: peak 18.63GiB in use of a 32.00GiB limit"));
     assert!(stderr(&out).contains("replayed 7 events with no failed allocation"));
 }
 
@@ -96,41 +60,17 @@ fn keep_going_lists_every_failure_and_ignores_frees_of_failed_ids() {
     let stop = oomscope(&["replay", t, "--limit", "1MiB", "--format", "json"]);
     assert_eq!(stop.status.code(), Some(1));
     let d: serde_json::Value = serde_json::from_slice(&stop.stdout).unwrap();
-    assert_eq!(
-        d["ooms"].as_array().unwrap().len(),
-        1,
-        "stops at the first failure"
-    );
+    assert_eq!(d["ooms"].as_array().unwrap().len(), 1, "stops at the first failure");
     assert_eq!(d["stats"]["num_allocs"], 0);
 
-    let go = oomscope(&[
-        "replay",
-        t,
-        "--limit",
-        "1MiB",
-        "--format",
-        "json",
-        "--keep-going",
-    ]);
+    let go = oomscope(&["replay", t, "--limit", "1MiB", "--format", "json", "--keep-going"]);
     assert_eq!(go.status.code(), Some(1));
     let d: serde_json::Value = serde_json::from_slice(&go.stdout).unwrap();
-    let ops: Vec<&str> = d["ooms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["op"].as_str().unwrap())
-        .collect();
+    let ops: Vec<&str> = d["ooms"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap()).collect();
     assert_eq!(ops, vec!["too/big", "too/big2"]);
     assert_eq!(d["oom"]["op"], "too/big", "oom is the first failure");
-    assert_eq!(
-        d["stats"]["num_allocs"], 1,
-        "the state at the end holds the allocation that fit"
-    );
-    assert!(
-        stderr(&go).contains("2 of 3 allocations failed (the first on line 1)"),
-        "{}",
-        stderr(&go)
-    );
+    assert_eq!(d["stats"]["num_allocs"], 1, "the state at the end holds the allocation that fit");
+    assert!(stderr(&go).contains("2 of 3 allocations failed (the first on line 1)"), "{}", stderr(&go));
 }
 
 #[test]
@@ -139,52 +79,22 @@ fn bad_traces_are_refused_with_file_line_and_no_output() {
     let dump = dir.join("out.json");
     std::fs::write(&dump, "previous dump").unwrap();
     let cases = [
-        (
-            "malformed.jsonl",
-            ":2: the line ends inside a JSON value (truncated?) at column 44",
-        ),
-        (
-            "truncated.jsonl",
-            ":2: the line ends inside a JSON value (truncated?) at column 26",
-        ),
+        ("malformed.jsonl", ":2: the line ends inside a JSON value (truncated?) at column 44"),
+        ("truncated.jsonl", ":2: the line ends inside a JSON value (truncated?) at column 26"),
         ("unknown-event.jsonl", ":2: unknown event \"malloc\""),
-        (
-            "negative-bytes.jsonl",
-            ":1: \"bytes\" is -1024; a size must be a non-negative integer",
-        ),
-        (
-            "reused-id.jsonl",
-            ":3: id \"a\" is already live (allocated on line 1 and not freed)",
-        ),
+        ("negative-bytes.jsonl", ":1: \"bytes\" is -1024; a size must be a non-negative integer"),
+        ("reused-id.jsonl", ":3: id \"a\" is already live (allocated on line 1 and not freed)"),
     ];
     for (file, expected) in cases {
         let path = format!("fixtures/traces/bad/{file}");
-        let out = oomscope(&[
-            "replay",
-            &path,
-            "--limit",
-            "1GiB",
-            "-o",
-            dump.to_str().unwrap(),
-        ]);
+        let out = oomscope(&["replay", &path, "--limit", "1GiB", "-o", dump.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{file}");
         let err = stderr(&out);
         assert!(err.contains(&format!("{path}{expected}")), "{file}: {err}");
-        assert!(
-            err.contains("docs/trace-format.md"),
-            "says where the format is documented: {err}"
-        );
+        assert!(err.contains("docs/trace-format.md"), "says where the format is documented: {err}");
         assert!(out.stdout.is_empty(), "{file}: nothing on stdout");
-        assert_eq!(
-            std::fs::read_to_string(&dump).unwrap(),
-            "previous dump",
-            "{file}: the old dump is untouched"
-        );
-        assert_eq!(
-            files_in(&dir),
-            vec!["out.json"],
-            "{file}: no temporary file"
-        );
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), "previous dump", "{file}: the old dump is untouched");
+        assert_eq!(files_in(&dir), vec!["out.json"], "{file}: no temporary file");
         assert!(!err.contains("panicked"));
     }
 }
@@ -199,98 +109,44 @@ fn usage_errors_exit_two_and_say_what_is_accepted() {
         (&["replay", REFERENCE, "--limit", "16GB"], "ambiguous"),
         (&["replay", REFERENCE, "--limit", "lots"], "is not a size"),
         (&["replay", REFERENCE], "--limit <SIZE>"),
-        (
-            &["replay", REFERENCE, "--limit", "1GiB", "--format", "xml"],
-            "possible values: tf, summary, json",
-        ),
-        (
-            &["replay", REFERENCE, "--limit", "1GiB", "--bogus"],
-            "unexpected argument '--bogus'",
-        ),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--format", "xml"], "possible values: tf, summary, json"),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--bogus"], "unexpected argument '--bogus'"),
         (
             &["replay", REFERENCE, "--limit", "1GiB", "--others", "2GiB"],
             "--others 2.00GiB is more than the device's 1.00GiB",
         ),
-        (
-            &[
-                "replay",
-                REFERENCE,
-                "--limit",
-                "1GiB",
-                "--fragmentation-fraction",
-                "3",
-            ],
-            "not a fraction between 0 and 1",
-        ),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--fragmentation-fraction", "3"], "not a fraction between 0 and 1"),
         (&["report"], "<DUMP>"),
         (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
     ];
     for (args, expected) in cases {
         let out = oomscope(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains(expected),
-            "{args:?}: {}",
-            stderr(&out)
-        );
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
     }
 }
 
 #[test]
 fn writing_the_dump_into_a_missing_directory_fails_cleanly() {
-    let out = oomscope(&[
-        "replay",
-        REFERENCE,
-        "--limit",
-        "18995773440",
-        "-o",
-        "/nonexistent-dir/x.json",
-    ]);
+    let out = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "-o", "/nonexistent-dir/x.json"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("/nonexistent-dir/x.json"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("/nonexistent-dir/x.json"), "{}", stderr(&out));
 }
 
 #[test]
 fn corrupt_dumps_are_refused_with_file_line_and_column() {
     let dir = temp_dir("bad-dumps");
     let good = dir.join("good.json");
-    let out = oomscope(&[
-        "replay",
-        REFERENCE,
-        "--limit",
-        "18995773440",
-        "-o",
-        good.to_str().unwrap(),
-    ]);
+    let out = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "-o", good.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let text = std::fs::read_to_string(&good).unwrap();
     let newer = text.replacen("\"version\":1", "\"version\":99", 1);
     let cases: Vec<(&str, String, &str)> = vec![
         ("empty.json", String::new(), ":1:0: the file is empty"),
-        (
-            "truncated.json",
-            text[..text.len() / 2].to_string(),
-            "the dump ends early (truncated file?)",
-        ),
-        (
-            "notjson.json",
-            "Bin (256): \tTotal Chunks: 0".into(),
-            ":1:1: not JSON, so not an oomscope dump",
-        ),
-        (
-            "otherjson.json",
-            "{\"traceEvents\": []}".into(),
-            "JSON, but not an oomscope dump: missing field `version`",
-        ),
-        (
-            "newer.json",
-            newer,
-            "dump format version 99 is newer than this oomscope reads (version 1); upgrade oomscope",
-        ),
+        ("truncated.json", text[..text.len() / 2].to_string(), "the dump ends early (truncated file?)"),
+        ("notjson.json", "Bin (256): \tTotal Chunks: 0".into(), ":1:1: not JSON, so not an oomscope dump"),
+        ("otherjson.json", "{\"traceEvents\": []}".into(), "JSON, but not an oomscope dump: missing field `version`"),
+        ("newer.json", newer, "dump format version 99 is newer than this oomscope reads (version 1); upgrade oomscope"),
     ];
     for (name, content, expected) in cases {
         let path = dir.join(name);
@@ -298,19 +154,12 @@ fn corrupt_dumps_are_refused_with_file_line_and_column() {
         let out = oomscope(&["report", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{name}");
         let err = stderr(&out);
-        assert!(
-            err.contains(path.to_str().unwrap()) && err.contains(expected),
-            "{name}: {err}"
-        );
+        assert!(err.contains(path.to_str().unwrap()) && err.contains(expected), "{name}: {err}");
         assert!(out.stdout.is_empty());
     }
     let missing = oomscope(&["report", "no/such/dump.json"]);
     assert_eq!(missing.status.code(), Some(2));
-    assert!(
-        stderr(&missing).contains("no/such/dump.json: No such file or directory"),
-        "{}",
-        stderr(&missing)
-    );
+    assert!(stderr(&missing).contains("no/such/dump.json: No such file or directory"), "{}", stderr(&missing));
 }
 
 #[test]
@@ -320,23 +169,11 @@ fn a_closed_stdout_is_not_a_crash() {
     let trace = dir.join("many.jsonl");
     let mut f = std::fs::File::create(&trace).unwrap();
     for i in 0..20_000 {
-        writeln!(
-            f,
-            "{{\"ev\":\"alloc\",\"id\":{i},\"bytes\":{},\"op\":\"layer_{i}/Conv2D\"}}",
-            1024 + i
-        )
-        .unwrap();
+        writeln!(f, "{{\"ev\":\"alloc\",\"id\":{i},\"bytes\":{},\"op\":\"layer_{i}/Conv2D\"}}", 1024 + i).unwrap();
     }
     drop(f);
     let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args([
-            "replay",
-            trace.to_str().unwrap(),
-            "--limit",
-            "1GiB",
-            "--format",
-            "json",
-        ])
+        .args(["replay", trace.to_str().unwrap(), "--limit", "1GiB", "--format", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

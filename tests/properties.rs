@@ -55,12 +55,7 @@ fn config() -> impl Strategy<Value = Config> {
         any::<bool>(),
         prop_oneof![Just(0u64), Just(20 << 20)],
     )
-        .prop_map(|(limit, allow_growth, gc, others)| Config {
-            limit,
-            allow_growth,
-            gc,
-            others,
-        })
+        .prop_map(|(limit, allow_growth, gc, others)| Config { limit, allow_growth, gc, others })
 }
 
 fn run(cfg: &Config, ops: &[Op]) -> Result<Bfc, TestCaseError> {
@@ -77,11 +72,7 @@ fn run(cfg: &Config, ops: &[Op]) -> Result<Bfc, TestCaseError> {
     for op in ops {
         match *op {
             Op::Alloc(n) => {
-                let meta = Meta {
-                    op: op_id,
-                    step,
-                    ..Meta::default()
-                };
+                let meta = Meta { op: op_id, step, ..Meta::default() };
                 if let Ok(addr) = b.allocate(n, meta) {
                     successes += 1;
                     live.push((addr, n));

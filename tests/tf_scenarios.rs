@@ -17,9 +17,7 @@ fn bfc(limit: u64, allow_growth: bool) -> Bfc {
 }
 
 fn alloc(b: &mut Bfc, n: u64) -> u64 {
-    let a = b
-        .allocate(n, Meta::default())
-        .unwrap_or_else(|f| panic!("allocating {n} failed: {f:?}"));
+    let a = b.allocate(n, Meta::default()).unwrap_or_else(|f| panic!("allocating {n} failed: {f:?}"));
     b.check_invariants().unwrap();
     a
 }
@@ -31,19 +29,8 @@ fn free(b: &mut Bfc, a: u64) {
 
 /// (num_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size), as TF's tests check.
 fn tf_stats(b: &Bfc) -> (u64, u64, u64, u64) {
-    let Stats {
-        num_allocs,
-        bytes_in_use,
-        peak_bytes_in_use,
-        largest_alloc_size,
-        ..
-    } = b.stats();
-    (
-        num_allocs,
-        bytes_in_use,
-        peak_bytes_in_use,
-        largest_alloc_size,
-    )
+    let Stats { num_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size, .. } = b.stats();
+    (num_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size)
 }
 
 #[test]
@@ -64,10 +51,7 @@ fn repeated_rounds_reuse_the_first_address() {
     free(&mut b, first);
     assert_eq!(tf_stats(&b), (1, 0, 4096, 4096));
     for _ in 0..1024 {
-        let addrs: Vec<u64> = [4096, 8_388_608, 16_384, 41_943_040]
-            .iter()
-            .map(|&n| alloc(&mut b, n))
-            .collect();
+        let addrs: Vec<u64> = [4096, 8_388_608, 16_384, 41_943_040].iter().map(|&n| alloc(&mut b, n)).collect();
         for a in addrs {
             free(&mut b, a);
         }
@@ -110,11 +94,7 @@ fn two_chunks_in_each_of_the_first_five_bins() {
     let d = b.snapshot(Source::default());
     for i in 0..5 {
         let bin = &d.bins[i];
-        assert_eq!(
-            (bin.total_chunks, bin.chunks_in_use, bin.bytes_in_use),
-            (2, 2, 2 * (256 << i)),
-            "bin {i}"
-        );
+        assert_eq!((bin.total_chunks, bin.chunks_in_use, bin.bytes_in_use), (2, 2, 2 * (256 << i)), "bin {i}");
         assert_eq!(bin.requested_in_use, 2 * (256 << i));
     }
 }
@@ -122,10 +102,7 @@ fn two_chunks_in_each_of_the_first_five_bins() {
 #[test]
 fn initial_region_size_with_and_without_growth() {
     assert_eq!(bfc(2 * GIB, true).curr_region_allocation_bytes(), 2_097_152);
-    assert_eq!(
-        bfc(2 * GIB, false).curr_region_allocation_bytes(),
-        2_147_483_648
-    );
+    assert_eq!(bfc(2 * GIB, false).curr_region_allocation_bytes(), 2_147_483_648);
 }
 
 #[test]
@@ -137,12 +114,7 @@ fn growth_regions_double_and_a_fragmented_pool_fails() {
     }
     assert!(b.allocate(512 * MIB - 4 * MIB, Meta::default()).is_err());
     b.check_invariants().unwrap();
-    let sizes: Vec<u64> = b
-        .snapshot(Source::default())
-        .regions
-        .iter()
-        .map(|r| r.size / MIB)
-        .collect();
+    let sizes: Vec<u64> = b.snapshot(Source::default()).regions.iter().map(|r| r.size / MIB).collect();
     assert_eq!(sizes, vec![4, 4, 8, 16, 32, 64, 128, 256]);
 }
 
@@ -183,10 +155,7 @@ fn device_refusals_back_off_in_float32_steps() {
     // whole limit, is refused at 11.00G and 9.90G, and the third size fits.
     let limit = 11 * GIB;
     let free = 9_771_050_598; // 9.1 GiB
-    let mut b = Bfc::new(
-        Options::new(limit),
-        Box::new(SimDevice::new(limit, limit - free)),
-    );
+    let mut b = Bfc::new(Options::new(limit), Box::new(SimDevice::new(limit, limit - free)));
     alloc(&mut b, 1024);
     let d = b.snapshot(Source::default());
     let refused: Vec<u64> = d.refusals.iter().map(|r| r.bytes).collect();
@@ -196,10 +165,7 @@ fn device_refusals_back_off_in_float32_steps() {
     assert_eq!(b.stats().num_device_refusals, 2);
 
     // With less free memory the sequence goes on: 8610335744 is the fourth size.
-    let mut b = Bfc::new(
-        Options::new(limit),
-        Box::new(SimDevice::new(limit, limit - 8_700_000_000)),
-    );
+    let mut b = Bfc::new(Options::new(limit), Box::new(SimDevice::new(limit, limit - 8_700_000_000)));
     alloc(&mut b, 1024);
     let d = b.snapshot(Source::default());
     let refused: Vec<u64> = d.refusals.iter().map(|r| r.bytes).collect();
@@ -210,16 +176,10 @@ fn device_refusals_back_off_in_float32_steps() {
 #[test]
 fn back_off_gives_up_below_the_request_and_reports_refusals() {
     let limit = 4 * GIB;
-    let mut b = Bfc::new(
-        Options::new(limit),
-        Box::new(SimDevice::new(limit, 3 * GIB)),
-    );
+    let mut b = Bfc::new(Options::new(limit), Box::new(SimDevice::new(limit, 3 * GIB)));
     let f = b.allocate(2 * GIB, Meta::default()).unwrap_err();
     assert_eq!(f.device_refusals.first(), Some(&(4 * GIB)));
-    assert!(
-        f.device_refusals.iter().all(|&r| r >= 2 * GIB),
-        "stops once below the request"
-    );
+    assert!(f.device_refusals.iter().all(|&r| r >= 2 * GIB), "stops once below the request");
     assert_eq!(f.device.free, GIB);
     b.check_invariants().unwrap();
 }

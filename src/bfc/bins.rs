@@ -184,19 +184,14 @@ mod tests {
         let bin = 3; // sizes 2048..4095
         let mut seed = 12345u64;
         for round in 0..4000u32 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let size = 2048 + (seed >> 33) % 2048 / 256 * 256;
             let key = (size, (seed >> 20) % 1000 * 4096, round);
             // Grow past TO_TREE in the first half, shrink below TO_VEC in the second.
             if round < 2000 || seed.is_multiple_of(3) {
                 bins.insert(bin, key);
                 reference.insert(key);
-            } else if let Some(&k) = reference
-                .iter()
-                .nth((seed % reference.len().max(1) as u64) as usize)
-            {
+            } else if let Some(&k) = reference.iter().nth((seed % reference.len().max(1) as u64) as usize) {
                 assert!(bins.remove(bin, &k));
                 reference.remove(&k);
             }

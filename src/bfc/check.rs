@@ -18,27 +18,18 @@ impl Bfc {
         let mut prev_end = 0u64;
         for (i, r) in self.regions.iter().enumerate() {
             if r.addr < prev_end {
-                return Err(format!(
-                    "region {i} at {:#x} overlaps or is out of order",
-                    r.addr
-                ));
+                return Err(format!("region {i} at {:#x} overlaps or is out of order", r.addr));
             }
             prev_end = r.addr + r.size;
             pool += r.size;
             let (mut h, mut expect_addr, mut prev, mut prev_free) = (r.first, r.addr, NONE, false);
             while h != NONE {
-                let c = self
-                    .chunks
-                    .get(h as usize)
-                    .ok_or(format!("handle {h} out of range"))?;
+                let c = self.chunks.get(h as usize).ok_or(format!("handle {h} out of range"))?;
                 if !live.insert(h) {
                     return Err(format!("handle {h} appears twice"));
                 }
                 if c.addr != expect_addr {
-                    return Err(format!(
-                        "chunk {h} at {:#x}, expected {expect_addr:#x}: chunks do not tile",
-                        c.addr
-                    ));
+                    return Err(format!("chunk {h} at {:#x}, expected {expect_addr:#x}: chunks do not tile", c.addr));
                 }
                 if c.size == 0 || c.size % 256 != 0 {
                     return Err(format!("chunk {h} has size {}", c.size));
@@ -53,31 +44,19 @@ impl Bfc {
                         return Err(format!("in-use chunk {h} is in bin {}", c.bin));
                     }
                     if self.in_use.get(&c.addr) != Some(&h) {
-                        return Err(format!(
-                            "in-use chunk {h} at {:#x} is missing from the address map",
-                            c.addr
-                        ));
+                        return Err(format!("in-use chunk {h} at {:#x} is missing from the address map", c.addr));
                     }
                     if c.requested == 0 || c.requested > c.size {
-                        return Err(format!(
-                            "in-use chunk {h}: requested {} for size {}",
-                            c.requested, c.size
-                        ));
+                        return Err(format!("in-use chunk {h}: requested {} for size {}", c.requested, c.size));
                     }
                     prev_free = false;
                 } else {
                     if prev_free {
-                        return Err(format!(
-                            "free chunk {h} at {:#x} follows a free chunk: unmerged",
-                            c.addr
-                        ));
+                        return Err(format!("free chunk {h} at {:#x} follows a free chunk: unmerged", c.addr));
                     }
                     let bin = bin_for_size(c.size);
                     if c.bin as isize != bin as isize {
-                        return Err(format!(
-                            "free chunk {h} of size {} has bin {}, expected {bin}",
-                            c.size, c.bin
-                        ));
+                        return Err(format!("free chunk {h} of size {} has bin {}, expected {bin}", c.size, c.bin));
                     }
                     free_keys.insert((bin, (c.size, c.addr, h)));
                     prev_free = true;
@@ -87,9 +66,7 @@ impl Bfc {
                 h = c.next;
             }
             if expect_addr != r.addr + r.size {
-                return Err(format!(
-                    "region {i} chunks end at {expect_addr:#x}, region ends at {prev_end:#x}"
-                ));
+                return Err(format!("region {i} chunks end at {expect_addr:#x}, region ends at {prev_end:#x}"));
             }
         }
         let mut binned = 0usize;
@@ -97,9 +74,7 @@ impl Bfc {
             for key in self.bins.iter(bin) {
                 binned += 1;
                 if !free_keys.contains(&(bin, *key)) {
-                    return Err(format!(
-                        "bin {bin} holds {key:?}, which is not a free chunk of that bin"
-                    ));
+                    return Err(format!("bin {bin} holds {key:?}, which is not a free chunk of that bin"));
                 }
             }
             if (self.bins.nonempty_mask() >> bin & 1 == 1) != (self.bins.len(bin) > 0) {
@@ -107,16 +82,10 @@ impl Bfc {
             }
         }
         if binned != free_keys.len() {
-            return Err(format!(
-                "{} free chunks but {binned} binned",
-                free_keys.len()
-            ));
+            return Err(format!("{} free chunks but {binned} binned", free_keys.len()));
         }
         if self.in_use.len() != in_use_count {
-            return Err(format!(
-                "address map has {} entries for {in_use_count} in-use chunks",
-                self.in_use.len()
-            ));
+            return Err(format!("address map has {} entries for {in_use_count} in-use chunks", self.in_use.len()));
         }
         let mut h = self.free_handles;
         let mut recycled = 0usize;
@@ -131,30 +100,17 @@ impl Bfc {
             h = self.chunks[h as usize].next;
         }
         if live.len() + recycled != self.chunks.len() {
-            return Err(format!(
-                "{} handles, {} live + {recycled} recycled",
-                self.chunks.len(),
-                live.len()
-            ));
+            return Err(format!("{} handles, {} live + {recycled} recycled", self.chunks.len(), live.len()));
         }
         let s = self.stats();
         if s.bytes_in_use != in_use_bytes {
-            return Err(format!(
-                "stats say {} bytes in use, chunks say {in_use_bytes}",
-                s.bytes_in_use
-            ));
+            return Err(format!("stats say {} bytes in use, chunks say {in_use_bytes}", s.bytes_in_use));
         }
         if s.pool_bytes != pool {
-            return Err(format!(
-                "stats say pool {}, regions say {pool}",
-                s.pool_bytes
-            ));
+            return Err(format!("stats say pool {}, regions say {pool}", s.pool_bytes));
         }
         if s.pool_bytes > self.opts.limit {
-            return Err(format!(
-                "pool {} exceeds the limit {}",
-                s.pool_bytes, self.opts.limit
-            ));
+            return Err(format!("pool {} exceeds the limit {}", s.pool_bytes, self.opts.limit));
         }
         if s.peak_bytes_in_use < s.bytes_in_use || s.peak_pool_bytes < s.pool_bytes {
             return Err("a peak is below the current value".into());

@@ -61,8 +61,7 @@ const NO_BIN: i8 = -1;
 /// `256 * ceil(n / 256)`, saturating for requests no device can hold.
 #[inline]
 pub fn rounded_bytes(n: u64) -> u64 {
-    n.div_ceil(MIN_ALLOCATION_SIZE)
-        .saturating_mul(MIN_ALLOCATION_SIZE)
+    n.div_ceil(MIN_ALLOCATION_SIZE).saturating_mul(MIN_ALLOCATION_SIZE)
 }
 
 /// `min(20, floor(log2(max(size, 256) >> 8)))`.
@@ -157,6 +156,9 @@ pub struct Stats {
     pub num_ooms: u64,
     /// Region requests the device refused.
     pub num_device_refusals: u64,
+    /// Bytes taken directly from the device outside the pool (cuDNN, cuBLAS handles).
+    #[serde(default)]
+    pub outside_bytes: u64,
 }
 
 /// A failed allocation: what was asked and what the allocator had at that moment.
@@ -177,6 +179,8 @@ pub struct AllocFailure {
     pub device: MemInfo,
     /// Region sizes the device refused while serving this request.
     pub device_refusals: Vec<u64>,
+    /// The request was for memory outside the pool, straight from the device.
+    pub outside: bool,
 }
 
 /// A free that could not be done; the allocator is unchanged.
@@ -190,10 +194,7 @@ impl fmt::Display for FreeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FreeError::NotAllocated(addr) => {
-                write!(
-                    f,
-                    "free of {addr:#x}, which is not an allocation of this allocator (double free?)"
-                )
+                write!(f, "free of {addr:#x}, which is not an allocation of this allocator (double free?)")
             }
         }
     }
@@ -208,6 +209,9 @@ pub struct Refusal {
     pub bytes: u64,
     /// Free device memory at the time, as the device reported it.
     pub device_free: u64,
+    /// The request was for memory outside the pool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -263,25 +267,21 @@ pub struct Bfc {
     current_step: i64,
     failures: Vec<AllocFailure>,
     refusals: Vec<Refusal>,
+    /// Memory taken from the device outside the pool, by address: (size, meta).
+    outside: FastMap<u64, (u64, Meta)>,
 }
 
 impl fmt::Debug for Bfc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bfc")
-            .field("name", &self.opts.name)
-            .field("stats", &self.stats())
-            .finish_non_exhaustive()
+        f.debug_struct("Bfc").field("name", &self.opts.name).field("stats", &self.stats()).finish_non_exhaustive()
     }
 }
 
 impl Bfc {
     pub fn new(opts: Options, device: Box<dyn Device>) -> Bfc {
         let limit = opts.limit;
-        let curr_region_allocation_bytes = if opts.allow_growth {
-            rounded_bytes(limit.min(GROWTH_INITIAL_REGION))
-        } else {
-            rounded_bytes(limit)
-        };
+        let curr_region_allocation_bytes =
+            if opts.allow_growth { rounded_bytes(limit.min(GROWTH_INITIAL_REGION)) } else { rounded_bytes(limit) };
         let max_internal_fragmentation = if opts.fragmentation_fraction > 0.0 {
             (opts.fragmentation_fraction * limit as f64) as u64
         } else {
@@ -297,10 +297,7 @@ impl Bfc {
             bins: Bins::default(),
             regions: Vec::new(),
             in_use: FastMap::default(),
-            stats: Stats {
-                bytes_limit: limit,
-                ..Stats::default()
-            },
+            stats: Stats { bytes_limit: limit, ..Stats::default() },
             next_allocation_id: 1,
             names: Names::default(),
             history,
@@ -308,6 +305,7 @@ impl Bfc {
             current_step: -1,
             failures: Vec::new(),
             refusals: Vec::new(),
+            outside: FastMap::default(),
             opts,
         }
     }
@@ -345,11 +343,7 @@ impl Bfc {
         let mut s = self.stats;
         s.largest_free_block = self.bins.largest();
         s.free_bytes = s.pool_bytes - s.bytes_in_use;
-        s.fragmentation = if s.free_bytes == 0 {
-            0.0
-        } else {
-            1.0 - s.largest_free_block as f64 / s.free_bytes as f64
-        };
+        s.fragmentation = if s.free_bytes == 0 { 0.0 } else { 1.0 - s.largest_free_block as f64 / s.free_bytes as f64 };
         s
     }
 
@@ -386,9 +380,60 @@ impl Bfc {
         {
             return Ok(addr);
         }
-        Err(Box::new(
-            self.record_failure(num_bytes, rounded, meta, refused),
-        ))
+        Err(Box::new(self.record_failure(num_bytes, rounded, meta, refused, false)))
+    }
+
+    /// Takes `bytes` straight from the device, outside the pool, as cuDNN, cuBLAS or the CUDA
+    /// context do in a real process: the pool's size does not change, but the device's free
+    /// memory does, and a refusal is reported like the allocator's own.
+    pub fn allocate_outside(&mut self, bytes: u64, meta: Meta) -> Result<u64, Box<AllocFailure>> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        match self.device.alloc(bytes) {
+            Ok(addr) => {
+                self.outside.insert(addr, (bytes, meta));
+                self.stats.outside_bytes += bytes;
+                self.history.push(Event {
+                    seq: 0,
+                    t_ns: meta.t_ns,
+                    kind: EventKind::OutsideAlloc,
+                    addr,
+                    size: bytes,
+                    requested: bytes,
+                    op: meta.op,
+                    step: meta.step,
+                });
+                Ok(addr)
+            }
+            Err(_) => {
+                let mut refused = Vec::new();
+                self.record_refusal(bytes, &meta, &mut refused, true);
+                Err(Box::new(self.record_failure(bytes, bytes, meta, refused, true)))
+            }
+        }
+    }
+
+    /// Returns memory taken with [`Bfc::allocate_outside`].
+    pub fn free_outside(&mut self, addr: u64, t_ns: u64) -> Result<u64, FreeError> {
+        if addr == 0 {
+            return Ok(0);
+        }
+        let (size, meta) = self.outside.remove(&addr).ok_or(FreeError::NotAllocated(addr))?;
+        // The sim device accepts any range it handed out; a real one that refuses leaks it.
+        let _ = self.device.free(addr, size);
+        self.stats.outside_bytes -= size;
+        self.history.push(Event {
+            seq: 0,
+            t_ns,
+            kind: EventKind::OutsideFree,
+            addr,
+            size,
+            requested: size,
+            op: meta.op,
+            step: meta.step,
+        });
+        Ok(size)
     }
 
     /// Frees the allocation at `addr` (0 is ignored, like TF's null). Returns the chunk size.
@@ -396,25 +441,13 @@ impl Bfc {
         if addr == 0 {
             return Ok(0);
         }
-        let h = self
-            .in_use
-            .remove(&addr)
-            .ok_or(FreeError::NotAllocated(addr))?;
+        let h = self.in_use.remove(&addr).ok_or(FreeError::NotAllocated(addr))?;
         let c = &mut self.chunks[h as usize];
         c.id = 0;
         let (size, requested, op, step) = (c.size, c.requested, c.meta.op, c.meta.step);
         self.stats.bytes_in_use -= size;
         self.stats.num_frees += 1;
-        self.history.push(Event {
-            seq: 0,
-            t_ns,
-            kind: EventKind::Free,
-            addr,
-            size,
-            requested,
-            op,
-            step,
-        });
+        self.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
         let merged = self.try_to_coalesce(h);
         self.insert_free_chunk_into_bin(merged);
         Ok(size)
@@ -434,30 +467,17 @@ impl Bfc {
             pool_bytes: self.stats.pool_bytes,
             live: self.in_use.len() as u64,
         });
-        self.history.push(Event {
-            seq: 0,
-            t_ns,
-            kind: EventKind::Step,
-            addr: 0,
-            size: 0,
-            requested: 0,
-            op: 0,
-            step,
-        });
+        self.history.push(Event { seq: 0, t_ns, kind: EventKind::Step, addr: 0, size: 0, requested: 0, op: 0, step });
     }
 
     /// The requested size of the live allocation at `addr`.
     pub fn requested_size(&self, addr: u64) -> Option<u64> {
-        self.in_use
-            .get(&addr)
-            .map(|&h| self.chunks[h as usize].requested)
+        self.in_use.get(&addr).map(|&h| self.chunks[h as usize].requested)
     }
 
     /// The chunk size of the live allocation at `addr` (TF's `AllocatedSize`).
     pub fn allocated_size(&self, addr: u64) -> Option<u64> {
-        self.in_use
-            .get(&addr)
-            .map(|&h| self.chunks[h as usize].size)
+        self.in_use.get(&addr).map(|&h| self.chunks[h as usize].size)
     }
 
     /// Number of live allocations.
@@ -525,9 +545,8 @@ impl Bfc {
 
     /// Obtains a new region from the device that can hold `rounded` bytes (TF's `Extend`).
     fn extend(&mut self, rounded: u64, meta: &Meta, refused: &mut Vec<u64>) -> bool {
-        let available = (self.opts.limit.saturating_sub(self.stats.pool_bytes)
-            / MIN_ALLOCATION_SIZE)
-            * MIN_ALLOCATION_SIZE;
+        let available =
+            (self.opts.limit.saturating_sub(self.stats.pool_bytes) / MIN_ALLOCATION_SIZE) * MIN_ALLOCATION_SIZE;
         if rounded > available {
             return false;
         }
@@ -539,7 +558,7 @@ impl Bfc {
         let mut bytes = self.curr_region_allocation_bytes.min(available);
         let mut result = self.device.alloc(bytes);
         while result.is_err() {
-            self.record_refusal(bytes, meta, refused);
+            self.record_refusal(bytes, meta, refused, false);
             let smaller = rounded_bytes((bytes as f32 * BACKPEDAL_FACTOR) as u64);
             if smaller < rounded || smaller >= bytes {
                 break;
@@ -563,14 +582,7 @@ impl Bfc {
         c.prev = NONE;
         c.next = NONE;
         let at = self.regions.partition_point(|r| r.addr < addr);
-        self.regions.insert(
-            at,
-            Region {
-                addr,
-                size: bytes,
-                first: h,
-            },
-        );
+        self.regions.insert(at, Region { addr, size: bytes, first: h });
         self.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
@@ -586,16 +598,12 @@ impl Bfc {
         true
     }
 
-    fn record_refusal(&mut self, bytes: u64, meta: &Meta, refused: &mut Vec<u64>) {
+    fn record_refusal(&mut self, bytes: u64, meta: &Meta, refused: &mut Vec<u64>, outside: bool) {
         refused.push(bytes);
         self.stats.num_device_refusals += 1;
         let seq = self.history.total();
         if self.refusals.len() < REFUSALS_KEPT {
-            self.refusals.push(Refusal {
-                seq,
-                bytes,
-                device_free: self.device.mem_info().free,
-            });
+            self.refusals.push(Refusal { seq, bytes, device_free: self.device.mem_info().free, outside });
         }
         self.history.push(Event {
             seq: 0,
@@ -615,18 +623,8 @@ impl Bfc {
         if !self.opts.garbage_collection {
             return false;
         }
-        let empty: Vec<bool> = self
-            .regions
-            .iter()
-            .map(|r| !self.region_has_use(r))
-            .collect();
-        let total_free: u64 = self
-            .regions
-            .iter()
-            .zip(&empty)
-            .filter(|(_, e)| **e)
-            .map(|(r, _)| r.size)
-            .sum();
+        let empty: Vec<bool> = self.regions.iter().map(|r| !self.region_has_use(r)).collect();
+        let total_free: u64 = self.regions.iter().zip(&empty).filter(|(_, e)| **e).map(|(r, _)| r.size).sum();
         if total_free == 0 {
             return false;
         }
@@ -634,13 +632,7 @@ impl Bfc {
             return false;
         }
         // In address order, chunk by chunk, so handles are recycled in TF's order.
-        for (region, _) in self
-            .regions
-            .clone()
-            .into_iter()
-            .zip(&empty)
-            .filter(|(_, e)| **e)
-        {
+        for (region, _) in self.regions.clone().into_iter().zip(&empty).filter(|(_, e)| **e) {
             let mut h = region.first;
             while h != NONE {
                 let next = self.chunks[h as usize].next;
@@ -687,6 +679,7 @@ impl Bfc {
         rounded: u64,
         meta: Meta,
         device_refusals: Vec<u64>,
+        outside: bool,
     ) -> AllocFailure {
         self.stats.num_ooms += 1;
         let seq = self.history.total();
@@ -711,6 +704,7 @@ impl Bfc {
             limit_headroom: self.opts.limit.saturating_sub(self.stats.pool_bytes),
             device: self.device.mem_info(),
             device_refusals,
+            outside,
         };
         if self.failures.len() < FAILURES_KEPT {
             self.failures.push(failure.clone());
@@ -782,12 +776,7 @@ impl Bfc {
         }
         // u32 handles: four billion live chunks exhaust host memory long before.
         let h = u32::try_from(self.chunks.len()).unwrap_or(NONE - 1);
-        self.chunks.push(Chunk {
-            prev: NONE,
-            next: NONE,
-            bin: NO_BIN,
-            ..Chunk::default()
-        });
+        self.chunks.push(Chunk { prev: NONE, next: NONE, bin: NO_BIN, ..Chunk::default() });
         h
     }
 

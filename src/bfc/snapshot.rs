@@ -4,10 +4,10 @@
 
 use super::{AllocFailure, Bfc, NONE, NUM_BINS, bin_for_size, bin_size};
 use crate::dump::{
-    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage,
-    OomRecord, RegionInfo, Source, StackInfo,
+    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, OomRecord, OutsideInfo,
+    RegionInfo, Source, StackInfo,
 };
-use crate::record::Names;
+use crate::record::{Kind, Names};
 use std::collections::HashMap;
 
 impl Bfc {
@@ -19,13 +19,8 @@ impl Bfc {
         let mem = self.device.mem_info();
         let mut stack_index: HashMap<u32, u32> = HashMap::new();
         let mut stacks = Vec::new();
-        let mut bins: Vec<BinInfo> = (0..NUM_BINS)
-            .map(|b| BinInfo {
-                index: b as u32,
-                size: bin_size(b),
-                ..BinInfo::default()
-            })
-            .collect();
+        let mut bins: Vec<BinInfo> =
+            (0..NUM_BINS).map(|b| BinInfo { index: b as u32, size: bin_size(b), ..BinInfo::default() }).collect();
         let mut usage: HashMap<u32, NodeUsage> = HashMap::new();
         let mut regions = Vec::with_capacity(self.regions.len());
         for r in &self.regions {
@@ -49,25 +44,22 @@ impl Bfc {
                     bin.bytes_in_use += c.size;
                     bin.requested_in_use += c.requested;
                     let m = &c.meta;
-                    let node = usage.entry(m.op).or_insert_with(|| NodeUsage {
-                        op: names.op(m.op).to_string(),
-                        ..NodeUsage::default()
-                    });
+                    let node = usage
+                        .entry(m.op)
+                        .or_insert_with(|| NodeUsage { op: names.op(m.op).to_string(), ..NodeUsage::default() });
                     node.bytes += c.size;
                     node.requested += c.requested;
                     node.count += 1;
                     info.op = Some(names.op(m.op).to_string());
                     info.shape = names.shapes.get(m.shape).cloned();
                     info.dtype = names.dtypes.get(m.dtype).cloned();
+                    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
                     info.step = Some(m.step);
                     info.t_ns = Some(m.t_ns);
                     if let Some(ips) = names.stacks.get(m.stack) {
                         let next = stacks.len() as u32;
                         let idx = *stack_index.entry(m.stack).or_insert_with(|| {
-                            stacks.push(StackInfo {
-                                ips: ips.clone(),
-                                frames: Vec::new(),
-                            });
+                            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
                             next
                         });
                         info.stack = Some(idx);
@@ -76,11 +68,7 @@ impl Bfc {
                 chunks.push(info);
                 h = c.next;
             }
-            regions.push(RegionInfo {
-                address: r.addr,
-                size: r.size,
-                chunks,
-            });
+            regions.push(RegionInfo { address: r.addr, size: r.size, chunks });
         }
         // Largest first; ties in the order the ops were first seen (interning order).
         let mut usage_by_node: Vec<(u32, NodeUsage)> = usage.into_iter().collect();
@@ -133,6 +121,22 @@ impl Bfc {
             events_total: self.history.total(),
             steps: self.steps.iter().copied().collect(),
             refusals: self.refusals.clone(),
+            outside: {
+                let mut v: Vec<OutsideInfo> = self
+                    .outside
+                    .iter()
+                    .map(|(&address, (size, m))| OutsideInfo {
+                        address,
+                        size: *size,
+                        op: names.op(m.op).to_string(),
+                        step: m.step,
+                    })
+                    .collect();
+                v.sort_by_key(|o| o.address);
+                v
+            },
+            workload: None,
+            verdict: None,
         }
     }
 }
@@ -146,8 +150,10 @@ pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
         op: names.op(f.meta.op).to_string(),
         shape: names.shapes.get(f.meta.shape).cloned(),
         dtype: names.dtypes.get(f.meta.dtype).cloned(),
+        kind: (f.meta.kind != Kind::Unknown).then_some(f.meta.kind),
         step: f.meta.step,
         t_ns: f.meta.t_ns,
+        outside: f.outside,
         bytes_in_use: f.bytes_in_use,
         pool_bytes: f.pool_bytes,
         largest_free_block: f.largest_free_block,

@@ -22,6 +22,19 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Replay a user story from ../shared/seeds on a simulated GPU: the OOM, TF's report, the verdict and the fix.
+    #[command(after_help = "Workloads (their model files are in fixtures/workloads/):\n  \
+        unet         seed 003: a U-Net on 1280x720 frames that trains only at batch 1 (GTX 1080, 8 GiB)\n  \
+        mnist-eval   seed 001: an MNIST CNN evaluated on all 10 000 test images at once (a 1 GiB card)\n  \
+        preallocate  seeds 000/002: TensorFlow takes the whole 11 GiB card while the desktop holds 1.9 GiB\n  \
+        FILE.json    any model description (docs/workload-format.md)\n\n\
+        Examples:\n  oomscope demo\n  oomscope demo unet --batch 1\n  oomscope demo mnist-eval --format summary\n  \
+        oomscope demo preallocate --allow-growth")]
+    Demo(DemoArgs),
+    /// The largest batch (or evaluation chunk) that fits a device, found by replay; or, for a trace, the smallest limit.
+    #[command(after_help = "Examples:\n  oomscope fit unet --device 8GiB\n  oomscope fit mnist-eval --device 1GiB\n  \
+        oomscope fit fixtures/traces/steps-growth.jsonl --device 1GiB")]
+    Fit(FitArgs),
     /// Feed an allocation trace through the allocator on a simulated GPU and print the report.
     #[command(after_help = "Trace format (JSON Lines, docs/trace-format.md):\n  \
         {\"ev\":\"alloc\",\"id\":\"t1\",\"bytes\":4096,\"op\":\"conv1/Conv2D\"}   optional: shape, dtype, step, t (µs)\n  \
@@ -57,6 +70,10 @@ impl From<FormatArg> for Format {
 
 fn size(s: &str) -> Result<u64, String> {
     oomscope::size::parse_size(s).map_err(|e| e.to_string())
+}
+
+fn device(s: &str) -> Result<oomscope::device::DeviceSpec, String> {
+    oomscope::device::parse_device(s)
 }
 
 fn fraction(s: &str) -> Result<f64, String> {
@@ -109,4 +126,77 @@ pub struct ReportArgs {
     /// Report format
     #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
     pub format: FormatArg,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// unet, mnist-eval, preallocate, or a model file
+    #[arg(default_value = "unet")]
+    pub workload: String,
+    /// The GPU: a card (gtx-1080, gtx-1080-ti, rtx-3090, t4, v100-16, a100-80, h200, ...) or a size [default: the story's]
+    #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
+    pub device: Option<oomscope::device::DeviceSpec>,
+    /// Device memory already held by other processes (a desktop, another run) [default: the story's]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub others: Option<u64>,
+    /// The allocator's limit [default: what the device has free]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub limit: Option<u64>,
+    /// Batch size [default: the model's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: Option<u64>,
+    /// Training steps to simulate [default: the model's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: Option<u32>,
+    /// Grow the pool on demand instead of one region of the limit
+    #[arg(long)]
+    pub allow_growth: bool,
+    /// On OOM, return empty regions to the device and retry
+    #[arg(long)]
+    pub gc: bool,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
+    pub format: FormatArg,
+    /// Write the JSON dump here (atomically)
+    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    pub output: Option<PathBuf>,
+    /// Write the simulated trace here (JSON Lines; `oomscope replay` reads it)
+    #[arg(long, value_name = "TRACE")]
+    pub save_trace: Option<PathBuf>,
+}
+
+/// Output formats of `fit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FitFormat {
+    /// A table and the answer, for people
+    Text,
+    /// Every replay and the answer, as JSON
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct FitArgs {
+    /// A workload (unet, mnist-eval, preallocate, or a model .json) or a trace (.jsonl)
+    pub input: String,
+    /// The GPU: a card or a size
+    #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
+    pub device: oomscope::device::DeviceSpec,
+    /// Device memory already held by other processes
+    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "0")]
+    pub others: u64,
+    /// The allocator's limit [default: what the device has free]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub limit: Option<u64>,
+    /// Grow the pool on demand instead of one region of the limit
+    #[arg(long)]
+    pub allow_growth: bool,
+    /// On OOM, return empty regions to the device and retry
+    #[arg(long)]
+    pub gc: bool,
+    /// Largest batch to try [default: the dataset size for evaluation, 65536 for training]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_batch: Option<u64>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = FitFormat::Text)]
+    pub format: FitFormat,
 }

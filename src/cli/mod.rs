@@ -2,6 +2,8 @@
 //! input, call the library, and print; they hold no allocator logic.
 
 mod args;
+mod demo;
+mod fit;
 mod output;
 mod replay;
 mod report;
@@ -35,6 +37,8 @@ impl<E: std::error::Error> From<E> for CliError {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Fit(a) => fit::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Report(a) => report::run(a),
     };

@@ -30,14 +30,7 @@ const REDRAW_EVERY: Duration = Duration::from_millis(100);
 impl Progress {
     pub fn new(label: &'static str, total: u64) -> Progress {
         let now = Instant::now();
-        Progress {
-            label,
-            total,
-            start: now,
-            last: now,
-            enabled: io::stderr().is_terminal(),
-            shown: false,
-        }
+        Progress { label, total, start: now, last: now, enabled: io::stderr().is_terminal(), shown: false }
     }
 
     pub fn update(&mut self, done: u64) {
@@ -50,11 +43,7 @@ impl Progress {
         }
         self.last = now;
         self.shown = true;
-        let pct = if self.total == 0 {
-            100.0
-        } else {
-            done as f64 * 100.0 / self.total as f64
-        };
+        let pct = if self.total == 0 { 100.0 } else { done as f64 * 100.0 / self.total as f64 };
         eprint!("\r{}: {pct:5.1}%", self.label);
     }
 

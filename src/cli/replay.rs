@@ -6,7 +6,7 @@ use super::{CliError, EXIT_OOM};
 use oomscope::bfc::Options;
 use oomscope::replay::{Settings, replay};
 use oomscope::size::human;
-use oomscope::{dump, render, trace};
+use oomscope::{dump, render, trace, verdict};
 use std::io::BufReader;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
@@ -14,15 +14,9 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut progress = Progress::new("reading trace", size);
-    let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| {
-        progress.update(done)
-    });
+    let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| progress.update(done));
     progress.finish();
-    let t = parsed.map_err(|e| {
-        CliError(format!(
-            "{e}\n  (the trace format is in docs/trace-format.md)"
-        ))
-    })?;
+    let t = parsed.map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?;
 
     let mut opts = Options::new(a.limit);
     opts.allow_growth = a.allow_growth;
@@ -42,18 +36,15 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     }
 
     let mut progress = Progress::new("replaying", t.events.len() as u64);
-    let outcome = replay(
-        &t,
-        &settings,
-        Some(&a.trace.display().to_string()),
-        |done| progress.update(done as u64),
-    );
+    let outcome = replay(&t, &settings, Some(&a.trace.display().to_string()), |done| progress.update(done as u64));
     progress.finish();
+    let mut d = outcome.dump;
+    verdict::attach(&mut d);
 
     if let Some(path) = &a.output {
-        dump::write_atomic(path, &outcome.dump)?;
+        dump::write_atomic(path, &d)?;
     }
-    output::print(&render::render(&outcome.dump, a.format.into()))?;
+    output::print(&render::render(&d, a.format.into()))?;
 
     let events = t.events.len();
     match outcome.first_failure_line {

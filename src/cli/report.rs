@@ -2,10 +2,12 @@
 
 use super::args::ReportArgs;
 use super::{CliError, output};
-use oomscope::{dump, render};
+use oomscope::{dump, render, verdict};
 
 pub fn run(a: ReportArgs) -> Result<u8, CliError> {
-    let d = dump::read(&a.dump)?;
+    let mut d = dump::read(&a.dump)?;
+    // Dumps written without a verdict (older or foreign ones) get one now.
+    verdict::attach(&mut d);
     output::print(&render::render(&d, a.format.into()))?;
     Ok(0)
 }

@@ -6,8 +6,10 @@
 //! much is free and how much exists. `sim` is the default backend; a CUDA backend
 //! implements the same trait.
 
+mod presets;
 mod sim;
 
+pub use presets::{DeviceSpec, PRESETS, Preset, parse_device};
 pub use sim::SimDevice;
 
 use serde::{Deserialize, Serialize};

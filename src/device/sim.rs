@@ -14,6 +14,7 @@ const SIM_ALIGN: u64 = 2 << 20;
 pub struct SimDevice {
     total: u64,
     others: u64,
+    model: String,
     used: u64,
     /// Live ranges: base address -> size.
     ranges: BTreeMap<u64, u64>,
@@ -26,9 +27,16 @@ impl SimDevice {
         SimDevice {
             total,
             others: others.min(total),
+            model: "simulated GPU".to_string(),
             used: 0,
             ranges: BTreeMap::new(),
         }
+    }
+
+    /// Names the card it stands for (`GeForce GTX 1080 Ti`); reports say it is simulated.
+    pub fn with_model(mut self, model: &str) -> SimDevice {
+        self.model = if model == "simulated GPU" { model.to_string() } else { format!("{model} (simulated)") };
+        self
     }
 
     fn free_bytes(&self) -> u64 {
@@ -53,10 +61,7 @@ impl Device for SimDevice {
     fn alloc(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         let free = self.free_bytes();
         if bytes == 0 || bytes > free {
-            return Err(DeviceError::OutOfMemory {
-                requested: bytes,
-                free,
-            });
+            return Err(DeviceError::OutOfMemory { requested: bytes, free });
         }
         let addr = self.place(bytes);
         self.ranges.insert(addr, bytes);
@@ -71,28 +76,19 @@ impl Device for SimDevice {
                 self.used -= size;
                 Ok(())
             }
-            Some(&size) => Err(DeviceError::Other(format!(
-                "free of {bytes} bytes at {addr:#x}, but that range has {size} bytes"
-            ))),
-            None => Err(DeviceError::Other(format!(
-                "free of unknown range at {addr:#x}"
-            ))),
+            Some(&size) => {
+                Err(DeviceError::Other(format!("free of {bytes} bytes at {addr:#x}, but that range has {size} bytes")))
+            }
+            None => Err(DeviceError::Other(format!("free of unknown range at {addr:#x}"))),
         }
     }
 
     fn mem_info(&self) -> MemInfo {
-        MemInfo {
-            free: self.free_bytes(),
-            total: self.total,
-        }
+        MemInfo { free: self.free_bytes(), total: self.total }
     }
 
     fn describe(&self) -> DeviceDescription {
-        DeviceDescription {
-            kind: "sim".into(),
-            model: "simulated GPU".into(),
-            others: self.others,
-        }
+        DeviceDescription { kind: "sim".into(), model: self.model.clone(), others: self.others }
     }
 }
 
@@ -103,27 +99,14 @@ mod tests {
     #[test]
     fn refuses_more_than_is_free_and_reuses_freed_space() {
         let mut d = SimDevice::new(10 << 30, 1 << 30);
-        assert_eq!(
-            d.mem_info(),
-            MemInfo {
-                free: 9 << 30,
-                total: 10 << 30
-            }
-        );
-        assert!(matches!(
-            d.alloc(9 << 30 | 1),
-            Err(DeviceError::OutOfMemory { .. })
-        ));
+        assert_eq!(d.mem_info(), MemInfo { free: 9 << 30, total: 10 << 30 });
+        assert!(matches!(d.alloc(9 << 30 | 1), Err(DeviceError::OutOfMemory { .. })));
         let a = d.alloc(3 << 20).unwrap();
         let b = d.alloc(1 << 20).unwrap();
         assert_eq!(a, SIM_BASE_ADDRESS);
         assert_eq!(b, SIM_BASE_ADDRESS + (4 << 20), "aligned to 2 MiB after a");
         d.free(a, 3 << 20).unwrap();
-        assert_eq!(
-            d.alloc(2 << 20).unwrap(),
-            SIM_BASE_ADDRESS,
-            "first fit reuses the gap"
-        );
+        assert_eq!(d.alloc(2 << 20).unwrap(), SIM_BASE_ADDRESS, "first fit reuses the gap");
         assert!(d.free(b, 5).is_err());
         assert!(d.free(12345, 5).is_err());
     }

@@ -10,32 +10,16 @@ use std::path::{Path, PathBuf};
 /// line and column, and says what to do.
 #[derive(Debug)]
 pub enum DumpError {
-    Io {
-        path: PathBuf,
-        source: io::Error,
-    },
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        problem: String,
-    },
-    Version {
-        path: PathBuf,
-        found: u32,
-    },
+    Io { path: PathBuf, source: io::Error },
+    Parse { path: PathBuf, line: usize, column: usize, problem: String },
+    Version { path: PathBuf, found: u32 },
 }
 
 impl fmt::Display for DumpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DumpError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            DumpError::Parse {
-                path,
-                line,
-                column,
-                problem,
-            } => {
+            DumpError::Parse { path, line, column, problem } => {
                 write!(f, "{}:{line}:{column}: {problem}", path.display())
             }
             DumpError::Version { path, found } => write!(
@@ -59,10 +43,7 @@ impl std::error::Error for DumpError {
 
 /// Reads a dump written by [`write_atomic`] (or by another oomscope of the same format).
 pub fn read(path: &Path) -> Result<Dump, DumpError> {
-    let bytes = std::fs::read(path).map_err(|source| DumpError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| DumpError::Io { path: path.to_path_buf(), source })?;
     parse(path, &bytes)
 }
 
@@ -77,20 +58,14 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Dump, DumpError> {
         version: u32,
     }
     match serde_json::from_slice::<Dump>(bytes) {
-        Ok(dump) if dump.version > DUMP_VERSION => Err(DumpError::Version {
-            path: path.into(),
-            found: dump.version,
-        }),
+        Ok(dump) if dump.version > DUMP_VERSION => Err(DumpError::Version { path: path.into(), found: dump.version }),
         Ok(dump) => Ok(dump),
         Err(e) => {
             // A newer dump may fail to parse as this version; say so rather than "bad field".
             if let Ok(v) = serde_json::from_slice::<VersionOnly>(bytes)
                 && v.version > DUMP_VERSION
             {
-                return Err(DumpError::Version {
-                    path: path.into(),
-                    found: v.version,
-                });
+                return Err(DumpError::Version { path: path.into(), found: v.version });
             }
             let problem = match e.classify() {
                 serde_json::error::Category::Eof if bytes.iter().all(u8::is_ascii_whitespace) => {
@@ -128,8 +103,5 @@ pub fn write_atomic(path: &Path, dump: &Dump) -> Result<(), DumpError> {
         serde_json::to_writer(&mut *w, dump).map_err(io::Error::from)?;
         w.write_all(b"\n")
     })
-    .map_err(|source| DumpError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    .map_err(|source| DumpError::Io { path: path.to_path_buf(), source })
 }

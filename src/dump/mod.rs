@@ -13,7 +13,7 @@ mod io;
 pub use io::{DumpError, read, read_str, write_atomic};
 
 use crate::bfc::{Refusal, Stats, bin_for_size};
-use crate::record::{EventKind, StepMark};
+use crate::record::{EventKind, Kind, StepMark};
 use serde::{Deserialize, Serialize};
 
 /// The dump format version this build writes and reads.
@@ -58,6 +58,15 @@ pub struct Dump {
     /// Region requests the device refused (the first 64).
     #[serde(default)]
     pub refusals: Vec<Refusal>,
+    /// Live memory taken from the device outside the pool (cuDNN, cuBLAS handles).
+    #[serde(default)]
+    pub outside: Vec<OutsideInfo>,
+    /// The simulated workload, when the dump comes from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadInfo>,
+    /// Why the memory ran out and what to change (see `src/verdict.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// Where a dump came from.
@@ -116,8 +125,13 @@ pub struct OomRecord {
     pub shape: Option<Vec<i64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
     pub step: i64,
     pub t_ns: u64,
+    /// The request was for memory outside the pool, straight from the device.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside: bool,
     pub bytes_in_use: u64,
     pub pool_bytes: u64,
     pub largest_free_block: u64,
@@ -177,12 +191,97 @@ pub struct ChunkInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t_ns: Option<u64>,
     /// Index into the dump's `stacks`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<u32>,
+}
+
+impl ChunkInfo {
+    /// The recorded kind, or the one inferred from the op name.
+    pub fn kind(&self) -> Kind {
+        self.kind.unwrap_or_default().or_infer(self.op.as_deref().unwrap_or(""))
+    }
+}
+
+/// Live memory taken from the device outside the pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutsideInfo {
+    pub address: u64,
+    pub size: u64,
+    pub op: String,
+    pub step: i64,
+}
+
+/// A simulated workload: enough to say "batch 1 fits" in its own terms.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    pub name: String,
+    /// `train` or `eval`.
+    pub mode: String,
+    pub batch: u64,
+    /// `sgd`, `momentum`, `adam`, or `none`.
+    pub optimizer: String,
+    /// One sample's input shape.
+    pub input: Vec<u64>,
+    pub dtype: String,
+}
+
+/// The cause of an OOM and the change that fixes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    /// One sentence: what happened.
+    pub headline: String,
+    /// The figures that support it.
+    pub evidence: Vec<String>,
+    /// What to change, with numbers; never something already on.
+    pub fix: String,
+    /// Live bytes by kind at the failure (or at the end when nothing failed), largest first.
+    #[serde(default)]
+    pub breakdown: Vec<KindBytes>,
+}
+
+/// The classes of OOM oomscope tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// One tensor is larger than all the memory the process could ever have free.
+    SingleTensor,
+    /// Memory is held by other processes, or reserved by the allocator, and the device refused.
+    Others,
+    /// Live memory rises from step to step: something survives its step.
+    Growth,
+    /// Enough bytes are free, but not in one block.
+    Fragmentation,
+    /// The working set at the failure is simply larger than the device.
+    Peak,
+    /// Nothing failed.
+    Fits,
+}
+
+impl VerdictKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            VerdictKind::SingleTensor => "one tensor too large",
+            VerdictKind::Others => "memory held elsewhere",
+            VerdictKind::Growth => "growth across steps",
+            VerdictKind::Fragmentation => "fragmentation",
+            VerdictKind::Peak => "true peak",
+            VerdictKind::Fits => "fits",
+        }
+    }
+}
+
+/// Bytes of one kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindBytes {
+    pub kind: Kind,
+    pub bytes: u64,
 }
 
 /// A call stack: raw instruction pointers and, once symbolized, frames.
@@ -220,10 +319,7 @@ pub struct EventInfo {
 impl Dump {
     /// In-use chunks, in address order.
     pub fn live_chunks(&self) -> impl Iterator<Item = &ChunkInfo> {
-        self.regions
-            .iter()
-            .flat_map(|r| r.chunks.iter())
-            .filter(|c| c.in_use)
+        self.regions.iter().flat_map(|r| r.chunks.iter()).filter(|c| c.in_use)
     }
 
     /// Free chunks of the bin `rounded` would be served from, in search order: what TF
@@ -235,11 +331,7 @@ impl Dump {
             for (i, c) in r.chunks.iter().enumerate() {
                 if !c.in_use && bin_for_size(c.size) == bin {
                     let prev = i.checked_sub(1).map(|p| &r.chunks[p]);
-                    out.push(FreeChunkState {
-                        chunk: c,
-                        prev,
-                        next: r.chunks.get(i + 1),
-                    });
+                    out.push(FreeChunkState { chunk: c, prev, next: r.chunks.get(i + 1) });
                 }
             }
         }

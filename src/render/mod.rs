@@ -3,6 +3,7 @@
 
 pub mod summary;
 pub mod tf;
+pub mod verdict;
 
 use crate::dump::Dump;
 use std::fmt;
@@ -26,9 +27,7 @@ impl FromStr for Format {
             "tf" => Ok(Format::Tf),
             "summary" => Ok(Format::Summary),
             "json" => Ok(Format::Json),
-            other => Err(format!(
-                "unknown format {other:?}; expected tf, summary or json"
-            )),
+            other => Err(format!("unknown format {other:?}; expected tf, summary or json")),
         }
     }
 }
@@ -43,10 +42,18 @@ impl fmt::Display for Format {
     }
 }
 
-/// The report in the given format, ending with a newline.
+/// The report in the given format, ending with a newline. The TF text is followed by the
+/// verdict, set apart by a blank line: TF's part stays byte for byte what TF prints.
 pub fn render(dump: &Dump, format: Format) -> String {
     match format {
-        Format::Tf => tf::render(dump),
+        Format::Tf => {
+            let mut s = tf::render(dump);
+            if let Some(v) = &dump.verdict {
+                s.push('\n');
+                s.push_str(&verdict::render(v));
+            }
+            s
+        }
         Format::Summary => summary::render(dump),
         Format::Json => {
             // Serializing plain data to a String cannot fail (no maps with non-string keys).

@@ -1,7 +1,7 @@
 //! The short report for people: the failed request, the headroom, what holds the memory,
 //! and how fragmented the free memory is.
 
-use crate::dump::{Dump, OomRecord};
+use crate::dump::{Dump, OomRecord, VerdictKind};
 use crate::size::human;
 use std::fmt::Write;
 
@@ -15,7 +15,21 @@ pub fn render(d: &Dump) -> String {
     match &d.oom {
         Some(oom) => {
             let _ = writeln!(o, "OOM in {}: {}", a.name, request_line(oom));
-            let _ = writeln!(o, "{}", headroom_line(oom));
+            if let Some(v) = &d.verdict {
+                o.push('\n');
+                o.push_str(&super::verdict::render(v));
+                o.push('\n');
+            }
+            if oom.outside {
+                let _ = writeln!(
+                    o,
+                    "  outside request  {} asked the device directly (outside the pool); the device had {} free",
+                    oom.op,
+                    human(oom.device_free)
+                );
+            } else {
+                let _ = writeln!(o, "{}", headroom_line(oom));
+            }
             let _ = writeln!(
                 o,
                 "  at the failure   {} in use in a pool of {} (limit {}); {} free in the pool, largest free block {}",
@@ -35,6 +49,11 @@ pub fn render(d: &Dump) -> String {
                 human(a.limit),
                 percent(s.peak_bytes_in_use, a.limit)
             );
+            if let Some(v) = d.verdict.as_ref().filter(|v| v.kind != VerdictKind::Fits) {
+                o.push('\n');
+                o.push_str(&super::verdict::render(v));
+                o.push('\n');
+            }
         }
     }
     let _ = writeln!(
@@ -56,9 +75,8 @@ pub fn render(d: &Dump) -> String {
     );
     let _ = writeln!(
         o,
-        "  device           {} ({}): {} total, {} free{}",
+        "  device           {}: {} total, {} free{}",
         d.device.model,
-        d.device.kind,
         human(d.device.total),
         human(d.device.free),
         if d.device.others > 0 {
@@ -73,11 +91,7 @@ pub fn render(d: &Dump) -> String {
             o,
             "  device refused   {} region request{} ({}); the pool got {} of its {} limit",
             d.stats.num_device_refusals,
-            if d.stats.num_device_refusals == 1 {
-                ""
-            } else {
-                "s"
-            },
+            if d.stats.num_device_refusals == 1 { "" } else { "s" },
             sizes.join(", "),
             human(s.peak_pool_bytes),
             human(a.limit)
@@ -85,46 +99,21 @@ pub fn render(d: &Dump) -> String {
     }
 
     let total = d.usage_total();
-    let _ = writeln!(
-        o,
-        "\nLive memory by node ({} in {} nodes):",
-        human(total),
-        d.usage_by_node.len()
-    );
+    let _ = writeln!(o, "\nLive memory by node ({} in {} nodes):", human(total), d.usage_by_node.len());
     for n in d.usage_by_node.iter().take(TOP_NODES) {
-        let _ = writeln!(
-            o,
-            "  {:>10}  {:>5.1}%  {:>6} x  {}",
-            human(n.bytes),
-            percent(n.bytes, total),
-            n.count,
-            n.op
-        );
+        let _ = writeln!(o, "  {:>10}  {:>5.1}%  {:>6} x  {}", human(n.bytes), percent(n.bytes, total), n.count, n.op);
     }
     if d.usage_by_node.len() > TOP_NODES {
         let rest: u64 = d.usage_by_node[TOP_NODES..].iter().map(|n| n.bytes).sum();
-        let _ = writeln!(
-            o,
-            "  ... {} more nodes with {}",
-            d.usage_by_node.len() - TOP_NODES,
-            human(rest)
-        );
+        let _ = writeln!(o, "  ... {} more nodes with {}", d.usage_by_node.len() - TOP_NODES, human(rest));
     }
     if d.ooms_total > 1 {
-        let _ = writeln!(
-            o,
-            "\n{} requests failed; the first is reported above. Others:",
-            d.ooms_total
-        );
+        let _ = writeln!(o, "\n{} requests failed; the first is reported above. Others:", d.ooms_total);
         for oom in d.ooms.iter().skip(1).take(TOP_NODES) {
             let _ = writeln!(o, "  {}", request_line(oom));
         }
         if d.ooms_total as usize > TOP_NODES + 1 {
-            let _ = writeln!(
-                o,
-                "  ... and {} more",
-                d.ooms_total as usize - TOP_NODES - 1
-            );
+            let _ = writeln!(o, "  ... and {} more", d.ooms_total as usize - TOP_NODES - 1);
         }
     }
     o
@@ -132,12 +121,11 @@ pub fn render(d: &Dump) -> String {
 
 /// `957.03MiB (rounded to 1003520000) for Conv2D, shape [10000,32,28,28] float32, step 0`
 pub fn request_line(oom: &OomRecord) -> String {
-    let mut s = format!(
-        "{} (rounded to {}) for {}",
-        human(oom.requested),
-        oom.rounded,
-        oom.op
-    );
+    let mut s = if oom.outside {
+        format!("{} outside the pool for {}", human(oom.requested), oom.op)
+    } else {
+        format!("{} (rounded to {}) for {}", human(oom.requested), oom.rounded, oom.op)
+    };
     if let Some(shape) = &oom.shape {
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
         let _ = write!(s, ", shape [{}]", dims.join(","));
@@ -169,9 +157,5 @@ pub fn largest_obtainable(oom: &OomRecord) -> u64 {
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
+    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
 }

@@ -42,7 +42,9 @@ pub fn allocator_dump(d: &Dump) -> String {
             r.bytes
         );
     }
-    if let Some(oom) = &d.oom {
+    // A request outside the pool failed in the driver, not in the allocator: TF prints no
+    // "ran out of memory" for it, only the driver's line (above) and, here, the state.
+    if let Some(oom) = d.oom.as_ref().filter(|o| !o.outside) {
         // No space before "requested": TF's own text.
         let _ = writeln!(
             o,
@@ -70,7 +72,7 @@ pub fn allocator_dump(d: &Dump) -> String {
             human(b.requested_in_use)
         );
     }
-    if let Some(oom) = &d.oom {
+    if let Some(oom) = d.oom.as_ref().filter(|o| !o.outside) {
         let _ = writeln!(
             o,
             "Bin for {} was {}, Chunk State: ",
@@ -111,11 +113,7 @@ pub fn allocator_dump(d: &Dump) -> String {
     let mut total: u64 = 0;
     for (size, count) in &in_use_by_size {
         let bytes = size.saturating_mul(*count);
-        let _ = writeln!(
-            o,
-            "{count} Chunks of size {size} totalling {}",
-            human(bytes)
-        );
+        let _ = writeln!(o, "{count} Chunks of size {size} totalling {}", human(bytes));
         total = total.saturating_add(bytes);
     }
     let _ = writeln!(o, "Sum Total of in-use chunks: {}", human(total));
@@ -149,11 +147,7 @@ pub fn allocator_dump(d: &Dump) -> String {
 
 /// TF's `Chunk::DebugString` without recursion.
 fn chunk_debug(c: &ChunkInfo) -> String {
-    let bin: i64 = if c.in_use {
-        -1
-    } else {
-        bin_for_size(c.size) as i64
-    };
+    let bin: i64 = if c.in_use { -1 } else { bin_for_size(c.size) as i64 };
     format!(
         "  Size: {} | Requested Size: {} | in_use: {} | bin_num: {bin}",
         human(c.size),
@@ -172,8 +166,7 @@ pub fn occupancy(d: &Dump) -> String {
     let mut cells = [b'_'; OCCUPANCY_CELLS as usize];
     let mut paint = |offset: u64, size: u64, ch: u8| {
         let cell = |at: u64| {
-            ((at as u128 * OCCUPANCY_CELLS as u128) / total as u128)
-                .min(OCCUPANCY_CELLS as u128 - 1) as usize
+            ((at as u128 * OCCUPANCY_CELLS as u128) / total as u128).min(OCCUPANCY_CELLS as u128 - 1) as usize
         };
         let (start, end) = (cell(offset), cell(offset + size - 1));
         for c in &mut cells[start..=end] {
@@ -205,11 +198,7 @@ pub fn occupancy(d: &Dump) -> String {
 /// the text looks as in a TF log: one blank line, then the listing.
 pub fn usage_by_node(d: &Dump) -> String {
     let mut o = String::new();
-    let _ = write!(
-        o,
-        "\nCurrent usage from device: {}, allocator: {}\n",
-        d.device.name, d.allocator.name
-    );
+    let _ = write!(o, "\nCurrent usage from device: {}, allocator: {}\n", d.device.name, d.allocator.name);
     let nodes: Vec<_> = d.usage_by_node.iter().filter(|n| n.bytes > 0).collect();
     let total: u64 = nodes.iter().map(|n| n.bytes).sum();
     let threshold = total as f32 * MAX_REPORT_FRACTION;
@@ -223,12 +212,8 @@ pub fn usage_by_node(d: &Dump) -> String {
         }
     }
     if nodes.len() > reported_nodes {
-        let _ = writeln!(
-            o,
-            "  Remaining {} nodes with {}",
-            nodes.len() - reported_nodes,
-            human(total - reported_bytes)
-        );
+        let _ =
+            writeln!(o, "  Remaining {} nodes with {}", nodes.len() - reported_nodes, human(total - reported_bytes));
     }
     o
 }

@@ -1,0 +1,168 @@
+//! `oomscope fit WORKLOAD|TRACE --device CARD|SIZE`: what fits, by replay.
+
+use super::args::{FitArgs, FitFormat};
+use super::{CliError, output};
+use oomscope::size::human;
+use oomscope::trace;
+use oomscope::workload::model::Mode;
+use oomscope::workload::{Workload, builtin, fit};
+use std::fmt::Write;
+use std::path::Path;
+
+/// A trace is JSON Lines (`.jsonl`, or a first line that is an event); anything else is a
+/// workload: a built-in name or a model file.
+fn is_trace(input: &str) -> bool {
+    if builtin::find(input).is_some() {
+        return false;
+    }
+    if input.ends_with(".jsonl") {
+        return true;
+    }
+    if input.ends_with(".json") {
+        return false;
+    }
+    std::fs::read_to_string(input)
+        .ok()
+        .and_then(|t| t.lines().find(|l| !l.trim().is_empty()).map(|l| l.contains("\"ev\"")))
+        .unwrap_or(false)
+}
+
+pub fn run(a: FitArgs) -> Result<u8, CliError> {
+    if a.others >= a.device.total {
+        return Err(CliError(format!(
+            "--others {} leaves nothing of the {} device",
+            human(a.others),
+            human(a.device.total)
+        )));
+    }
+    let mut s = fit::settings(a.device.total, a.others, &a.device.model, a.limit);
+    s.allocator.allow_growth = a.allow_growth;
+    s.allocator.garbage_collection = a.gc;
+    let on = format!(
+        "{} ({}{})",
+        if a.device.model == "simulated GPU" { "a simulated GPU".to_string() } else { a.device.model.clone() },
+        human(a.device.total),
+        if a.others > 0 { format!(", {} held by others", human(a.others)) } else { String::new() }
+    );
+    if is_trace(&a.input) {
+        let path = Path::new(&a.input);
+        let t =
+            trace::read(path).map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?;
+        let f = fit::min_limit(&t, &s);
+        let text = match a.format {
+            FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
+            FitFormat::Text => {
+                let mut o = String::new();
+                let _ = writeln!(o, "{} ({} events) on {on}:", a.input, t.events.len());
+                let _ = writeln!(o, "  needed with unlimited memory (peak in use):  {}", human(f.needed));
+                let _ = writeln!(
+                    o,
+                    "  smallest limit it replays under:            {} (the allocator's rounding, whole-chunk waste and fragmentation add {})",
+                    human(f.min_limit),
+                    human(f.min_limit.saturating_sub(f.needed))
+                );
+                if f.fits {
+                    let _ = writeln!(
+                        o,
+                        "  on this device: fits, {} to spare",
+                        human(f.capacity.saturating_sub(f.min_limit))
+                    );
+                } else {
+                    let _ = writeln!(
+                        o,
+                        "  on this device: does not fit, {} short",
+                        human(f.min_limit.saturating_sub(f.capacity))
+                    );
+                }
+                let _ = writeln!(o, "  (a trace's batch cannot change; give a workload to find the largest batch)");
+                o
+            }
+        };
+        output::print(&text)?;
+        return Ok(0);
+    }
+    let w = Workload::load(&a.input)
+        .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
+    let m = &w.model;
+    let eval = m.mode == Mode::Eval;
+    let max = a.max_batch.unwrap_or(if eval { m.samples.unwrap_or(m.batch) } else { 65_536 });
+    let f = fit::largest_batch(&w, &s, max)
+        .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
+    let text = match a.format {
+        FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
+        FitFormat::Text => {
+            let mut o = String::new();
+            let what = if eval { "evaluating" } else { "training" };
+            let shape: Vec<String> = m.input.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                o,
+                "{}: {what}, {}, input [{}] {}, on {on}, limit {}\n",
+                m.name,
+                m.optimizer.name(),
+                shape.join(","),
+                m.dtype.name(),
+                human(s.allocator.limit)
+            );
+            let unit = if eval { "chunk" } else { "batch" };
+            let _ = writeln!(o, "  {unit:>7}   needed       on this device");
+            // The doubling steps and the final bracket; the bisection in between is in --format json.
+            let smallest_oom = f.probes.iter().find(|p| !p.fits).map(|p| p.batch);
+            let shown = f.probes.iter().filter(|p| {
+                p.batch.is_power_of_two()
+                    || Some(p.batch) == smallest_oom
+                    || f.largest.as_ref().is_some_and(|l| l.batch == p.batch)
+            });
+            for p in shown {
+                let verdict = if p.fits {
+                    format!("fits, {} free at its peak", human(f.capacity.saturating_sub(p.peak_in_use)))
+                } else {
+                    "OOM".to_string()
+                };
+                let _ = writeln!(o, "  {:>7}   {:<11}  {verdict}", p.batch, human(p.needed));
+            }
+            o.push('\n');
+            match &f.largest {
+                Some(p) => {
+                    let more =
+                        if f.capped { " (the most tried; --max-batch raises it)".to_string() } else { String::new() };
+                    if eval {
+                        let samples = m.samples.unwrap_or(m.batch);
+                        let k = samples.div_ceil(p.batch);
+                        let _ = writeln!(
+                            o,
+                            "Largest evaluation chunk that fits (replayed through the allocator, fragmentation included): {}{more},\n  with {} free at its peak. Split the {samples} samples into {k} chunks of {} and average the results.",
+                            p.batch,
+                            human(f.capacity.saturating_sub(p.peak_in_use)),
+                            samples.div_ceil(k)
+                        );
+                    } else {
+                        let _ = writeln!(
+                            o,
+                            "Largest batch that fits (replayed through the allocator, fragmentation included): {}{more}, with {} free at its peak.",
+                            p.batch,
+                            human(f.capacity.saturating_sub(p.peak_in_use))
+                        );
+                    }
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "Nothing fits: even a {unit} of 1 needs {} and {} can be had.",
+                        human(f.probes[0].needed),
+                        human(f.capacity)
+                    );
+                }
+            }
+            let _ = writeln!(
+                o,
+                "Straight line (seed 004: fixed + per sample x {unit}), fitted to the replays: {} + {} x {unit}, which predicts {}.",
+                human(f.fixed.max(0.0) as u64),
+                human(f.per_sample.max(0.0) as u64),
+                f.line_prediction
+            );
+            o
+        }
+    };
+    output::print(&text)?;
+    Ok(0)
+}
