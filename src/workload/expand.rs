@@ -132,181 +132,242 @@ fn out_size(input: u64, k: u64, stride: u64, padding: Padding) -> Option<u64> {
     }
 }
 
-/// Builds the node graph of `model` at `batch`.
-fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
-    let mut g = Graph {
-        tensors: Vec::new(),
-        nodes: Vec::new(),
-        weights: Vec::new(),
-        input: 0,
-        labels: None,
-        fetch: 0,
-        names: HashMap::new(),
-    };
-    let train = model.mode == Mode::Train;
-    let mut input_shape = vec![batch];
-    input_shape.extend(&model.input);
-    g.input = g.tensor(input_shape, false);
-    g.labels = model.labels.as_ref().map(|l| {
-        let mut s = vec![batch];
-        s.extend(l);
-        g.tensor(s, false)
-    });
-    let mut by_name: HashMap<String, usize> = HashMap::from([(model.input_name.clone(), g.input)]);
-    let mut current = g.input;
-    let scope = model.scope.as_str();
-    for layer in &model.layers {
-        let Layer { op, name, input, line } = layer;
-        let line = *line;
-        let lname = name.as_deref().unwrap_or("");
-        let src = match input {
-            Some(n) => by_name[n],
-            None => current,
+/// What a node's backward needs besides the output's gradient.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Keep {
+    Nothing,
+    Input,
+    Output,
+    Both,
+}
+
+/// Builds the graph one layer at a time; knows the model's scope and whether it trains.
+struct Builder<'m> {
+    g: Graph,
+    scope: &'m str,
+    train: bool,
+    path: &'m Path,
+}
+
+impl Builder<'_> {
+    fn error(&self, line: usize, message: String) -> ModelError {
+        error(self.path, line, message)
+    }
+
+    fn node(&mut self, n: Node) -> usize {
+        let out = n.outputs[0].0;
+        self.g.nodes.push(n);
+        out
+    }
+
+    /// `scope/layer/op`, made unique.
+    fn name(&mut self, layer: &str, op: &str) -> String {
+        let name = join(&[self.scope, layer, op]);
+        self.g.unique(name)
+    }
+
+    /// A node with one input, one output of `shape`, and no weights.
+    #[allow(clippy::too_many_arguments)]
+    fn unary(
+        &mut self,
+        layer: &str,
+        op: &str,
+        src: usize,
+        shape: Vec<u64>,
+        alloc: Alloc,
+        keep: Keep,
+        grad: InputGrad,
+    ) -> usize {
+        let needs = self.g.tensors[src].needs_grad;
+        let out = self.g.tensor(shape, needs);
+        let keep = match (self.train, keep) {
+            (false, _) | (_, Keep::Nothing) => vec![],
+            (_, Keep::Input) => vec![src],
+            (_, Keep::Output) => vec![out],
+            (_, Keep::Both) => vec![src, out],
         };
-        let ng = |g: &Graph, t: usize| g.tensors[t].needs_grad;
-        let shape = |g: &Graph, t: usize| g.tensors[t].shape.clone();
-        let need4 = |g: &Graph, t: usize, what: &str| -> Result<Vec<u64>, ModelError> {
-            let s = shape(g, t);
-            if s.len() == 4 {
-                Ok(s)
-            } else {
-                Err(error(
-                    path,
-                    line,
-                    format!("{what} needs a 4-D input [batch, height, width, channels]; got {}", show(&s)),
-                ))
-            }
-        };
-        // Adds a node; returns its first output tensor.
-        let mut node = |g: &mut Graph, n: Node| {
-            let out = n.outputs[0].0;
-            g.nodes.push(n);
-            out
-        };
-        let relu_after = |g: &mut Graph, t: usize, node: &mut dyn FnMut(&mut Graph, Node) -> usize| {
-            let s = g.tensors[t].shape.clone();
-            let need = g.tensors[t].needs_grad;
-            let out = g.tensor(s, need);
-            let name = g.unique(join(&[scope, lname, "Relu"]));
-            node(
-                g,
-                Node {
-                    name,
-                    inputs: vec![t],
-                    outputs: vec![(out, Alloc::Forward(0))],
-                    keep: if train { vec![out] } else { vec![] },
-                    weights: vec![],
-                    temp: 0,
-                    input_grads: vec![InputGrad::New("ReluGrad")],
-                    weight_grads: vec![],
-                },
-            )
-        };
-        let bias_add = |g: &mut Graph, t: usize, channels: u64, node: &mut dyn FnMut(&mut Graph, Node) -> usize| {
-            let b = g.weight(join(&[scope, lname, "bias"]), vec![channels], true);
-            let s = g.tensors[t].shape.clone();
-            let out = g.tensor(s, true);
-            let name = g.unique(join(&[scope, lname, "BiasAdd"]));
-            node(
-                g,
-                Node {
-                    name,
-                    inputs: vec![t],
-                    outputs: vec![(out, Alloc::Forward(0))],
-                    keep: vec![],
-                    weights: vec![b],
-                    temp: 0,
-                    input_grads: vec![InputGrad::Pass],
-                    weight_grads: vec!["BiasAddGrad"],
-                },
-            )
-        };
-        let batch_norm = |g: &mut Graph, t: usize, channels: u64, node: &mut dyn FnMut(&mut Graph, Node) -> usize| {
-            let ws: Vec<usize> = [("gamma", true), ("beta", true), ("moving_mean", false), ("moving_variance", false)]
-                .iter()
-                .map(|(n, tr)| g.weight(join(&[scope, lname, n]), vec![channels], *tr))
-                .collect();
-            let s = g.tensors[t].shape.clone();
-            let out = g.tensor(s, true);
-            let mut outputs = vec![(out, Alloc::New)];
-            let mut keep = vec![];
-            if train {
-                // The batch mean and variance, saved for the gradient.
-                let mean = g.tensor(vec![channels], false);
-                let var = g.tensor(vec![channels], false);
-                outputs.push((mean, Alloc::New));
-                outputs.push((var, Alloc::New));
-                keep = vec![t, mean, var];
-            }
-            let name = g.unique(join(&[scope, lname, "FusedBatchNorm"]));
-            node(
-                g,
-                Node {
-                    name,
-                    inputs: vec![t],
-                    outputs,
-                    keep,
-                    weights: ws[..2].to_vec(),
-                    temp: 0,
-                    input_grads: vec![InputGrad::New("FusedBatchNormGrad")],
-                    weight_grads: vec!["FusedBatchNormGrad", "FusedBatchNormGrad"],
-                },
-            )
-        };
-        let out = match op {
-            LayerOp::Conv2d { filters, kernel, stride, padding, bias, batch_norm: bn, relu, workspace } => {
-                let s = need4(&g, src, "conv2d")?;
-                let (h, w) = match (
-                    out_size(s[1], kernel[0], *stride, *padding),
-                    out_size(s[2], kernel[1], *stride, *padding),
-                ) {
-                    (Some(h), Some(w)) => (h, w),
-                    _ => {
-                        return Err(error(
-                            path,
-                            line,
-                            format!(
-                                "conv2d: a {}x{} kernel does not fit the input {} with \"valid\" padding",
-                                kernel[0],
-                                kernel[1],
-                                show(&s)
-                            ),
-                        ));
-                    }
+        let name = self.name(layer, op);
+        self.node(Node {
+            name,
+            inputs: vec![src],
+            outputs: vec![(out, alloc)],
+            keep,
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![grad],
+            weight_grads: vec![],
+        })
+    }
+
+    /// ReLU in place; its gradient reads its output.
+    fn relu(&mut self, layer: &str, t: usize) -> usize {
+        let shape = self.g.tensors[t].shape.clone();
+        self.unary(layer, "Relu", t, shape, Alloc::Forward(0), Keep::Output, InputGrad::New("ReluGrad"))
+    }
+
+    /// A bias add in place, with its `bias` weight.
+    fn bias_add(&mut self, layer: &str, t: usize, channels: u64) -> usize {
+        let bias = self.g.weight(join(&[self.scope, layer, "bias"]), vec![channels], true);
+        let out = self.g.tensor(self.g.tensors[t].shape.clone(), true);
+        let name = self.name(layer, "BiasAdd");
+        self.node(Node {
+            name,
+            inputs: vec![t],
+            outputs: vec![(out, Alloc::Forward(0))],
+            keep: vec![],
+            weights: vec![bias],
+            temp: 0,
+            input_grads: vec![InputGrad::Pass],
+            weight_grads: vec!["BiasAddGrad"],
+        })
+    }
+
+    /// Fused batch norm with its four weights; in training it also saves the batch mean and
+    /// variance, and its gradient reads its input.
+    fn batch_norm(&mut self, layer: &str, t: usize, channels: u64) -> usize {
+        let weights: Vec<usize> = [("gamma", true), ("beta", true), ("moving_mean", false), ("moving_variance", false)]
+            .iter()
+            .map(|(n, trainable)| self.g.weight(join(&[self.scope, layer, n]), vec![channels], *trainable))
+            .collect();
+        let out = self.g.tensor(self.g.tensors[t].shape.clone(), true);
+        let mut outputs = vec![(out, Alloc::New)];
+        let mut keep = vec![];
+        if self.train {
+            let mean = self.g.tensor(vec![channels], false);
+            let var = self.g.tensor(vec![channels], false);
+            outputs.extend([(mean, Alloc::New), (var, Alloc::New)]);
+            keep = vec![t, mean, var];
+        }
+        let name = self.name(layer, "FusedBatchNorm");
+        self.node(Node {
+            name,
+            inputs: vec![t],
+            outputs,
+            keep,
+            weights: weights[..2].to_vec(),
+            temp: 0,
+            input_grads: vec![InputGrad::New("FusedBatchNormGrad")],
+            weight_grads: vec!["FusedBatchNormGrad", "FusedBatchNormGrad"],
+        })
+    }
+
+    /// A convolution or matrix product: one weight, the input kept for the weight's gradient.
+    #[allow(clippy::too_many_arguments)]
+    fn weighted(
+        &mut self,
+        layer: &str,
+        op: &str,
+        src: usize,
+        shape: Vec<u64>,
+        kernel: Vec<u64>,
+        grads: [&'static str; 2],
+        temp: u64,
+    ) -> usize {
+        let k = self.g.weight(join(&[self.scope, layer, "kernel"]), kernel, true);
+        let out = self.g.tensor(shape, true);
+        let name = self.name(layer, op);
+        let keep = if self.train { vec![src] } else { vec![] };
+        self.node(Node {
+            name,
+            inputs: vec![src],
+            outputs: vec![(out, Alloc::New)],
+            keep,
+            weights: vec![k],
+            temp,
+            input_grads: vec![InputGrad::New(grads[0])],
+            weight_grads: vec![grads[1]],
+        })
+    }
+
+    fn shape(&self, t: usize) -> Vec<u64> {
+        self.g.tensors[t].shape.clone()
+    }
+
+    fn four_d(&self, t: usize, what: &str, line: usize) -> Result<Vec<u64>, ModelError> {
+        let s = self.shape(t);
+        if s.len() == 4 {
+            Ok(s)
+        } else {
+            Err(self
+                .error(line, format!("{what} needs a 4-D input [batch, height, width, channels]; got {}", show(&s))))
+        }
+    }
+
+    /// Two loss inputs, the output and the labels, checked against each other.
+    fn labels(&self, line: usize, what: &str) -> Result<usize, ModelError> {
+        self.g.labels.ok_or_else(|| self.error(line, format!("{what} needs \"labels\"")))
+    }
+
+    /// A node joining several inputs, passing or slicing the gradient back to each.
+    fn join_node(
+        &mut self,
+        layer: &str,
+        op: &str,
+        ids: Vec<usize>,
+        shape: Vec<u64>,
+        alloc: Alloc,
+        grad: InputGrad,
+    ) -> usize {
+        let needs = ids.iter().any(|&i| self.g.tensors[i].needs_grad);
+        let out = self.g.tensor(shape, needs);
+        let name = self.name(layer, op);
+        let n = ids.len();
+        self.node(Node {
+            name,
+            inputs: ids,
+            outputs: vec![(out, alloc)],
+            keep: vec![],
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![grad; n],
+            weight_grads: vec![],
+        })
+    }
+
+    /// Adds one layer reading `src`; returns its output.
+    fn layer(&mut self, layer: &Layer, src: usize, by_name: &HashMap<String, usize>) -> Result<usize, ModelError> {
+        let line = layer.line;
+        let lname = layer.name.as_deref().unwrap_or("");
+        Ok(match &layer.op {
+            LayerOp::Conv2d { filters, kernel, stride, padding, bias, batch_norm, relu, workspace } => {
+                let s = self.four_d(src, "conv2d", line)?;
+                let (Some(h), Some(w)) =
+                    (out_size(s[1], kernel[0], *stride, *padding), out_size(s[2], kernel[1], *stride, *padding))
+                else {
+                    return Err(self.error(
+                        line,
+                        format!(
+                            "conv2d: a {}x{} kernel does not fit the input {} with \"valid\" padding",
+                            kernel[0],
+                            kernel[1],
+                            show(&s)
+                        ),
+                    ));
                 };
-                let k = g.weight(join(&[scope, lname, "kernel"]), vec![kernel[0], kernel[1], s[3], *filters], true);
-                let t = g.tensor(vec![s[0], h, w, *filters], true);
-                let name = g.unique(join(&[scope, lname, "Conv2D"]));
-                let needs = ng(&g, src);
-                let mut t = node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::New)],
-                        keep: if train { vec![src] } else { vec![] },
-                        weights: vec![k],
-                        temp: *workspace,
-                        input_grads: vec![if needs { InputGrad::New("Conv2DBackpropInput") } else { InputGrad::Pass }],
-                        weight_grads: vec!["Conv2DBackpropFilter"],
-                    },
+                let mut t = self.weighted(
+                    lname,
+                    "Conv2D",
+                    src,
+                    vec![s[0], h, w, *filters],
+                    vec![kernel[0], kernel[1], s[3], *filters],
+                    ["Conv2DBackpropInput", "Conv2DBackpropFilter"],
+                    *workspace,
                 );
                 if *bias {
-                    t = bias_add(&mut g, t, *filters, &mut node);
+                    t = self.bias_add(lname, t, *filters);
                 }
-                if *bn {
-                    t = batch_norm(&mut g, t, *filters, &mut node);
+                if *batch_norm {
+                    t = self.batch_norm(lname, t, *filters);
                 }
                 if *relu {
-                    t = relu_after(&mut g, t, &mut node);
+                    t = self.relu(lname, t);
                 }
                 t
             }
             LayerOp::Dense { units, bias, relu } => {
-                let s = shape(&g, src);
+                let s = self.shape(src);
                 if s.len() != 2 {
-                    return Err(error(
-                        path,
+                    return Err(self.error(
                         line,
                         format!(
                             "dense needs a 2-D input [batch, features] (add a flatten layer before it); got {}",
@@ -314,267 +375,156 @@ fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
                         ),
                     ));
                 }
-                let k = g.weight(join(&[scope, lname, "kernel"]), vec![s[1], *units], true);
-                let t = g.tensor(vec![s[0], *units], true);
-                let name = g.unique(join(&[scope, lname, "MatMul"]));
-                let needs = ng(&g, src);
-                let mut t = node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::New)],
-                        keep: if train { vec![src] } else { vec![] },
-                        weights: vec![k],
-                        temp: 0,
-                        input_grads: vec![if needs { InputGrad::New("MatMul") } else { InputGrad::Pass }],
-                        weight_grads: vec!["MatMul_1"],
-                    },
+                let mut t = self.weighted(
+                    lname,
+                    "MatMul",
+                    src,
+                    vec![s[0], *units],
+                    vec![s[1], *units],
+                    ["MatMul", "MatMul_1"],
+                    0,
                 );
                 if *bias {
-                    t = bias_add(&mut g, t, *units, &mut node);
+                    t = self.bias_add(lname, t, *units);
                 }
                 if *relu {
-                    t = relu_after(&mut g, t, &mut node);
+                    t = self.relu(lname, t);
                 }
                 t
             }
             LayerOp::BiasAdd => {
-                let c = *shape(&g, src).last().unwrap_or(&1);
-                bias_add(&mut g, src, c, &mut node)
+                let c = *self.shape(src).last().unwrap_or(&1);
+                self.bias_add(lname, src, c)
             }
             LayerOp::BatchNorm => {
-                let c = *shape(&g, src).last().unwrap_or(&1);
-                batch_norm(&mut g, src, c, &mut node)
+                let c = *self.shape(src).last().unwrap_or(&1);
+                self.batch_norm(lname, src, c)
             }
-            LayerOp::Relu => relu_after(&mut g, src, &mut node),
+            LayerOp::Relu => self.relu(lname, src),
             LayerOp::Softmax => {
-                let s = shape(&g, src);
-                let needs = ng(&g, src);
-                let t = g.tensor(s, needs);
-                let name = g.unique(join(&[scope, lname, "Softmax"]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::New)],
-                        keep: if train { vec![t] } else { vec![] },
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New("mul")],
-                        weight_grads: vec![],
-                    },
-                )
+                let s = self.shape(src);
+                self.unary(lname, "Softmax", src, s, Alloc::New, Keep::Output, InputGrad::New("mul"))
             }
             LayerOp::Pool { max, size, stride, padding } => {
-                let s = need4(&g, src, if *max { "max_pool" } else { "avg_pool" })?;
-                let (h, w) = match (out_size(s[1], *size, *stride, *padding), out_size(s[2], *size, *stride, *padding))
-                {
-                    (Some(h), Some(w)) => (h, w),
-                    _ => {
-                        return Err(error(
-                            path,
-                            line,
-                            format!("pooling: a {size}x{size} window does not fit the input {}", show(&s)),
-                        ));
-                    }
+                let s = self.four_d(src, if *max { "max_pool" } else { "avg_pool" }, line)?;
+                let (Some(h), Some(w)) =
+                    (out_size(s[1], *size, *stride, *padding), out_size(s[2], *size, *stride, *padding))
+                else {
+                    return Err(self
+                        .error(line, format!("pooling: a {size}x{size} window does not fit the input {}", show(&s))));
                 };
-                let needs = ng(&g, src);
-                let t = g.tensor(vec![s[0], h, w, s[3]], needs);
-                let name = g.unique(join(&[scope, lname, if *max { "MaxPool" } else { "AvgPool" }]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::New)],
-                        keep: if train && *max { vec![src, t] } else { vec![] },
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New(if *max { "MaxPoolGrad" } else { "AvgPoolGrad" })],
-                        weight_grads: vec![],
-                    },
-                )
+                let (op, keep, grad) = if *max {
+                    ("MaxPool", Keep::Both, "MaxPoolGrad")
+                } else {
+                    ("AvgPool", Keep::Nothing, "AvgPoolGrad")
+                };
+                self.unary(lname, op, src, vec![s[0], h, w, s[3]], Alloc::New, keep, InputGrad::New(grad))
             }
             LayerOp::Resize { size, scale, nearest } => {
-                let s = need4(&g, src, "resize")?;
+                let s = self.four_d(src, "resize", line)?;
                 let (h, w) = match (size, scale) {
                     (Some([h, w]), _) => (*h, *w),
                     (None, Some(k)) => (s[1] * k, s[2] * k),
                     (None, None) => unreachable!("the parser requires size or scale"),
                 };
-                let needs = ng(&g, src);
-                let t = g.tensor(vec![s[0], h, w, s[3]], needs);
-                let op_name = if *nearest { "ResizeNearestNeighbor" } else { "ResizeBilinear" };
-                let name = g.unique(join(&[scope, lname, op_name]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::New)],
-                        // The bilinear gradient takes the original image (TF passes op.inputs[0]).
-                        keep: if train && !nearest { vec![src] } else { vec![] },
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New(if *nearest {
-                            "ResizeNearestNeighborGrad"
-                        } else {
-                            "ResizeBilinearGrad"
-                        })],
-                        weight_grads: vec![],
-                    },
-                )
+                // The bilinear gradient takes the original image (TF passes op.inputs[0]).
+                let (op, keep, grad) = if *nearest {
+                    ("ResizeNearestNeighbor", Keep::Nothing, "ResizeNearestNeighborGrad")
+                } else {
+                    ("ResizeBilinear", Keep::Input, "ResizeBilinearGrad")
+                };
+                self.unary(lname, op, src, vec![s[0], h, w, s[3]], Alloc::New, keep, InputGrad::New(grad))
             }
             LayerOp::Add { inputs, relu } => {
                 let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
-                let s0 = shape(&g, ids[0]);
+                let s0 = self.shape(ids[0]);
                 for &i in &ids[1..] {
-                    let si = shape(&g, i);
+                    let si = self.shape(i);
                     if si != s0 {
-                        return Err(error(
-                            path,
+                        return Err(self.error(
                             line,
                             format!("add: inputs have different shapes, {} and {}", show(&s0), show(&si)),
                         ));
                     }
                 }
-                let needs = ids.iter().any(|&i| ng(&g, i));
-                let t = g.tensor(s0, needs);
-                let name = g.unique(join(&[scope, lname, "add"]));
-                let n = ids.len();
-                let mut t = node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: ids,
-                        outputs: vec![(t, Alloc::Forward(0))],
-                        keep: vec![],
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::Pass; n],
-                        weight_grads: vec![],
-                    },
-                );
-                if *relu {
-                    t = relu_after(&mut g, t, &mut node);
-                }
-                t
+                let t = self.join_node(lname, "add", ids, s0, Alloc::Forward(0), InputGrad::Pass);
+                if *relu { self.relu(lname, t) } else { t }
             }
             LayerOp::Concat { inputs } => {
                 let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
-                let s0 = need4(&g, ids[0], "concat")?;
+                let s0 = self.four_d(ids[0], "concat", line)?;
                 let mut channels = 0;
                 for &i in &ids {
-                    let si = need4(&g, i, "concat")?;
+                    let si = self.four_d(i, "concat", line)?;
                     if si[..3] != s0[..3] {
-                        return Err(error(
-                            path,
+                        return Err(self.error(
                             line,
                             format!("concat: inputs differ in batch, height or width: {} and {}", show(&s0), show(&si)),
                         ));
                     }
                     channels += si[3];
                 }
-                let needs = ids.iter().any(|&i| ng(&g, i));
-                let t = g.tensor(vec![s0[0], s0[1], s0[2], channels], needs);
-                let name = g.unique(join(&[scope, lname, "concat"]));
-                let n = ids.len();
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: ids,
-                        outputs: vec![(t, Alloc::New)],
-                        keep: vec![],
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New("Slice"); n],
-                        weight_grads: vec![],
-                    },
+                self.join_node(
+                    lname,
+                    "concat",
+                    ids,
+                    vec![s0[0], s0[1], s0[2], channels],
+                    Alloc::New,
+                    InputGrad::New("Slice"),
                 )
             }
             LayerOp::Flatten => {
-                let s = shape(&g, src);
-                let needs = ng(&g, src);
-                let t = g.tensor(vec![s[0], s[1..].iter().product()], needs);
-                let name = g.unique(join(&[scope, lname, "Reshape"]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src],
-                        outputs: vec![(t, Alloc::View(0))],
-                        keep: vec![],
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::Pass],
-                        weight_grads: vec![],
-                    },
+                let s = self.shape(src);
+                self.unary(
+                    lname,
+                    "Reshape",
+                    src,
+                    vec![s[0], s[1..].iter().product()],
+                    Alloc::View(0),
+                    Keep::Nothing,
+                    InputGrad::Pass,
                 )
             }
+            LayerOp::Dropout { .. } if !self.train => {
+                // Evaluation: dropout is the identity.
+                let s = self.shape(src);
+                self.unary(lname, "dropout/Identity", src, s, Alloc::View(0), Keep::Nothing, InputGrad::Pass)
+            }
             LayerOp::Dropout { .. } => {
-                let s = shape(&g, src);
-                let needs = ng(&g, src);
-                let t = g.tensor(s.clone(), needs);
-                if train {
-                    let mask = g.tensor(s, false);
-                    let mask_name = g.unique(join(&[scope, lname, "dropout/Floor"]));
-                    // The mask, kept for the gradient; then the masked output.
-                    node(
-                        &mut g,
-                        Node {
-                            name: mask_name,
-                            inputs: vec![],
-                            outputs: vec![(mask, Alloc::New)],
-                            keep: vec![],
-                            weights: vec![],
-                            temp: 0,
-                            input_grads: vec![],
-                            weight_grads: vec![],
-                        },
-                    );
-                    let name = g.unique(join(&[scope, lname, "dropout/mul"]));
-                    node(
-                        &mut g,
-                        Node {
-                            name,
-                            inputs: vec![src, mask],
-                            outputs: vec![(t, Alloc::New)],
-                            keep: vec![mask],
-                            weights: vec![],
-                            temp: 0,
-                            input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
-                            weight_grads: vec![],
-                        },
-                    )
-                } else {
-                    // Evaluation: dropout is the identity.
-                    let name = g.unique(join(&[scope, lname, "dropout/Identity"]));
-                    node(
-                        &mut g,
-                        Node {
-                            name,
-                            inputs: vec![src],
-                            outputs: vec![(t, Alloc::View(0))],
-                            keep: vec![],
-                            weights: vec![],
-                            temp: 0,
-                            input_grads: vec![InputGrad::Pass],
-                            weight_grads: vec![],
-                        },
-                    )
-                }
+                // The mask, kept for the gradient; then the masked output.
+                let s = self.shape(src);
+                let mask = self.g.tensor(s.clone(), false);
+                let mask_name = self.name(lname, "dropout/Floor");
+                self.node(Node {
+                    name: mask_name,
+                    inputs: vec![],
+                    outputs: vec![(mask, Alloc::New)],
+                    keep: vec![],
+                    weights: vec![],
+                    temp: 0,
+                    input_grads: vec![],
+                    weight_grads: vec![],
+                });
+                let needs = self.g.tensors[src].needs_grad;
+                let out = self.g.tensor(s, needs);
+                let name = self.name(lname, "dropout/mul");
+                self.node(Node {
+                    name,
+                    inputs: vec![src, mask],
+                    outputs: vec![(out, Alloc::New)],
+                    keep: vec![mask],
+                    weights: vec![],
+                    temp: 0,
+                    input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
+                    weight_grads: vec![],
+                })
             }
             LayerOp::SoftmaxCrossEntropy => {
-                let s = shape(&g, src);
-                let labels =
-                    g.labels.ok_or_else(|| error(path, line, "softmax_cross_entropy needs \"labels\"".into()))?;
-                let ls = shape(&g, labels);
+                let s = self.shape(src);
+                let labels = self.labels(line, "softmax_cross_entropy")?;
+                let ls = self.shape(labels);
                 if s.len() != 2 || ls != s {
-                    return Err(error(
-                        path,
+                    return Err(self.error(
                         line,
                         format!(
                             "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
@@ -583,58 +533,84 @@ fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
                         ),
                     ));
                 }
-                let loss = g.tensor(vec![s[0]], true);
-                let backprop = g.tensor(s.clone(), false);
-                let name = g.unique(join(&[scope, lname, "SoftmaxCrossEntropyWithLogits"]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src, labels],
-                        outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
-                        keep: if train { vec![backprop] } else { vec![] },
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                        weight_grads: vec![],
-                    },
-                )
+                let loss = self.g.tensor(vec![s[0]], true);
+                let backprop = self.g.tensor(s, false);
+                let name = self.name(lname, "SoftmaxCrossEntropyWithLogits");
+                let keep = if self.train { vec![backprop] } else { vec![] };
+                self.node(Node {
+                    name,
+                    inputs: vec![src, labels],
+                    outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
+                    keep,
+                    weights: vec![],
+                    temp: 0,
+                    input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+                    weight_grads: vec![],
+                })
             }
             LayerOp::L2Loss => {
-                let s = shape(&g, src);
-                let labels = g.labels.ok_or_else(|| error(path, line, "l2_loss needs \"labels\"".into()))?;
-                let ls = shape(&g, labels);
+                let s = self.shape(src);
+                let labels = self.labels(line, "l2_loss")?;
+                let ls = self.shape(labels);
                 if ls != s {
-                    return Err(error(
-                        path,
+                    return Err(self.error(
                         line,
                         format!("l2_loss: the output {} and the labels {} differ in shape", show(&s), show(&ls)),
                     ));
                 }
-                let diff = g.tensor(s, true);
-                let name = g.unique(join(&[scope, lname, "SquaredDifference"]));
-                node(
-                    &mut g,
-                    Node {
-                        name,
-                        inputs: vec![src, labels],
-                        outputs: vec![(diff, Alloc::New)],
-                        keep: if train { vec![src, labels] } else { vec![] },
-                        weights: vec![],
-                        temp: 0,
-                        input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                        weight_grads: vec![],
-                    },
-                )
+                let diff = self.g.tensor(s, true);
+                let name = self.name(lname, "SquaredDifference");
+                let keep = if self.train { vec![src, labels] } else { vec![] };
+                self.node(Node {
+                    name,
+                    inputs: vec![src, labels],
+                    outputs: vec![(diff, Alloc::New)],
+                    keep,
+                    weights: vec![],
+                    temp: 0,
+                    input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+                    weight_grads: vec![],
+                })
             }
+        })
+    }
+}
+
+/// Builds the node graph of `model` at `batch`.
+fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
+    let g = Graph {
+        tensors: Vec::new(),
+        nodes: Vec::new(),
+        weights: Vec::new(),
+        input: 0,
+        labels: None,
+        fetch: 0,
+        names: HashMap::new(),
+    };
+    let mut b = Builder { g, scope: &model.scope, train: model.mode == Mode::Train, path };
+    let mut input_shape = vec![batch];
+    input_shape.extend(&model.input);
+    b.g.input = b.g.tensor(input_shape, false);
+    b.g.labels = model.labels.as_ref().map(|l| {
+        let mut s = vec![batch];
+        s.extend(l);
+        b.g.tensor(s, false)
+    });
+    let mut by_name: HashMap<String, usize> = HashMap::from([(model.input_name.clone(), b.g.input)]);
+    let mut current = b.g.input;
+    for layer in &model.layers {
+        let src = match &layer.input {
+            Some(n) => by_name[n],
+            None => current,
         };
-        if let Some(n) = name {
+        let out = b.layer(layer, src, &by_name)?;
+        if let Some(n) = &layer.name {
             by_name.insert(n.clone(), out);
         }
         current = out;
     }
-    g.fetch = current;
-    Ok(g)
+    b.g.fetch = current;
+    Ok(b.g)
 }
 
 /// Writes trace lines with ids and the current step.
