@@ -34,6 +34,8 @@ pub mod bfc;
 pub mod device;
 pub mod dump;
 mod hash;
+pub mod import;
+pub mod pickle;
 pub mod record;
 pub mod render;
 pub mod replay;

@@ -48,6 +48,39 @@ pub fn human_bytes_driver(n: u64) -> String {
     }
 }
 
+/// A byte count that prints as `text` in TF's format (`957.03MiB`, `1.9KiB`, `0B`, or the
+/// driver's `11.00G`), for logs that give only the rounded figure. `None` when no count does.
+///
+/// `human_bytes` truncates by 1024 until the last step, so the count is rebuilt the same way:
+/// the printed value times 1024 is the truncated quotient, which is then scaled back up.
+pub fn parse_human(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?);
+    let value: f64 = digits.parse().ok()?;
+    let unit = unit.strip_suffix("iB").unwrap_or(unit);
+    let step = match unit {
+        "B" => return value.fract().eq(&0.0).then_some(value as u64).filter(|&b| human(b) == t),
+        "K" | "M" | "G" | "T" | "P" | "E" => "KMGTPE".find(unit)? as u32,
+        _ => return None,
+    };
+    // value = q / 1024 where q = n / 1024^step (truncated): try the nearest quotients.
+    let scale = 1024u128.pow(step);
+    let q = (value * 1024.0).round() as i128;
+    let driver = !t.ends_with("iB");
+    let printed = |b: u64| if driver { human_bytes_driver(b) } else { human(b) };
+    for dq in [0i128, -1, 1, -2, 2] {
+        let qq = q + dq;
+        if qq < 0 {
+            continue;
+        }
+        let b = u64::try_from(qq as u128 * scale).ok()?;
+        if printed(b) == t {
+            return Some(b);
+        }
+    }
+    None
+}
+
 /// Why a size string was refused. Displays as a sentence that says what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeError {
@@ -139,6 +172,32 @@ mod tests {
         assert_eq!(human_bytes(268_435_456), "256.00MiB");
         // Integer division before the last step: 1 MiB - 1 byte stays in KiB.
         assert_eq!(human_bytes((1 << 20) - 1), "1024.0KiB");
+    }
+
+    #[test]
+    fn parse_human_inverts_human_bytes() {
+        for n in [
+            0u64,
+            1,
+            1023,
+            1024,
+            1927,
+            12_345_678,
+            1 << 30,
+            1_003_520_000,
+            471_859_200,
+            2_995_773_440,
+            10_000_000_000_000,
+        ] {
+            let text = human(n);
+            let back = parse_human(&text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(human(back), text, "{n}");
+        }
+        assert_eq!(parse_human("11.00G").map(human_bytes_driver), Some("11.00G".to_string()));
+        assert_eq!(parse_human("957.03MiB").map(human), Some("957.03MiB".to_string()));
+        for bad in ["", "MiB", "3.2XB", "1.5B", "abc"] {
+            assert_eq!(parse_human(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! when the pool already grows). Fixes here are estimates from the dump; with a workload at
 //! hand, [`crate::workload::fit::refine`] replaces them with replayed answers.
 
-use crate::dump::{Dump, KindBytes, OomRecord, Verdict, VerdictKind};
+use crate::dump::{Dump, KindBytes, OomRecord, Section, Verdict, VerdictKind};
 use crate::record::Kind;
 use crate::size::human;
 use std::collections::BTreeMap;
@@ -44,11 +44,21 @@ fn shape_text(shape: &Option<Vec<i64>>) -> String {
     }
 }
 
-/// Live bytes by kind (recorded, or inferred from op names), largest first.
+/// Live bytes by kind (recorded, or inferred from op names), largest first. From the chunks
+/// when they carry op names, else from the usage listing (an imported log's chunks do not).
 pub fn breakdown(d: &Dump) -> Vec<KindBytes> {
     let mut by: BTreeMap<Kind, u64> = BTreeMap::new();
-    for c in d.live_chunks() {
-        *by.entry(c.kind()).or_default() += c.size;
+    if d.live_chunks().any(|c| c.op.is_some()) || d.usage_by_node.is_empty() {
+        for c in d.live_chunks() {
+            *by.entry(c.kind()).or_default() += c.size;
+        }
+    } else {
+        for n in &d.usage_by_node {
+            *by.entry(Kind::infer(&n.op)).or_default() += n.bytes;
+        }
+        if let Some([_, rest]) = d.imported.as_ref().and_then(|i| i.usage_remaining) {
+            *by.entry(Kind::Unknown).or_default() += rest;
+        }
     }
     let mut v: Vec<KindBytes> = by.into_iter().map(|(kind, bytes)| KindBytes { kind, bytes }).collect();
     v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
@@ -69,6 +79,9 @@ pub fn attach(d: &mut Dump) {
 /// The verdict for a dump.
 pub fn analyze(d: &Dump) -> Verdict {
     let b = breakdown(d);
+    if d.imported.as_ref().is_some_and(|i| i.from == "tf-log") && !complete_log(d) {
+        return partial_log(d, b);
+    }
     // Up to the failure: after it (with --keep-going) the failed allocations flatten the curve.
     let growth = growth(d, d.oom.as_ref().map_or(i64::MAX, |o| o.step));
     let Some(o) = &d.oom else {
@@ -180,6 +193,128 @@ fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
         });
     }
     None
+}
+
+/// A TF log with what the full analysis needs: the request, and the limit and usage.
+fn complete_log(d: &Dump) -> bool {
+    d.has(Section::Request)
+        && d.allocator.limit > 0
+        && (d.has(Section::Totals) || d.has(Section::Stats))
+        && d.oom.as_ref().is_some_and(|o| !o.outside && o.requested > 0)
+}
+
+/// What a partial TF log allows: the preallocation story when the device refused regions,
+/// else what the usage listing or the request show, said to be partial.
+fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Verdict {
+    let o = d.oom.as_ref();
+    let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
+    let card = d.allocator.limit;
+    if let Some(&last) = refused.last() {
+        // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
+        // after the last logged one is the one the device gave.
+        let taken = crate::bfc::rounded_bytes((last as f32 * 0.9f32) as u64);
+        let mut evidence = vec![format!(
+            "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
+            refused.iter().map(|r| crate::size::human_bytes_driver(*r)).collect::<Vec<_>>().join(" and "),
+            crate::size::human_bytes_driver(taken)
+        )];
+        if card > 0 {
+            evidence.push(format!(
+                "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
+                human(card),
+                human(card.saturating_sub(last)),
+                human(card.saturating_sub(taken))
+            ));
+        }
+        let fraction = if card > 0 { (taken as f64 * 0.9 / card as f64 * 20.0).floor() / 20.0 } else { 0.7 };
+        let who = o.map_or("the run".to_string(), |o| o.op.clone());
+        return Verdict {
+            kind: VerdictKind::Others,
+            headline: if o.is_some_and(|o| o.outside) {
+                format!(
+                    "{who} could not get memory outside TensorFlow's pool (CUDNN_STATUS_ALLOC_FAILED): the pool had taken everything the device would give, and other processes held the rest"
+                )
+            } else {
+                "TensorFlow's pool took everything the device would give, and other processes held the rest".to_string()
+            },
+            evidence,
+            fix: format!(
+                "let the pool grow on demand: config.gpu_options.allow_growth = True (or TF_FORCE_GPU_ALLOW_GROWTH=true); or cap it so cuDNN and the desktop keep room: per_process_gpu_memory_fraction={fraction:.2}{}",
+                if card > 0 { format!(" ({})", human((fraction * card as f64) as u64)) } else { String::new() }
+            ),
+            breakdown: b,
+        };
+    }
+    let request =
+        o.filter(|o| o.requested > 0).map(|o| format!("{} for {}{}", human(o.requested), o.op, shape_text(&o.shape)));
+    let live = d.usage_total();
+    if !d.usage_by_node.is_empty() {
+        let listed =
+            d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
+        let mut evidence = vec![format!("live by kind: {}", describe_breakdown(&b, live))];
+        for n in d.usage_by_node.iter().take(3) {
+            evidence.push(format!("{} holds {}", n.op, human(n.bytes)));
+        }
+        let layout: u64 = d.usage_by_node.iter().filter(|n| n.op.contains("LayoutOptimizer")).map(|n| n.bytes).sum();
+        let mut fix = match b.first().map(|k| k.kind) {
+            Some(Kind::Activation) | Some(Kind::Gradient) | None => {
+                "reduce the batch: activations and gradients scale with it".to_string()
+            }
+            Some(Kind::Optimizer) => {
+                "optimizer state dominates: momentum keeps one slot per weight where Adam keeps two".into()
+            }
+            Some(_) => "reduce the model or its precision (float16 halves every tensor)".into(),
+        };
+        if layout * 10 > live {
+            evidence.push(format!(
+                "{} ({:.0}%) is held by *-LayoutOptimizer nodes: copies TF's layout optimizer made to turn NHWC tensors into the NCHW cuDNN wants, and back",
+                human(layout),
+                pct(layout, live)
+            ));
+            fix.push_str(&format!(
+                "; and build the model channels-first (data_format=\"NCHW\" / \"channels_first\") so the GPU needs no transposed copies ({} here)",
+                human(layout)
+            ));
+        }
+        return Verdict {
+            kind: VerdictKind::Undetermined,
+            headline: format!(
+                "{}{} was in use in {listed} nodes{}; the log shows neither the limit nor the free memory, so a true peak cannot be told from fragmentation",
+                request.map_or(String::new(), |r| format!("{r} failed; ")),
+                human(live),
+                b.first().map_or(String::new(), |k| format!(", {} the most ({})", k.kind.plural(), human(k.bytes)))
+            ),
+            evidence,
+            fix,
+            breakdown: b,
+        };
+    }
+    let mut fix =
+        "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of memory\""
+            .to_string();
+    if let Some(n) = o.and_then(|o| o.shape.as_ref()).and_then(|s| s.first()).copied().filter(|&n| n >= 10) {
+        let rows = n as u64 / 10;
+        let part = o.map_or(0, |o| o.requested) / 10;
+        fix = format!(
+            "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",
+            human(part)
+        );
+    }
+    Verdict {
+        kind: VerdictKind::Undetermined,
+        headline: format!(
+            "{} could not be allocated; the log shows neither the limit nor what else was in use",
+            request.unwrap_or_else(|| "an allocation".to_string())
+        ),
+        evidence: Vec::new(),
+        fix,
+        breakdown: b,
+    }
+}
+
+/// The data came from a PyTorch snapshot: fixes are PyTorch's.
+fn torch(d: &Dump) -> bool {
+    d.imported.as_ref().is_some_and(|i| i.from == "torch-snapshot")
 }
 
 /// Live bytes that do not shrink with the batch: weights, optimizer state, inputs.
@@ -347,7 +482,17 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
         let names: Vec<String> = pins.iter().take(4).map(|(op, n)| format!("{op} ({n})")).collect();
         evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
     }
-    let fix = if !a.garbage_collection
+    let fix = if torch(d) {
+        if a.name.contains("expandable_segments") {
+            "cap splitting of large blocks: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128, or call torch.cuda.empty_cache() \
+             between phases that allocate different sizes"
+                .to_string()
+        } else {
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place and free pieces can merge \
+             (PyTorch's own OOM message suggests it)"
+                .to_string()
+        }
+    } else if !a.garbage_collection
         && !empty_regions.is_empty()
         && empty_regions.iter().sum::<u64>() + grow >= o.rounded
     {

@@ -137,6 +137,7 @@ impl Bfc {
             },
             workload: None,
             verdict: None,
+            imported: None,
         }
     }
 }

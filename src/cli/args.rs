@@ -42,6 +42,12 @@ pub enum Command {
         {\"ev\":\"step\",\"step\":3}\n\n\
         Example:\n  oomscope replay fixtures/traces/unet-b2.jsonl --limit 7GiB -o unet.dump.json")]
     Replay(ReplayArgs),
+    /// Turn a TensorFlow OOM log or a PyTorch memory snapshot into an oomscope dump, with the verdict.
+    #[command(after_help = "Formats (detected when --from is not given):\n  \
+        tf-log          a TensorFlow log with the allocator's OOM report, any version since 1.0, any log prefix\n  \
+        torch-snapshot  a pickle from torch.cuda.memory._dump_snapshot\n\n\
+        Examples:\n  oomscope import train.log -o oom.dump.json\n  oomscope import snapshot.pickle --format tf")]
+    Import(ImportArgs),
     /// Re-render a dump written by `replay -o` (or any oomscope dump).
     #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
     Report(ReportArgs),
@@ -199,4 +205,31 @@ pub struct FitArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = FitFormat::Text)]
     pub format: FitFormat,
+}
+
+/// Input formats of `import`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FromArg {
+    /// A TensorFlow log with the allocator's OOM report
+    TfLog,
+    /// A PyTorch memory snapshot (pickle)
+    TorchSnapshot,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The log or snapshot
+    pub input: PathBuf,
+    /// Input format [default: detected]
+    #[arg(long = "from", value_enum)]
+    pub from: Option<FromArg>,
+    /// Write the dump here (atomically)
+    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    pub output: Option<PathBuf>,
+    /// A snapshot's device [default: the one that ran out of memory]
+    #[arg(long, value_name = "N")]
+    pub device: Option<i64>,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = FormatArg::Summary)]
+    pub format: FormatArg,
 }

@@ -4,6 +4,7 @@
 mod args;
 mod demo;
 mod fit;
+mod import;
 mod output;
 mod replay;
 mod report;
@@ -39,6 +40,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Fit(a) => fit::run(a),
+        Command::Import(a) => import::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Report(a) => report::run(a),
     };

@@ -8,8 +8,12 @@
 //! missing optional ones); `version` changes only when a field changes meaning, and a
 //! reader refuses versions newer than it knows.
 
+mod imported;
 mod io;
 
+pub use imported::{
+    BinStyle, ChunkStyle, HeaderStyle, Imported, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
+};
 pub use io::{DumpError, read, read_str, write_atomic};
 
 use crate::bfc::{Refusal, Stats, bin_for_size};
@@ -67,6 +71,9 @@ pub struct Dump {
     /// Why the memory ran out and what to change (see `src/verdict.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// Set by importers: the origin, and the sections the input did not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
 }
 
 /// Where a dump came from.
@@ -164,6 +171,10 @@ pub struct BinInfo {
     pub bytes: u64,
     pub bytes_in_use: u64,
     pub requested_in_use: u64,
+    /// Bytes requested for all the bin's chunks, in use or not: only TF before 1.3 printed
+    /// it ("client-requested for chunks"), so only imports of such logs have it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,6 +273,8 @@ pub enum VerdictKind {
     Peak,
     /// Nothing failed.
     Fits,
+    /// The input (a partial log) does not show enough to tell the causes apart.
+    Undetermined,
 }
 
 impl VerdictKind {
@@ -273,6 +286,7 @@ impl VerdictKind {
             VerdictKind::Fragmentation => "fragmentation",
             VerdictKind::Peak => "true peak",
             VerdictKind::Fits => "fits",
+            VerdictKind::Undetermined => "not enough information",
         }
     }
 }
@@ -339,9 +353,15 @@ impl Dump {
         out
     }
 
-    /// Bytes listed in `usage_by_node`.
+    /// Bytes listed in `usage_by_node` (with an imported "Remaining N nodes with X").
     pub fn usage_total(&self) -> u64 {
-        self.usage_by_node.iter().map(|n| n.bytes).sum()
+        let rest = self.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[1]);
+        self.usage_by_node.iter().map(|n| n.bytes).sum::<u64>() + rest
+    }
+
+    /// False when an importer found no such section in its input.
+    pub fn has(&self, section: Section) -> bool {
+        !self.imported.as_ref().is_some_and(|i| i.lacks(section))
     }
 }
 

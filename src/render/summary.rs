@@ -1,7 +1,8 @@
-//! The short report for people: the failed request, the headroom, what holds the memory,
-//! and how fragmented the free memory is.
+//! The short report for people: the failed request, the verdict, the headroom, what holds
+//! the memory, and how fragmented the free memory is. For an imported log, only what the
+//! log showed, and a line that says what it did not.
 
-use crate::dump::{Dump, OomRecord, VerdictKind};
+use crate::dump::{Dump, OomRecord, Section, VerdictKind};
 use crate::size::human;
 use std::fmt::Write;
 
@@ -12,24 +13,44 @@ pub fn render(d: &Dump) -> String {
     let mut o = String::new();
     let s = &d.stats;
     let a = &d.allocator;
-    match &d.oom {
-        Some(oom) => {
+    let imported = d.imported.as_ref();
+    // An imported log's figures are the log's; a recording's are all there.
+    let has_totals = d.has(Section::Totals) || d.has(Section::Stats);
+    match (&d.oom, imported) {
+        (Some(oom), _) => {
             let _ = writeln!(o, "OOM in {}: {}", a.name, request_line(oom));
-            if let Some(v) = &d.verdict {
-                o.push('\n');
-                o.push_str(&super::verdict::render(v));
-                o.push('\n');
-            }
-            if oom.outside {
-                let _ = writeln!(
-                    o,
-                    "  outside request  {} asked the device directly (outside the pool); the device had {} free",
-                    oom.op,
-                    human(oom.device_free)
-                );
+        }
+        (None, Some(imp)) if imp.from == "tf-log" => {
+            let _ = writeln!(o, "OOM in {} (from a TensorFlow log that does not include the failed request)", a.name);
+        }
+        (None, _) => {
+            let _ = writeln!(
+                o,
+                "No allocation failed in {}: peak {} in use of a {} limit ({:.1}%).",
+                a.name,
+                human(s.peak_bytes_in_use),
+                human(a.limit),
+                percent(s.peak_bytes_in_use, a.limit)
+            );
+        }
+    }
+    if let Some(v) = d.verdict.as_ref().filter(|v| d.oom.is_some() || v.kind != VerdictKind::Fits) {
+        o.push('\n');
+        o.push_str(&super::verdict::render(v));
+        o.push('\n');
+    }
+    if let Some(oom) = &d.oom {
+        if oom.outside {
+            let free = if oom.device_free > 0 || imported.is_none() {
+                format!("; the device had {} free", human(oom.device_free))
             } else {
-                let _ = writeln!(o, "{}", headroom_line(oom));
-            }
+                String::new()
+            };
+            let _ = writeln!(o, "  outside request  {} asked the device directly (outside the pool){free}", oom.op);
+        } else if has_totals && a.limit > 0 {
+            let _ = writeln!(o, "{}", headroom_line(oom));
+        }
+        if has_totals && a.limit > 0 {
             let _ = writeln!(
                 o,
                 "  at the failure   {} in use in a pool of {} (limit {}); {} free in the pool, largest free block {}",
@@ -40,72 +61,79 @@ pub fn render(d: &Dump) -> String {
                 human(oom.largest_free_block),
             );
         }
-        None => {
-            let _ = writeln!(
-                o,
-                "No allocation failed in {}: peak {} in use of a {} limit ({:.1}%).",
-                a.name,
-                human(s.peak_bytes_in_use),
-                human(a.limit),
-                percent(s.peak_bytes_in_use, a.limit)
-            );
-            if let Some(v) = d.verdict.as_ref().filter(|v| v.kind != VerdictKind::Fits) {
-                o.push('\n');
-                o.push_str(&super::verdict::render(v));
-                o.push('\n');
-            }
-        }
     }
-    let _ = writeln!(
-        o,
-        "  now              {} in use by {} allocations (peak {}), pool {} (peak {}), limit {}",
-        human(s.bytes_in_use),
-        d.live_chunks().count(),
-        human(s.peak_bytes_in_use),
-        human(s.pool_bytes),
-        human(s.peak_pool_bytes),
-        human(a.limit)
-    );
-    let _ = writeln!(
-        o,
-        "  fragmentation    {:.1}% ({} free in the pool, largest free block {})",
-        s.fragmentation * 100.0,
-        human(s.free_bytes),
-        human(s.largest_free_block)
-    );
-    let _ = writeln!(
-        o,
-        "  device           {}: {} total, {} free{}",
-        d.device.model,
-        human(d.device.total),
-        human(d.device.free),
-        if d.device.others > 0 {
-            format!(", {} held by other processes", human(d.device.others))
-        } else {
-            String::new()
-        }
-    );
-    if !d.refusals.is_empty() {
-        let sizes: Vec<String> = d.refusals.iter().map(|r| human(r.bytes)).collect();
+    if imported.is_none() {
         let _ = writeln!(
             o,
-            "  device refused   {} region request{} ({}); the pool got {} of its {} limit",
-            d.stats.num_device_refusals,
-            if d.stats.num_device_refusals == 1 { "" } else { "s" },
-            sizes.join(", "),
+            "  now              {} in use by {} allocations (peak {}), pool {} (peak {}), limit {}",
+            human(s.bytes_in_use),
+            d.live_chunks().count(),
+            human(s.peak_bytes_in_use),
+            human(s.pool_bytes),
             human(s.peak_pool_bytes),
             human(a.limit)
         );
     }
-
-    let total = d.usage_total();
-    let _ = writeln!(o, "\nLive memory by node ({} in {} nodes):", human(total), d.usage_by_node.len());
-    for n in d.usage_by_node.iter().take(TOP_NODES) {
-        let _ = writeln!(o, "  {:>10}  {:>5.1}%  {:>6} x  {}", human(n.bytes), percent(n.bytes, total), n.count, n.op);
+    if d.has(Section::Regions) && !d.regions.is_empty() && (imported.is_none() || has_totals) {
+        let _ = writeln!(
+            o,
+            "  fragmentation    {:.1}% ({} free in the pool, largest free block {})",
+            s.fragmentation * 100.0,
+            human(s.free_bytes),
+            human(s.largest_free_block)
+        );
     }
-    if d.usage_by_node.len() > TOP_NODES {
-        let rest: u64 = d.usage_by_node[TOP_NODES..].iter().map(|n| n.bytes).sum();
-        let _ = writeln!(o, "  ... {} more nodes with {}", d.usage_by_node.len() - TOP_NODES, human(rest));
+    if d.device.total > 0 || imported.is_none() {
+        let _ = writeln!(
+            o,
+            "  device           {}: {} total, {} free{}",
+            d.device.model,
+            human(d.device.total),
+            human(d.device.free),
+            if d.device.others > 0 {
+                format!(", {} held by other processes", human(d.device.others))
+            } else {
+                String::new()
+            }
+        );
+    } else if d.device.model.starts_with("GPU (") {
+        // Nothing known of the card itself.
+    } else {
+        let _ = writeln!(o, "  device           {}", d.device.model);
+    }
+    if !d.refusals.is_empty() {
+        let sizes: Vec<String> = d.refusals.iter().map(|r| human(r.bytes)).collect();
+        let got = if has_totals || imported.is_none() {
+            format!("; the pool got {} of its {} limit", human(s.peak_pool_bytes), human(a.limit))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "  device refused   {} region request{} ({}){got}",
+            d.stats.num_device_refusals,
+            if d.stats.num_device_refusals == 1 { "" } else { "s" },
+            sizes.join(", "),
+        );
+    }
+
+    if d.has(Section::Usage) && (!d.usage_by_node.is_empty() || imported.is_none()) {
+        let total = d.usage_total();
+        let remaining = imported.and_then(|i| i.usage_remaining);
+        let nodes = d.usage_by_node.len() as u64 + remaining.map_or(0, |r| r[0]);
+        if !o.ends_with("\n\n") {
+            o.push('\n');
+        }
+        let _ = writeln!(o, "Live memory by node ({} in {nodes} nodes):", human(total));
+        for n in d.usage_by_node.iter().take(TOP_NODES) {
+            let count = if n.count > 0 { format!("{:>6} x  ", n.count) } else { String::new() };
+            let _ = writeln!(o, "  {:>10}  {:>5.1}%  {count}{}", human(n.bytes), percent(n.bytes, total), n.op);
+        }
+        let shown = d.usage_by_node.len().min(TOP_NODES);
+        let rest: u64 = d.usage_by_node[shown..].iter().map(|n| n.bytes).sum::<u64>() + remaining.map_or(0, |r| r[1]);
+        if nodes > shown as u64 {
+            let _ = writeln!(o, "  ... {} more nodes with {}", nodes - shown as u64, human(rest));
+        }
     }
     if d.ooms_total > 1 {
         let _ = writeln!(o, "\n{} requests failed; the first is reported above. Others:", d.ooms_total);
@@ -116,15 +144,25 @@ pub fn render(d: &Dump) -> String {
             let _ = writeln!(o, "  ... and {} more", d.ooms_total as usize - TOP_NODES - 1);
         }
     }
+    if let Some(imp) = imported {
+        let absent: Vec<&str> = imp.absent.iter().filter(|s| **s != Section::Events).map(|s| s.describe()).collect();
+        let _ = writeln!(
+            o,
+            "\nImported from {}{}.",
+            d.source.path.as_deref().unwrap_or("a file"),
+            if absent.is_empty() { String::new() } else { format!("; not in it: {}", absent.join(", ")) }
+        );
+    }
     o
 }
 
 /// `957.03MiB (rounded to 1003520000) for Conv2D, shape [10000,32,28,28] float32, step 0`
 pub fn request_line(oom: &OomRecord) -> String {
-    let mut s = if oom.outside {
-        format!("{} outside the pool for {}", human(oom.requested), oom.op)
-    } else {
-        format!("{} (rounded to {}) for {}", human(oom.requested), oom.rounded, oom.op)
+    let mut s = match (oom.outside, oom.requested, oom.rounded) {
+        (true, 0, _) => format!("memory outside the pool for {}", oom.op),
+        (true, r, _) => format!("{} outside the pool for {}", human(r), oom.op),
+        (false, r, 0) => format!("{} for {}", human(r), oom.op),
+        (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), oom.op),
     };
     if let Some(shape) = &oom.shape {
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();

@@ -1,0 +1,38 @@
+//! `oomscope import FILE`: a TF log or a PyTorch snapshot becomes a dump and a report.
+
+use super::args::{FromArg, ImportArgs};
+use super::{CliError, output};
+use oomscope::dump::{self, Section};
+use oomscope::import::{self, From};
+use oomscope::{render, verdict};
+
+pub fn run(a: ImportArgs) -> Result<u8, CliError> {
+    let bytes = std::fs::read(&a.input).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
+    let from = a.from.map(|f| match f {
+        FromArg::TfLog => From::TfLog,
+        FromArg::TorchSnapshot => From::TorchSnapshot,
+    });
+    let mut d = import::import(&a.input, &bytes, from, a.device)?;
+    verdict::attach(&mut d);
+    if let Some(path) = &a.output {
+        dump::write_atomic(path, &d)?;
+    }
+    output::print(&render::render(&d, a.format.into()))?;
+    if let Some(imp) = &d.imported {
+        let what = match (imp.from.as_str(), imp.variant) {
+            ("tf-log", Some(v)) => {
+                format!("a TensorFlow log ({} text, {} of {} lines used)", v.release(), imp.lines_used, imp.lines_read)
+            }
+            _ => format!("a PyTorch snapshot ({} segments, device {})", d.regions.len(), d.device.name),
+        };
+        eprintln!("oomscope: read {} as {what}", a.input.display());
+        let absent: Vec<&str> = imp.absent.iter().filter(|s| **s != Section::Events).map(|s| s.describe()).collect();
+        if !absent.is_empty() {
+            eprintln!("oomscope: not in the input, so not shown: {}", absent.join(", "));
+        }
+    }
+    if let Some(path) = &a.output {
+        eprintln!("oomscope: dump written to {}", path.display());
+    }
+    Ok(0)
+}

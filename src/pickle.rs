@@ -1,0 +1,699 @@
+//! Python pickles, as far as memory snapshots need them: reading protocols 0–5 and writing
+//! protocol 2.
+//!
+//! Reading builds plain values. A memo reference shares the memoized value (`Rc`) instead of
+//! copying it, so memory stays proportional to the input: a few hundred bytes that reference
+//! a list a million times cost a million pointers at most, never a million copies. Class
+//! instances and other objects are kept as opaque values: a snapshot holds none that matter.
+//!
+//! Writing uses only the opcodes pytorch.org/memory_viz's own unpickler knows (protocol 2,
+//! no memo), so what `oomscope export` writes opens there and in Python alike.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+/// A Python value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    None,
+    Bool(bool),
+    /// Integers up to 128 bits (snapshot addresses can exceed 2^63).
+    Int(i128),
+    /// Integers beyond 128 bits: kept as a marker only.
+    BigInt,
+    Float(f64),
+    Str(Rc<str>),
+    Bytes(Rc<[u8]>),
+    List(Rc<RefCell<Vec<Value>>>),
+    Tuple(Rc<[Value]>),
+    Dict(Rc<RefCell<Vec<(Value, Value)>>>),
+    /// A reference to a class or function (`module.name`).
+    Global(Rc<str>),
+    /// An instance built by a reduce or newobj: unknown here.
+    Object,
+}
+
+impl Value {
+    /// The value of a string key in a dict.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        match self {
+            Value::Dict(d) => d.borrow().iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_i128(&self) -> Option<i128> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(*b as i128),
+            _ => None,
+        }
+    }
+
+    /// A non-negative integer that fits 64 bits.
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_i128().and_then(|i| u64::try_from(i).ok())
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Float(f) => Some(*f),
+            Value::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    /// The items of a list or a tuple (a cheap copy of shared references).
+    pub fn items(&self) -> Option<Vec<Value>> {
+        match self {
+            Value::List(l) => Some(l.borrow().clone()),
+            Value::Tuple(t) => Some(t.to_vec()),
+            _ => None,
+        }
+    }
+
+    pub fn is_dict(&self) -> bool {
+        matches!(self, Value::Dict(_))
+    }
+}
+
+/// Why a pickle could not be read, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PickleError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PickleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "byte {}: {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for PickleError {}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+    stack: Vec<Value>,
+    marks: Vec<usize>,
+    memo: HashMap<u32, Value>,
+}
+
+/// Reads one pickled value.
+pub fn read(data: &[u8]) -> Result<Value, PickleError> {
+    let mut r = Reader { data, at: 0, stack: Vec::new(), marks: Vec::new(), memo: HashMap::new() };
+    r.run()
+}
+
+impl<'a> Reader<'a> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, PickleError> {
+        Err(PickleError { offset: self.at, message: message.into() })
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], PickleError> {
+        match self.at.checked_add(n).filter(|&end| end <= self.data.len()) {
+            Some(end) => {
+                let s = &self.data[self.at..end];
+                self.at = end;
+                Ok(s)
+            }
+            None => self.err(format!("the pickle ends inside an argument of {n} bytes (truncated file?)")),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, PickleError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn le(&mut self, n: usize) -> Result<u64, PickleError> {
+        let b = self.take(n)?;
+        Ok(b.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64))
+    }
+
+    fn len(&mut self, n: usize) -> Result<usize, PickleError> {
+        let v = self.le(n)?;
+        // A length beyond the input cannot be honest: refuse before trying to read it.
+        match usize::try_from(v) {
+            Ok(l) if l <= self.data.len() - self.at => Ok(l),
+            _ => self.err(format!("a length of {v} bytes runs past the end of the pickle")),
+        }
+    }
+
+    fn line(&mut self) -> Result<&'a str, PickleError> {
+        let rest = &self.data[self.at..];
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return self.err("the pickle ends inside a text argument");
+        };
+        self.at += end + 1;
+        std::str::from_utf8(&rest[..end]).or_else(|_| self.err("a text argument is not UTF-8"))
+    }
+
+    fn pop(&mut self) -> Result<Value, PickleError> {
+        match self.stack.pop() {
+            Some(v) => Ok(v),
+            None => self.err("an opcode needs a value and the stack is empty"),
+        }
+    }
+
+    fn top(&self) -> Result<&Value, PickleError> {
+        match self.stack.last() {
+            Some(v) => Ok(v),
+            None => self.err("an opcode needs a value and the stack is empty"),
+        }
+    }
+
+    fn pop_mark(&mut self) -> Result<Vec<Value>, PickleError> {
+        let Some(mark) = self.marks.pop() else {
+            return self.err("an opcode needs a mark and there is none");
+        };
+        if mark > self.stack.len() {
+            return self.err("the stack is shorter than its mark");
+        }
+        Ok(self.stack.split_off(mark))
+    }
+
+    fn int_text(&self, text: &str) -> Result<Value, PickleError> {
+        let t = text.trim_end_matches('L');
+        match t {
+            "00" => Ok(Value::Bool(false)),
+            "01" => Ok(Value::Bool(true)),
+            _ => match t.parse::<i128>() {
+                Ok(i) => Ok(Value::Int(i)),
+                Err(_) if !t.is_empty() && t.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) => {
+                    Ok(Value::BigInt)
+                }
+                Err(_) => self.err(format!("{text:?} is not an integer")),
+            },
+        }
+    }
+
+    fn long(&mut self, n: usize) -> Result<Value, PickleError> {
+        let bytes = self.take(n)?;
+        if n == 0 {
+            return Ok(Value::Int(0));
+        }
+        if n > 16 {
+            return Ok(Value::BigInt);
+        }
+        let mut buf = if bytes[n - 1] & 0x80 != 0 { [0xffu8; 16] } else { [0u8; 16] };
+        buf[..n].copy_from_slice(bytes);
+        Ok(Value::Int(i128::from_le_bytes(buf)))
+    }
+
+    fn string(&self, bytes: &[u8]) -> Result<Value, PickleError> {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(Value::Str(Rc::from(s))),
+            Err(_) => self.err("a string is not UTF-8"),
+        }
+    }
+
+    fn set_items(&self, dict: &Value, items: Vec<Value>) -> Result<(), PickleError> {
+        let Value::Dict(d) = dict else {
+            return self.err("items set on something that is not a dict");
+        };
+        if !items.len().is_multiple_of(2) {
+            return self.err("a dict gets a key without a value");
+        }
+        let mut d = d.borrow_mut();
+        let mut it = items.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            match d.iter_mut().find(|(key, _)| same_key(key, &k)) {
+                Some(entry) => entry.1 = v,
+                None => d.push((k, v)),
+            }
+        }
+        Ok(())
+    }
+
+    fn extend(&self, list: &Value, items: Vec<Value>) -> Result<(), PickleError> {
+        match list {
+            Value::List(l) => {
+                l.borrow_mut().extend(items);
+                Ok(())
+            }
+            // A set's items: kept, unordered semantics aside.
+            _ => self.err("items appended to something that is not a list"),
+        }
+    }
+
+    fn run(&mut self) -> Result<Value, PickleError> {
+        loop {
+            let op = match self.data.get(self.at) {
+                Some(&b) => b,
+                None => return self.err("the pickle ends without a STOP (truncated file?)"),
+            };
+            self.at += 1;
+            match op {
+                b'.' => return self.pop(),
+                0x80 => {
+                    let proto = self.u8()?;
+                    if proto > 5 {
+                        return self.err(format!("pickle protocol {proto} is newer than 5"));
+                    }
+                }
+                0x95 => {
+                    self.take(8)?;
+                }
+                b'(' => self.marks.push(self.stack.len()),
+                b'0' => {
+                    self.pop()?;
+                }
+                b'1' => {
+                    self.pop_mark()?;
+                }
+                b'2' => {
+                    let v = self.top()?.clone();
+                    self.stack.push(v);
+                }
+                b'N' => self.stack.push(Value::None),
+                0x88 => self.stack.push(Value::Bool(true)),
+                0x89 => self.stack.push(Value::Bool(false)),
+                b'I' | b'L' => {
+                    let t = self.line()?;
+                    let v = self.int_text(t)?;
+                    self.stack.push(v);
+                }
+                b'J' => {
+                    let v = self.le(4)? as u32 as i32;
+                    self.stack.push(Value::Int(v as i128));
+                }
+                b'K' => {
+                    let v = self.u8()?;
+                    self.stack.push(Value::Int(v as i128));
+                }
+                b'M' => {
+                    let v = self.le(2)?;
+                    self.stack.push(Value::Int(v as i128));
+                }
+                0x8a => {
+                    let n = self.u8()? as usize;
+                    let v = self.long(n)?;
+                    self.stack.push(v);
+                }
+                0x8b => {
+                    let n = self.len(4)?;
+                    let v = self.long(n)?;
+                    self.stack.push(v);
+                }
+                b'F' => {
+                    let t = self.line()?;
+                    match t.trim().parse::<f64>() {
+                        Ok(f) => self.stack.push(Value::Float(f)),
+                        Err(_) => return self.err(format!("{t:?} is not a float")),
+                    }
+                }
+                b'G' => {
+                    let b = self.take(8)?;
+                    let v = f64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                    self.stack.push(Value::Float(v));
+                }
+                b'X' | 0x8c | 0x8d => {
+                    let n = match op {
+                        b'X' => self.len(4)?,
+                        0x8c => self.len(1)?,
+                        _ => self.len(8)?,
+                    };
+                    let bytes = self.take(n)?;
+                    let v = self.string(bytes)?;
+                    self.stack.push(v);
+                }
+                b'V' => {
+                    // Protocol 0 unicode: raw-unicode-escape; \uXXXX escapes are kept as text.
+                    let t = self.line()?;
+                    self.stack.push(Value::Str(Rc::from(t)));
+                }
+                b'S' => {
+                    let t = self.line()?;
+                    let inner = t.trim();
+                    let inner =
+                        inner.strip_prefix(['\'', '"']).and_then(|s| s.strip_suffix(['\'', '"'])).unwrap_or(inner);
+                    self.stack.push(Value::Str(Rc::from(inner)));
+                }
+                b'T' | b'U' | b'B' | b'C' | 0x8e | 0x96 => {
+                    let n = match op {
+                        b'T' | b'B' => self.len(4)?,
+                        b'U' | b'C' => self.len(1)?,
+                        _ => self.len(8)?,
+                    };
+                    let bytes = self.take(n)?;
+                    // Python 2 strings (T, U) are text in practice; bytes stay bytes.
+                    let v = if matches!(op, b'T' | b'U') {
+                        self.string(bytes).unwrap_or(Value::Bytes(Rc::from(bytes)))
+                    } else {
+                        Value::Bytes(Rc::from(bytes))
+                    };
+                    self.stack.push(v);
+                }
+                b']' => self.stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
+                b'}' => self.stack.push(Value::Dict(Rc::new(RefCell::new(Vec::new())))),
+                b')' => self.stack.push(Value::Tuple(Rc::from(Vec::new()))),
+                0x8f => self.stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    self.stack.push(Value::List(Rc::new(RefCell::new(items))));
+                }
+                b't' | 0x91 => {
+                    let items = self.pop_mark()?;
+                    self.stack.push(if op == b't' {
+                        Value::Tuple(Rc::from(items))
+                    } else {
+                        Value::List(Rc::new(RefCell::new(items)))
+                    });
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    if self.stack.len() < n {
+                        return self.err("a tuple needs more values than the stack has");
+                    }
+                    let items = self.stack.split_off(self.stack.len() - n);
+                    self.stack.push(Value::Tuple(Rc::from(items)));
+                }
+                b'd' => {
+                    let items = self.pop_mark()?;
+                    let d = Value::Dict(Rc::new(RefCell::new(Vec::new())));
+                    self.set_items(&d, items)?;
+                    self.stack.push(d);
+                }
+                b'a' => {
+                    let v = self.pop()?;
+                    let l = self.top()?.clone();
+                    self.extend(&l, vec![v])?;
+                }
+                b'e' | 0x90 => {
+                    let items = self.pop_mark()?;
+                    let l = self.top()?.clone();
+                    self.extend(&l, items)?;
+                }
+                b's' => {
+                    let v = self.pop()?;
+                    let k = self.pop()?;
+                    let d = self.top()?.clone();
+                    self.set_items(&d, vec![k, v])?;
+                }
+                b'u' => {
+                    let items = self.pop_mark()?;
+                    let d = self.top()?.clone();
+                    self.set_items(&d, items)?;
+                }
+                b'p' | b'q' | b'r' | 0x94 => {
+                    let id = match op {
+                        b'p' => {
+                            let t = self.line()?;
+                            match t.trim().parse::<u32>() {
+                                Ok(i) => i,
+                                Err(_) => return self.err(format!("{t:?} is not a memo id")),
+                            }
+                        }
+                        b'q' => self.u8()? as u32,
+                        b'r' => self.le(4)? as u32,
+                        _ => u32::try_from(self.memo.len()).unwrap_or(u32::MAX),
+                    };
+                    let v = self.top()?.clone();
+                    self.memo.insert(id, v);
+                }
+                b'g' | b'h' | b'j' => {
+                    let id = match op {
+                        b'g' => {
+                            let t = self.line()?;
+                            match t.trim().parse::<u32>() {
+                                Ok(i) => i,
+                                Err(_) => return self.err(format!("{t:?} is not a memo id")),
+                            }
+                        }
+                        b'h' => self.u8()? as u32,
+                        _ => self.le(4)? as u32,
+                    };
+                    match self.memo.get(&id) {
+                        Some(v) => {
+                            let v = v.clone();
+                            self.stack.push(v);
+                        }
+                        None => return self.err(format!("memo entry {id} is used before it is set")),
+                    }
+                }
+                b'c' => {
+                    let module = self.line()?;
+                    let name = self.line()?;
+                    self.stack.push(Value::Global(Rc::from(format!("{module}.{name}"))));
+                }
+                0x93 => {
+                    let name = self.pop()?;
+                    let module = self.pop()?;
+                    let g = format!("{}.{}", module.as_str().unwrap_or("?"), name.as_str().unwrap_or("?"));
+                    self.stack.push(Value::Global(Rc::from(g)));
+                }
+                b'R' => {
+                    let args = self.pop()?;
+                    let callable = self.pop()?;
+                    self.stack.push(reduce(&callable, &args));
+                }
+                0x81 => {
+                    self.pop()?;
+                    self.pop()?;
+                    self.stack.push(Value::Object);
+                }
+                0x92 => {
+                    self.pop()?;
+                    self.pop()?;
+                    self.pop()?;
+                    self.stack.push(Value::Object);
+                }
+                b'b' => {
+                    // The state of an object: objects are opaque, so it is dropped.
+                    self.pop()?;
+                    self.top()?;
+                }
+                b'i' => {
+                    self.line()?;
+                    self.line()?;
+                    self.pop_mark()?;
+                    self.stack.push(Value::Object);
+                }
+                b'o' => {
+                    self.pop_mark()?;
+                    self.stack.push(Value::Object);
+                }
+                b'P' | b'Q' => {
+                    return self.err("persistent ids (torch.save's tensor storage) are not part of a memory snapshot");
+                }
+                0x82..=0x84 => return self.err("extension codes are not supported"),
+                0x97 | 0x98 => return self.err("out-of-band buffers are not supported"),
+                other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
+            }
+        }
+    }
+}
+
+/// What a few standard callables build; anything else is opaque.
+fn reduce(callable: &Value, args: &Value) -> Value {
+    let Value::Global(name) = callable else {
+        return Value::Object;
+    };
+    let items = args.items().unwrap_or_default();
+    match &**name {
+        "collections.OrderedDict" | "builtins.dict" | "__builtin__.dict" => {
+            let d = Value::Dict(Rc::new(RefCell::new(Vec::new())));
+            if let (Value::Dict(target), Some(first)) = (&d, items.first())
+                && let Some(pairs) = first.items()
+            {
+                for p in pairs {
+                    if let Some(kv) = p.items().filter(|kv| kv.len() == 2) {
+                        target.borrow_mut().push((kv[0].clone(), kv[1].clone()));
+                    }
+                }
+            }
+            d
+        }
+        "builtins.set" | "__builtin__.set" | "builtins.frozenset" | "builtins.list" => {
+            Value::List(Rc::new(RefCell::new(items.first().and_then(Value::items).unwrap_or_default())))
+        }
+        _ => Value::Object,
+    }
+}
+
+fn same_key(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::None, Value::None) => true,
+        _ => false,
+    }
+}
+
+/// A value to write.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Out {
+    None,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    List(Vec<Out>),
+    Tuple(Vec<Out>),
+    Dict(Vec<(String, Out)>),
+}
+
+/// Items per APPENDS/SETITEMS batch, as Python writes them.
+const BATCH: usize = 1000;
+
+/// Writes `value` as a protocol 2 pickle.
+pub fn write(value: &Out, w: &mut Vec<u8>) {
+    w.extend_from_slice(&[0x80, 2]);
+    write_value(value, w);
+    w.push(b'.');
+}
+
+fn write_str(s: &str, w: &mut Vec<u8>) {
+    w.push(b'X');
+    w.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    w.extend_from_slice(s.as_bytes());
+}
+
+fn write_value(value: &Out, w: &mut Vec<u8>) {
+    match value {
+        Out::None => w.push(b'N'),
+        Out::Bool(true) => w.push(0x88),
+        Out::Bool(false) => w.push(0x89),
+        Out::Int(i) => match *i {
+            0..=0xff => w.extend_from_slice(&[b'K', *i as u8]),
+            0x100..=0xffff => {
+                w.push(b'M');
+                w.extend_from_slice(&(*i as u16).to_le_bytes());
+            }
+            i if i32::try_from(i).is_ok() => {
+                w.push(b'J');
+                w.extend_from_slice(&(i as i32).to_le_bytes());
+            }
+            i => {
+                // LONG1: the shortest little-endian two's complement.
+                let bytes = i.to_le_bytes();
+                let mut n = 16;
+                while n > 1 {
+                    let (last, prev) = (bytes[n - 1], bytes[n - 2]);
+                    if (last == 0 && prev & 0x80 == 0) || (last == 0xff && prev & 0x80 != 0) {
+                        n -= 1;
+                    } else {
+                        break;
+                    }
+                }
+                w.extend_from_slice(&[0x8a, n as u8]);
+                w.extend_from_slice(&bytes[..n]);
+            }
+        },
+        Out::Float(f) => {
+            w.push(b'G');
+            w.extend_from_slice(&f.to_be_bytes());
+        }
+        Out::Str(s) => write_str(s, w),
+        Out::List(items) => {
+            w.push(b']');
+            for batch in items.chunks(BATCH) {
+                w.push(b'(');
+                for item in batch {
+                    write_value(item, w);
+                }
+                w.push(b'e');
+            }
+        }
+        Out::Tuple(items) => match items.len() {
+            0 => w.push(b')'),
+            1..=3 => {
+                for item in items {
+                    write_value(item, w);
+                }
+                w.push(0x84 + items.len() as u8);
+            }
+            _ => {
+                w.push(b'(');
+                for item in items {
+                    write_value(item, w);
+                }
+                w.push(b't');
+            }
+        },
+        Out::Dict(items) => {
+            w.push(b'}');
+            for batch in items.chunks(BATCH) {
+                w.push(b'(');
+                for (k, v) in batch {
+                    write_str(k, w);
+                    write_value(v, w);
+                }
+                w.push(b'u');
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let v = Out::Dict(vec![
+            ("segments".into(), Out::List((0..2500).map(|i| Out::Int(i * 1_000_003)).collect())),
+            ("big".into(), Out::Int(1i128 << 64)),
+            ("neg".into(), Out::Int(-70000)),
+            ("t".into(), Out::Tuple(vec![Out::Int(1), Out::Int(2)])),
+            ("t5".into(), Out::Tuple((0..5).map(Out::Int).collect())),
+            ("f".into(), Out::Float(1.5)),
+            ("s".into(), Out::Str("shared_model/unet_00/Conv2D".into())),
+            ("b".into(), Out::Bool(false)),
+            ("n".into(), Out::None),
+        ]);
+        let mut bytes = Vec::new();
+        write(&v, &mut bytes);
+        let r = read(&bytes).unwrap();
+        assert_eq!(r.get("segments").and_then(|s| s.items()).map(|s| s.len()), Some(2500));
+        assert_eq!(r.get("segments").and_then(|s| s.items()).and_then(|s| s[2499].as_i128()), Some(2499 * 1_000_003));
+        assert_eq!(r.get("big").and_then(|b| b.as_i128()), Some(1i128 << 64));
+        assert_eq!(r.get("neg").and_then(|b| b.as_i128()), Some(-70000));
+        assert_eq!(r.get("t5").and_then(|t| t.items()).map(|t| t.len()), Some(5));
+        assert_eq!(r.get("f").and_then(|f| f.as_f64()), Some(1.5));
+        assert_eq!(r.get("s").as_ref().and_then(Value::as_str), Some("shared_model/unet_00/Conv2D"));
+        assert!(matches!(r.get("n"), Some(Value::None)));
+    }
+
+    #[test]
+    fn shared_references_are_not_copied() {
+        // [L, L, L, ...] where L = [L0, L0] ... 40 levels deep: 2^40 leaves if copied.
+        let mut p = vec![0x80, 4, b']', 0x94]; // memo 0: []
+        for level in 0..40u32 {
+            p.extend_from_slice(b"](j");
+            p.extend_from_slice(&level.to_le_bytes());
+            p.push(b'j');
+            p.extend_from_slice(&level.to_le_bytes());
+            p.extend_from_slice(&[b'e', 0x94]);
+        }
+        p.push(b'.');
+        let v = read(&p).unwrap();
+        assert_eq!(v.items().map(|i| i.len()), Some(2));
+    }
+
+    #[test]
+    fn damaged_pickles_are_errors_not_crashes() {
+        for bad in [
+            &b""[..],
+            b"\x80\x02",
+            b"\x80\x02X\xff\xff\xff\x7fabc.",
+            b"\x80\x02h\x05.",
+            b"\x80\x02e.",
+            b"garbage",
+            b"\x80\x02\x8a\xff",
+        ] {
+            assert!(read(bad).is_err(), "{bad:?}");
+        }
+    }
+}
