@@ -48,6 +48,15 @@ pub enum Command {
         torch-snapshot  a pickle from torch.cuda.memory._dump_snapshot\n\n\
         Examples:\n  oomscope import train.log -o oom.dump.json\n  oomscope import snapshot.pickle --format tf")]
     Import(ImportArgs),
+    /// Write a dump for the viewers people use: pytorch.org/memory_viz or ui.perfetto.dev.
+    #[command(
+        after_help = "Examples:\n  oomscope export unet.dump.json --format torch-snapshot   # open at https://pytorch.org/memory_viz\n  \
+        oomscope export unet.dump.json --format perfetto         # open at https://ui.perfetto.dev"
+    )]
+    Export(ExportArgs),
+    /// What grew and what shrank between two dumps, by node and by scope.
+    #[command(after_help = "Example:\n  oomscope diff step100.dump.json step200.dump.json")]
+    Diff(DiffArgs),
     /// Re-render a dump written by `replay -o` (or any oomscope dump).
     #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
     Report(ReportArgs),
@@ -232,4 +241,46 @@ pub struct ImportArgs {
     /// Report format
     #[arg(long, value_enum, default_value_t = FormatArg::Summary)]
     pub format: FormatArg,
+}
+
+/// Export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// A PyTorch memory snapshot (pickle) for pytorch.org/memory_viz and torch.cuda._memory_viz
+    TorchSnapshot,
+    /// Chrome trace-event JSON for ui.perfetto.dev
+    Perfetto,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The dump (JSON)
+    pub dump: PathBuf,
+    /// What to write
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Where [default: beside the dump, NAME.snapshot.pickle or NAME.perfetto.json]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Output formats of `diff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The earlier dump
+    pub before: PathBuf,
+    /// The later dump
+    pub after: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Lines per list
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub top: usize,
 }

@@ -3,6 +3,8 @@
 
 mod args;
 mod demo;
+mod diff;
+mod export;
 mod fit;
 mod import;
 mod output;
@@ -40,6 +42,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Fit(a) => fit::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Diff(a) => diff::run(a),
         Command::Import(a) => import::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Report(a) => report::run(a),

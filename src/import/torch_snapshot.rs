@@ -72,7 +72,11 @@ impl Walk<'_> {
         };
         let named = parsed.iter().find(|f| !internal(f)).or(parsed.first()).expect("not empty");
         let base = named.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).unwrap_or("?");
-        let op = format!("{} ({base}:{})", named.function.as_deref().unwrap_or("?"), named.line.unwrap_or(0));
+        let op = match (named.file.as_deref(), named.function.as_deref()) {
+            // oomscope's own export: `step:N:op tensor`; the op is the name's first word.
+            (Some("step" | "setup"), Some(name)) => name.split(' ').next().unwrap_or(name).to_string(),
+            (_, name) => format!("{} ({base}:{})", name.unwrap_or("?"), named.line.unwrap_or(0)),
+        };
         let key: String = parsed
             .iter()
             .map(|f| {

@@ -1,0 +1,17 @@
+//! `oomscope diff A B`: what grew and what shrank.
+
+use super::args::{DiffArgs, DiffFormat};
+use super::{CliError, output};
+use oomscope::{diff, dump};
+
+pub fn run(a: DiffArgs) -> Result<u8, CliError> {
+    let before = dump::read(&a.before)?;
+    let after = dump::read(&a.after)?;
+    let d = diff::diff(&before, &after, &a.before.display().to_string(), &a.after.display().to_string());
+    let text = match a.format {
+        DiffFormat::Text => diff::render(&d, a.top),
+        DiffFormat::Json => serde_json::to_string(&d).map_err(|e| CliError(e.to_string()))? + "\n",
+    };
+    output::print(&text)?;
+    Ok(0)
+}
