@@ -8,7 +8,7 @@ use crate::dump::{Dump, Source};
 use crate::record::Meta;
 use crate::{render, scope, stack};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// What to record with each allocation.
@@ -72,7 +72,8 @@ impl<'a> Request<'a> {
 /// TF-format text TF users know, followed by the verdict.
 #[derive(Clone, Debug)]
 pub struct Oom {
-    pub dump: Box<Dump>,
+    /// Shared with [`Allocator::last_oom`], so the live feed can publish it without a copy.
+    pub dump: Arc<Dump>,
 }
 
 impl Oom {
@@ -115,6 +116,9 @@ pub struct Allocator {
     bfc: Mutex<Bfc>,
     origin: Instant,
     recording: Recording,
+    /// The latest failure's dump (a separate lock: it is written after the main one is
+    /// released, and read by the live feed).
+    last_oom: Mutex<Option<Arc<Dump>>>,
 }
 
 impl fmt::Debug for Allocator {
@@ -130,7 +134,12 @@ impl Allocator {
     }
 
     pub fn with_recording(opts: Options, device: Box<dyn Device>, recording: Recording) -> Allocator {
-        Allocator { bfc: Mutex::new(Bfc::new(opts, device)), origin: Instant::now(), recording }
+        Allocator {
+            bfc: Mutex::new(Bfc::new(opts, device)),
+            origin: Instant::now(),
+            recording,
+            last_oom: Mutex::new(None),
+        }
     }
 
     /// The lock. A panic elsewhere while holding it cannot leave the allocator half-updated
@@ -170,7 +179,7 @@ impl Allocator {
             Err(failure) => {
                 let dump = Self::oom_dump(&bfc, &failure);
                 drop(bfc);
-                Err(Self::finish_oom(dump))
+                Err(self.finish_oom(dump))
             }
         }
     }
@@ -183,9 +192,21 @@ impl Allocator {
     }
 
     /// Symbolizes outside the lock: resolving can take tens of milliseconds.
-    fn finish_oom(mut dump: Dump) -> Oom {
+    fn finish_oom(&self, mut dump: Dump) -> Oom {
         stack::symbolize(&mut dump);
-        Oom { dump: Box::new(dump) }
+        let dump = Arc::new(dump);
+        *self.last_oom.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&dump));
+        Oom { dump }
+    }
+
+    /// The dump of the latest failed allocation.
+    pub fn last_oom(&self) -> Option<Arc<Dump>> {
+        self.last_oom.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Nanoseconds since the allocator was created: the clock of its records.
+    pub fn elapsed_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
     }
 
     /// Frees an allocation; address 0 is ignored. Returns the chunk size.

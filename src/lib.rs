@@ -17,6 +17,8 @@
 //! - [`trace`] and [`replay`]: JSON Lines traces fed through the allocator.
 //! - [`verdict`]: why the memory ran out and what to change, read from a dump.
 //! - [`workload`]: networks described in JSON, expanded into traces; `fit`.
+//! - [`live`]: the live feed over a Unix socket (publish, attach).
+//! - [`view`]: dumps and live feeds as the terminal UI's model.
 //!
 //! ```
 //! use oomscope::{Allocator, Request, bfc::Options, device::SimDevice};
@@ -37,7 +39,9 @@ pub mod dump;
 pub mod export;
 mod hash;
 pub mod import;
+pub mod live;
 pub mod pickle;
+pub mod play;
 pub mod record;
 pub mod render;
 pub mod replay;
@@ -46,6 +50,7 @@ pub mod size;
 pub mod stack;
 pub mod trace;
 pub mod verdict;
+pub mod view;
 pub mod workload;
 
 pub use allocator::{Allocator, Oom, Recording, Request};

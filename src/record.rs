@@ -278,6 +278,14 @@ impl History {
         self.events.iter()
     }
 
+    /// Kept events numbered `seq` or later, oldest first (kept events have consecutive
+    /// numbers, so this is a slice, found without a search).
+    pub fn since(&self, seq: u64) -> impl Iterator<Item = &Event> {
+        let first = self.next_seq - self.events.len() as u64;
+        let skip = seq.saturating_sub(first).min(self.events.len() as u64) as usize;
+        self.events.range(skip..)
+    }
+
     /// Events seen in all.
     pub fn total(&self) -> u64 {
         self.next_seq

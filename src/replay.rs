@@ -57,16 +57,33 @@ pub fn replay(
     source_path: Option<&str>,
     mut progress: impl FnMut(usize),
 ) -> Outcome {
+    replay_observed(trace, settings, source_path, |_, i| {
+        if i % 65_536 == 0 {
+            progress(i);
+        }
+        true
+    })
+}
+
+/// [`replay`] with a look at the allocator between events: `after(bfc, events_done)` is
+/// called before each event and once at the end; returning false stops the replay there
+/// (the real-time demo paces and samples the run this way).
+pub fn replay_observed(
+    trace: &Trace,
+    settings: &Settings,
+    source_path: Option<&str>,
+    mut after: impl FnMut(&Bfc, usize) -> bool,
+) -> Outcome {
     let device = SimDevice::new(settings.device_total, settings.device_others).with_model(&settings.device_model);
     let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(device));
     *bfc.names_mut() = trace.names.clone();
     let mut addrs = vec![0u64; trace.allocs as usize];
     let (mut failures, mut first_failure_line, mut replayed) = (0u64, None, 0usize);
     for (i, event) in trace.events.iter().enumerate() {
-        replayed = i + 1;
-        if i % 65_536 == 0 {
-            progress(i);
+        if !after(&bfc, i) {
+            break;
         }
+        replayed = i + 1;
         match *event {
             Event::Alloc { alloc, bytes, meta, outside } => {
                 match if outside { bfc.allocate_outside(bytes, meta) } else { bfc.allocate(bytes, meta) } {
@@ -76,6 +93,7 @@ pub fn replay(
                         failures += 1;
                         first_failure_line.get_or_insert(trace.lines[i]);
                         if !settings.keep_going {
+                            after(&bfc, replayed);
                             break;
                         }
                     }
@@ -91,6 +109,9 @@ pub fn replay(
                 }
             }
             Event::Step { step, t_ns } => bfc.mark_step(step, t_ns),
+        }
+        if replayed == trace.events.len() {
+            after(&bfc, replayed);
         }
     }
     let source = Source { kind: "replay".into(), path: source_path.map(str::to_string), ..Source::default() };

@@ -183,3 +183,72 @@ fn a_closed_stdout_is_not_a_crash() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+/// The terminal UI's entry points refuse bad input and a missing terminal with what to do,
+/// before touching the terminal.
+#[test]
+fn tui_refuses_bad_input_and_a_missing_terminal_clearly() {
+    let dir = temp_dir("tui-cli");
+    let no_args = oomscope(&["tui"]);
+    assert_eq!(no_args.status.code(), Some(2));
+    assert!(stderr(&no_args).contains("oomscope tui --attach"), "{}", stderr(&no_args));
+
+    let bad = dir.join("bad.dump.json");
+    std::fs::write(&bad, "{\"version\": 1,\n  \"tool\": ").unwrap();
+    let o = oomscope(&["tui", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.dump.json:2"), "the file and line: {}", stderr(&o));
+
+    // Tests run without a terminal: a good dump is refused for that reason, not another.
+    let o = oomscope(&["tui", "fixtures/dumps/unet-b2.dump.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs a terminal") && stderr(&o).contains("oomscope report"), "{}", stderr(&o));
+    let o = oomscope(&["demo", "--tui"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
+
+    let o = oomscope(&["tui", "--attach", "/nonexistent/oomscope.sock"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/oomscope.sock"), "{}", stderr(&o));
+    let live = dir.join("live");
+    oomscope::live::private_dir(&live).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["tui", "--attach", "4242424"])
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("process 4242424 does not publish"), "{}", stderr(&o));
+    // A socket nobody serves any more (its process died).
+    let stale = live.join("1.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let o = oomscope(&["tui", "--attach", stale.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the process has exited"), "{}", stderr(&o));
+    let o = oomscope(&["tui", "fixtures/dumps/unet-b2.dump.json", "--attach"]);
+    assert_eq!(o.status.code(), Some(2), "a dump and --attach do not go together");
+    let o = oomscope(&["demo", "--publish", "--seconds", "99999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("between 0 and 3600"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `demo --publish` plays the run on the live feed and still prints the report, the same
+/// as without it.
+#[test]
+fn demo_publish_prints_the_same_report() {
+    let dir = temp_dir("publish");
+    let live = dir.join("live");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["demo", "--publish", "--seconds", "0.5"])
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("publishing on") && stderr(&o).contains("oomscope tui --attach"), "{}", stderr(&o));
+    let plain = oomscope(&["demo"]);
+    assert_eq!(stdout(&o), stdout(&plain), "the played run ends in the same report");
+    assert!(files_in(&live).is_empty(), "the socket is removed at the end");
+    std::fs::remove_dir_all(dir).unwrap();
+}

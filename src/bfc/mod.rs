@@ -237,6 +237,17 @@ impl Chunk {
     }
 }
 
+/// A chunk as code outside the allocator reads it (the live feed).
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkRef<'a> {
+    pub addr: u64,
+    pub size: u64,
+    /// The client's request (stale on free chunks, as in TF's dump).
+    pub requested: u64,
+    pub in_use: bool,
+    pub meta: &'a Meta,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Region {
     addr: u64,
@@ -483,6 +494,34 @@ impl Bfc {
     /// Number of live allocations.
     pub fn live_allocations(&self) -> usize {
         self.in_use.len()
+    }
+
+    /// Regions in address order, as (address, size).
+    pub fn regions(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
+        self.regions.iter().map(|r| (r.addr, r.size))
+    }
+
+    /// The chunks of region `index` in address order (none for an index out of range).
+    pub fn region_chunks(&self, index: usize) -> impl Iterator<Item = ChunkRef<'_>> + '_ {
+        let mut h = self.regions.get(index).map_or(NONE, |r| r.first);
+        std::iter::from_fn(move || {
+            if h == NONE {
+                return None;
+            }
+            let c = &self.chunks[h as usize];
+            h = c.next;
+            Some(ChunkRef { addr: c.addr, size: c.size, requested: c.requested, in_use: c.in_use(), meta: &c.meta })
+        })
+    }
+
+    /// The recent events.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Live bytes at the recent step boundaries, oldest first.
+    pub fn step_marks(&self) -> impl Iterator<Item = &StepMark> {
+        self.steps.iter()
     }
 
     // ---- allocation ----------------------------------------------------------------

@@ -15,8 +15,6 @@ impl Bfc {
     pub fn snapshot(&self, source: Source) -> Dump {
         let names = &self.names;
         let stats = self.stats();
-        let desc = self.device.describe();
-        let mem = self.device.mem_info();
         let mut stack_index: HashMap<u32, u32> = HashMap::new();
         let mut stacks = Vec::new();
         let mut bins: Vec<BinInfo> =
@@ -92,23 +90,8 @@ impl Bfc {
             version: DUMP_VERSION,
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
             source,
-            device: DeviceInfo {
-                kind: desc.kind,
-                name: self.opts.device_name.clone(),
-                model: desc.model,
-                total: mem.total,
-                free: mem.free,
-                others: desc.others,
-            },
-            allocator: AllocatorInfo {
-                name: self.opts.name.clone(),
-                limit: self.opts.limit,
-                allow_growth: self.opts.allow_growth,
-                garbage_collection: self.opts.garbage_collection,
-                fragmentation_fraction: self.opts.fragmentation_fraction,
-                max_internal_fragmentation: self.max_internal_fragmentation,
-                curr_region_allocation_bytes: self.curr_region_allocation_bytes,
-            },
+            device: self.device_info(),
+            allocator: self.allocator_info(),
             stats,
             oom: ooms.first().cloned(),
             ooms_total: stats.num_ooms,
@@ -138,6 +121,35 @@ impl Bfc {
             workload: None,
             verdict: None,
             imported: None,
+        }
+    }
+}
+
+impl Bfc {
+    /// The device as a dump describes it (free memory as of now).
+    pub fn device_info(&self) -> DeviceInfo {
+        let desc = self.device.describe();
+        let mem = self.device.mem_info();
+        DeviceInfo {
+            kind: desc.kind,
+            name: self.opts.device_name.clone(),
+            model: desc.model,
+            total: mem.total,
+            free: mem.free,
+            others: desc.others,
+        }
+    }
+
+    /// The allocator's settings as a dump describes them.
+    pub fn allocator_info(&self) -> AllocatorInfo {
+        AllocatorInfo {
+            name: self.opts.name.clone(),
+            limit: self.opts.limit,
+            allow_growth: self.opts.allow_growth,
+            garbage_collection: self.opts.garbage_collection,
+            fragmentation_fraction: self.opts.fragmentation_fraction,
+            max_internal_fragmentation: self.max_internal_fragmentation,
+            curr_region_allocation_bytes: self.curr_region_allocation_bytes,
         }
     }
 }

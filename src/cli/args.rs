@@ -60,6 +60,12 @@ pub enum Command {
     /// Re-render a dump written by `replay -o` (or any oomscope dump).
     #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
     Report(ReportArgs),
+    /// The terminal UI: inspect a dump, or follow live processes.
+    #[command(after_help = "Keys: Tab or 1-6 switch views (overview, nodes, bins, map, allocations, report), \
+        arrows move, / filters, s sorts, t folds nodes by scope, Enter details, space pauses, ? help, q quits.\n\n\
+        Examples:\n  oomscope tui unet.dump.json\n  oomscope tui --attach                 # every process in the live directory\n  \
+        oomscope tui --attach 4242            # process 4242\n  oomscope demo --tui                   # a simulated run, live")]
+    Tui(TuiArgs),
 }
 
 /// Report formats on the command line.
@@ -89,6 +95,13 @@ fn size(s: &str) -> Result<u64, String> {
 
 fn device(s: &str) -> Result<oomscope::device::DeviceSpec, String> {
     oomscope::device::parse_device(s)
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=3600.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?} is not a number of seconds between 0 and 3600")),
+    }
 }
 
 fn fraction(s: &str) -> Result<f64, String> {
@@ -178,6 +191,24 @@ pub struct DemoArgs {
     /// Write the simulated trace here (JSON Lines; `oomscope replay` reads it)
     #[arg(long, value_name = "TRACE")]
     pub save_trace: Option<PathBuf>,
+    /// Watch the run in the terminal UI, played in real time up to the OOM
+    #[arg(long)]
+    pub tui: bool,
+    /// Publish the run on the live feed, played in real time (watch it with `oomscope tui --attach`)
+    #[arg(long)]
+    pub publish: bool,
+    /// How long the real-time play lasts (with --tui or --publish)
+    #[arg(long, value_name = "SECONDS", default_value = "8", value_parser = seconds)]
+    pub seconds: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct TuiArgs {
+    /// A dump to inspect (written by `demo -o`, `replay -o`, `import -o`, or at a run's OOM)
+    pub dump: Option<PathBuf>,
+    /// Follow live processes: a socket, a directory of sockets, or a pid [default: the live directory]
+    #[arg(long, value_name = "PATH|PID", num_args = 0..=1, default_missing_value = "", conflicts_with = "dump")]
+    pub attach: Option<String>,
 }
 
 /// Output formats of `fit`.

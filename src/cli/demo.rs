@@ -1,16 +1,31 @@
 //! `oomscope demo [WORKLOAD]`: a seed story replayed on a simulated GPU, with the verdict
 //! and a fix checked by replay. Exits 0: the OOM is the demonstration.
+//!
+//! With `--tui` or `--publish` the run is played in real time (`oomscope::play`) and shown
+//! in the terminal UI or published on the live feed; the report is printed when it ends.
 
 use super::args::DemoArgs;
 use super::{CliError, output};
 use oomscope::device::parse_device;
-use oomscope::dump::{self, Source};
-use oomscope::replay::replay;
+use oomscope::dump::{self, Dump, Source};
+use oomscope::live::protocol::{Message, OomEvent};
+use oomscope::live::{self, Publisher};
+use oomscope::replay::{Outcome, Settings, replay};
 use oomscope::size::human;
+use oomscope::trace::Trace;
+use oomscope::view::Live;
 use oomscope::workload::{Workload, builtin, fit};
-use oomscope::{render, verdict};
+use oomscope::{play, render, verdict};
+use oomscope_tui::model::{Status, Update};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 pub fn run(a: DemoArgs) -> Result<u8, CliError> {
+    if a.tui {
+        // Before any work: a UI without a terminal is a usage error.
+        oomscope_tui::term::check_terminal().map_err(CliError)?;
+    }
     let story = builtin::find(&a.workload);
     let w = Workload::load(&a.workload).map_err(|e| {
         let hint = if story.is_none() && !std::path::Path::new(&a.workload).exists() {
@@ -59,26 +74,41 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         t.events.len()
     );
 
-    let outcome = replay(&t, &settings, Some(&w.path.display().to_string()), |_| {});
-    let mut d = outcome.dump;
-    d.source = Source {
-        kind: "demo".into(),
-        path: Some(w.path.display().to_string()),
-        command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
-        created_unix: None,
+    let source_path = w.path.display().to_string();
+    let finish = |outcome: Outcome| -> Result<Ran, CliError> {
+        let mut d = outcome.dump;
+        d.source = Source {
+            kind: "demo".into(),
+            path: Some(source_path.clone()),
+            command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
+            created_unix: None,
+        };
+        d.workload = Some(w.info(batch));
+        verdict::attach(&mut d);
+        if let Some(v) = d.verdict.as_mut() {
+            fit::refine(v, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
+        }
+        if let Some(path) = &a.output {
+            dump::write_atomic(path, &d)?;
+        }
+        Ok(Ran { dump: d, events_replayed: outcome.events_replayed, failed: outcome.first_failure_line.is_some() })
     };
-    d.workload = Some(w.info(batch));
-    verdict::attach(&mut d);
-    if let Some(v) = d.verdict.as_mut() {
-        fit::refine(v, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
-    }
-    if let Some(path) = &a.output {
-        dump::write_atomic(path, &d)?;
-    }
-    output::print(&render::render(&d, a.format.into()))?;
-    match outcome.first_failure_line {
-        Some(_) => eprintln!("oomscope: out of memory after {} of {} events", outcome.events_replayed, t.events.len()),
-        None => eprintln!("oomscope: every allocation succeeded"),
+    let result = if a.tui || a.publish {
+        match played(&a, &t, &settings, &source_path, &finish)? {
+            Some(r) => r,
+            None => {
+                eprintln!("oomscope: stopped before the end of the run");
+                return Ok(0);
+            }
+        }
+    } else {
+        finish(replay(&t, &settings, Some(&source_path), |_| {}))?
+    };
+    output::print(&render::render(&result.dump, a.format.into()))?;
+    if result.failed {
+        eprintln!("oomscope: out of memory after {} of {} events", result.events_replayed, t.events.len());
+    } else {
+        eprintln!("oomscope: every allocation succeeded");
     }
     if let Some(path) = &a.output {
         eprintln!("oomscope: dump written to {}", path.display());
@@ -92,4 +122,72 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         );
     }
     Ok(0)
+}
+
+/// A finished run: the dump with its verdict.
+struct Ran {
+    dump: Dump,
+    events_replayed: usize,
+    failed: bool,
+}
+
+type Finish<'a> = dyn Fn(Outcome) -> Result<Ran, CliError> + Sync + 'a;
+
+/// The run played in real time into the UI and/or the live feed. `None` when the user
+/// quit the UI before the end.
+fn played(
+    a: &DemoArgs,
+    t: &Trace,
+    settings: &Settings,
+    source_path: &str,
+    finish: &Finish<'_>,
+) -> Result<Option<Ran>, CliError> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let publisher = if a.publish {
+        let path = live::socket_path(&live::default_dir(), std::process::id(), None);
+        let p = Publisher::bind(&path, play::hello(settings, &command))?;
+        eprintln!("oomscope: publishing on {}\n  watch it: oomscope tui --attach {}", path.display(), path.display());
+        Some(p)
+    } else {
+        None
+    };
+    let length = Duration::from_secs_f64(a.seconds);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<Update>();
+    let ui = a.tui;
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            let mut live = Live::new(&format!("demo {}", a.workload), Status::Replaying);
+            let mut send = |msg: Message| {
+                if let Some(p) = &publisher {
+                    p.send(&msg);
+                }
+                if ui && live.apply(msg) {
+                    let _ = tx.send(Update::Device { id: 0, device: Box::new(live.device().clone()) });
+                }
+            };
+            let outcome = play::play(t, settings, Some(source_path), length, &stop, &command, &mut send);
+            let Some(outcome) = outcome else { return Ok(None) };
+            let ran = finish(outcome)?;
+            if ran.dump.oom.is_some() {
+                let report = render::render(&ran.dump, render::Format::Tf);
+                send(Message::Oom(Box::new(OomEvent { dump: ran.dump.clone(), report })));
+            }
+            // (`send` borrows `live` mutably; its last use is above.)
+            live.set_status(Status::Finished);
+            let _ = tx.send(Update::Device { id: 0, device: Box::new(live.device().clone()) });
+            Ok(Some(ran))
+        });
+        if ui {
+            let mut app = oomscope_tui::App::new(Vec::new());
+            app.waiting = Some("starting the simulated run".into());
+            let shown = oomscope_tui::run(app, rx);
+            // The user quit: stop the play if it still runs.
+            stop.store(true, Ordering::Relaxed);
+            shown.map_err(|e| CliError(format!("the terminal UI failed: {e}")))?;
+        } else {
+            drop(rx);
+        }
+        worker.join().map_err(|_| CliError("the simulated run failed unexpectedly".into()))?
+    })
 }

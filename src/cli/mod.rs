@@ -10,6 +10,7 @@ mod import;
 mod output;
 mod replay;
 mod report;
+mod tui;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -47,6 +48,7 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Report(a) => report::run(a),
+        Command::Tui(a) => tui::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

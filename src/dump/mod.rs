@@ -317,6 +317,21 @@ pub struct Frame {
     pub line: Option<u32>,
 }
 
+impl Frame {
+    /// `function (file:line)`, or the address when the frame has no symbol.
+    pub fn text(&self) -> String {
+        let mut out = self.function.clone().unwrap_or_else(|| format!("{:#x}", self.ip));
+        if let Some(file) = &self.file {
+            out.push_str(&format!(" ({file}"));
+            if let Some(line) = self.line {
+                out.push_str(&format!(":{line}"));
+            }
+            out.push(')');
+        }
+        out
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventInfo {
     pub seq: u64,

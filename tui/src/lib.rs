@@ -1,5 +1,22 @@
-//! The terminal UI of oomscope (reserved).
+//! The terminal UI of oomscope: a view of allocator state, live or from a dump.
 //!
-//! This crate will hold the ratatui view of allocator state, live or from a dump: app
-//! state, update (keys to actions) and draw kept apart, and testable without a terminal.
-//! It depends on the dump model only; it never needs to know how the allocator works.
+//! Structured as the ratatui examples are: [`model`] is the data shown (filled by the caller
+//! from a dump, a live feed or a replay; this crate does not know how an allocator works),
+//! [`app`] the UI state and how keys and updates change it, [`draw`] turns that state into
+//! cells, and [`term`] runs the loop on a real terminal. Everything but `term` runs on
+//! ratatui's `TestBackend`, so every view and key is tested without a terminal.
+
+pub mod app;
+pub mod draw;
+pub mod fmt;
+pub mod model;
+pub mod term;
+mod tree;
+
+pub use app::{Action, App, View};
+pub use draw::draw;
+pub use model::{Device, Status, Update};
+pub use term::run;
+
+/// The ratatui this crate draws with, for callers' tests (`TestBackend`) and benchmarks.
+pub use ratatui;

@@ -1,0 +1,172 @@
+//! `oomscope tui DUMP` and `oomscope tui --attach [PATH|PID]`: the terminal UI on a dump, or
+//! on live processes (one device per socket, found as they appear).
+
+use super::CliError;
+use super::args::TuiArgs;
+use oomscope::live::{self, Feed};
+use oomscope::view::{self, Live};
+use oomscope::{dump, verdict};
+use oomscope_tui::model::{Status, Update};
+use oomscope_tui::{App, term};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
+
+pub fn run(a: TuiArgs) -> Result<u8, CliError> {
+    match (a.dump, a.attach) {
+        (Some(path), _) => {
+            // Read first: a bad dump is reported the same with or without a terminal.
+            let mut d = dump::read(&path)?;
+            verdict::attach(&mut d);
+            term::check_terminal().map_err(CliError)?;
+            let device = view::from_dump(&d, &format!("dump {}", path.display()));
+            let (_tx, rx) = mpsc::channel();
+            oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
+            Ok(0)
+        }
+        (None, Some(target)) => attach(&target),
+        (None, None) => Err(CliError(
+            "give a dump to inspect or --attach to follow live processes:\n  \
+             oomscope tui unet.dump.json\n  oomscope tui --attach\n  \
+             (no dump yet? `oomscope demo -o unet.dump.json` writes one, `oomscope demo --tui` plays one live)"
+                .into(),
+        )),
+    }
+}
+
+fn ui_error(e: std::io::Error) -> CliError {
+    CliError(format!("the terminal UI failed: {e}"))
+}
+
+/// What `--attach` follows.
+enum Target {
+    /// Every socket in a directory, including ones that appear later.
+    Dir(PathBuf),
+    /// These sockets.
+    Sockets(Vec<PathBuf>),
+}
+
+fn target(arg: &str) -> Result<Target, CliError> {
+    let dir = live::default_dir();
+    if arg.is_empty() {
+        return Ok(Target::Dir(dir));
+    }
+    if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) && !Path::new(arg).exists() {
+        let found: Vec<PathBuf> = live::sockets_in(&dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| {
+                let name = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                name == arg || name.starts_with(&format!("{arg}-"))
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(CliError(format!(
+                "process {arg} does not publish in {} (start it with the live feed on, e.g. `oomscope run --tui`, \
+                 or give the socket's path)",
+                dir.display()
+            )));
+        }
+        return Ok(Target::Sockets(found));
+    }
+    let path = PathBuf::from(arg);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(Target::Dir(path)),
+        Ok(_) => Ok(Target::Sockets(vec![path])),
+        Err(e) => Err(CliError(format!("{}: {e} (give a socket, a directory of sockets, or a pid)", path.display()))),
+    }
+}
+
+fn attach(arg: &str) -> Result<u8, CliError> {
+    let target = target(arg)?;
+    // Explicit sockets must answer now: an error here is clearer than an empty screen.
+    let mut feeds = Vec::new();
+    if let Target::Sockets(paths) = &target {
+        for p in paths {
+            feeds.push(Feed::connect(p)?);
+        }
+    }
+    term::check_terminal().map_err(CliError)?;
+    let (tx, rx) = mpsc::channel::<Update>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ids = Arc::new(AtomicUsize::new(0));
+    let mut app = App::new(Vec::new());
+    match target {
+        Target::Dir(dir) => {
+            app.waiting = Some(format!(
+                "waiting for a process to publish in {}\n\nstart one with `oomscope demo --publish` \
+                 (a simulated run) or `oomscope run -- python train.py`",
+                dir.display()
+            ));
+            let (tx, stop, ids) = (tx.clone(), Arc::clone(&stop), Arc::clone(&ids));
+            std::thread::Builder::new()
+                .name("oomscope-attach-watch".into())
+                .spawn(move || watch(&dir, &tx, &stop, &ids))
+                .map_err(|e| CliError(format!("cannot start: {e}")))?;
+        }
+        Target::Sockets(_) => {
+            for feed in feeds {
+                let id = ids.fetch_add(1, Ordering::Relaxed);
+                follow(feed, id, tx.clone());
+            }
+        }
+    }
+    drop(tx);
+    let shown = oomscope_tui::run(app, rx);
+    stop.store(true, Ordering::Relaxed);
+    shown.map_err(ui_error)?;
+    Ok(0)
+}
+
+/// Follows every socket that appears in `dir` until `stop`.
+fn watch(dir: &Path, tx: &Sender<Update>, stop: &AtomicBool, ids: &AtomicUsize) {
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut stale = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for path in live::sockets_in(dir).unwrap_or_default() {
+            if seen.contains(&path) {
+                continue;
+            }
+            seen.insert(path.clone());
+            match Feed::connect(&path) {
+                Ok(feed) => follow(feed, ids.fetch_add(1, Ordering::Relaxed), tx.clone()),
+                Err(_) => {
+                    // A socket left by a process that died without cleaning up.
+                    stale += 1;
+                    let _ = tx.send(Update::Message(format!(
+                        "skipped {stale} stale socket(s) in {} (their processes have exited)",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Reads one feed into device `id` on a thread of its own.
+fn follow(mut feed: Feed, id: usize, tx: Sender<Update>) {
+    let _ = std::thread::Builder::new().name("oomscope-attach".into()).spawn(move || {
+        let mut live = Live::new("", Status::Live);
+        let end = loop {
+            match feed.next_message() {
+                Ok(Some(msg)) => {
+                    if live.apply(msg)
+                        && tx.send(Update::Device { id, device: Box::new(live.device().clone()) }).is_err()
+                    {
+                        return; // the UI is gone
+                    }
+                }
+                Ok(None) => break "the process closed the feed (it exited)".to_string(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        if !matches!(live.device().status, Status::Disconnected(_)) {
+            live.disconnect(end);
+        }
+        let _ = tx.send(Update::Device { id, device: Box::new(live.device().clone()) });
+    });
+}

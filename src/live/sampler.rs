@@ -1,0 +1,90 @@
+//! A thread that samples an [`Allocator`] and publishes what it sees: a state frame every
+//! interval, the step marks, and each OOM's dump and report.
+//!
+//! Its cost to the allocator is the time the lock is held to copy the state (see
+//! [`super::capture`]). The interval stretches so that this stays under 1% of the time
+//! (at least 50 times the last copy), so a huge state is sampled less often rather than
+//! slowing the training.
+
+use super::capture::Capture;
+use super::protocol::{Message, OomEvent};
+use super::publish::Publisher;
+use crate::Allocator;
+use crate::render;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The interval when copying the state is cheap.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Runs until dropped; dropping sends a last frame (the publisher says goodbye when its
+/// last owner drops it).
+pub struct Sampler {
+    stop: mpsc::Sender<()>,
+    stopped: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler").finish_non_exhaustive()
+    }
+}
+
+impl Sampler {
+    /// Samples `allocator` every `interval` (the first frame at once) into `publisher`.
+    pub fn start(allocator: Arc<Allocator>, publisher: Arc<Publisher>, interval: Duration) -> std::io::Result<Sampler> {
+        let (stop, stop_rx) = mpsc::channel::<()>();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stopped);
+        let thread = std::thread::Builder::new().name("oomscope-live-sampler".into()).spawn(move || {
+            let mut capture = Capture::new();
+            let mut published: Option<Arc<crate::dump::Dump>> = None;
+            let mut wait = Duration::ZERO;
+            loop {
+                let last = matches!(stop_rx.recv_timeout(wait), Ok(()) | Err(RecvTimeoutError::Disconnected));
+                let started = Instant::now();
+                let raw = allocator.with_core(|bfc| capture.take(bfc, allocator.elapsed_ns()));
+                let held = started.elapsed();
+                let (state, steps) = capture.build(raw);
+                for step in steps {
+                    publisher.send(&Message::Step(step));
+                }
+                publisher.send(&Message::State(Box::new(state)));
+                // The dump is stored just after the lock is released, so look at it rather
+                // than at the OOM count.
+                if let Some(dump) = allocator.last_oom()
+                    && !published.as_ref().is_some_and(|p| Arc::ptr_eq(p, &dump))
+                {
+                    let report = render::render(&dump, render::Format::Tf);
+                    publisher.send(&Message::Oom(Box::new(OomEvent { dump: (*dump).clone(), report })));
+                    published = Some(dump);
+                }
+                if last {
+                    break;
+                }
+                wait = interval.max(held * 50);
+            }
+            flag.store(true, Ordering::Release);
+            drop(publisher);
+        })?;
+        Ok(Sampler { stop, stopped, thread: Some(thread) })
+    }
+
+    /// True once the thread has sent its last frame.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
