@@ -261,6 +261,39 @@ fn pair_api_no_recording(bench: Bencher) {
         .bench_local_refs(|a| replay_api(a, w, w.trace.events.len(), None));
 }
 
+/// The same with the live feed on: a sampler thread publishing every `interval_ms` (100 ms
+/// is the default; 10 ms shows how the cost grows) and a viewer reading it, as
+/// `oomscope tui --attach` does. The target is under 5% more than `pair_api_op_names`.
+#[divan::bench(args = [100, 10], sample_count = 10, sample_size = 1)]
+fn pair_api_op_names_published(bench: Bencher, interval_ms: u64) {
+    use oomscope::live::{self, Feed, Publisher, Sampler};
+    use std::sync::Arc;
+    let w = &*WORKLOAD;
+    let dir = std::env::temp_dir().join(format!("oomscope-bench-live-{}", std::process::id()));
+    live::private_dir(&dir).expect("a private directory");
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| {
+            let a = Arc::new(api(Recording { ops: true, stacks: false }));
+            let path = dir.join("bench.sock");
+            let hello = live::Hello { protocol: live::PROTOCOL.into(), ..live::Hello::default() };
+            let p = Arc::new(Publisher::bind(&path, hello).expect("bound"));
+            let mut feed = Feed::connect(&path).expect("connected");
+            let viewer = std::thread::spawn(move || {
+                let mut n = 0u64;
+                while let Ok(Some(_)) = feed.next_message() {
+                    n += 1;
+                }
+                n
+            });
+            let interval = std::time::Duration::from_millis(interval_ms);
+            let s = Sampler::start(Arc::clone(&a), Arc::clone(&p), interval).expect("started");
+            (a, p, s, viewer)
+        })
+        .bench_local_refs(|(a, _, _, _)| replay_api(a, w, w.trace.events.len(), None));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Stack capture costs microseconds per allocation; the first 200 000 events suffice.
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn pair_api_stacks(bench: Bencher) {

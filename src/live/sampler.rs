@@ -2,7 +2,7 @@
 //! interval, the step marks, and each OOM's dump and report.
 //!
 //! Its cost to the allocator is the time the lock is held to copy the state (see
-//! [`super::capture`]). The interval stretches so that this stays under 1% of the time
+//! [`super::capture`]). The interval stretches so that this stays under 2% of the time
 //! (at least 50 times the last copy), so a huge state is sampled less often rather than
 //! slowing the training.
 
