@@ -207,6 +207,19 @@ fn tui_refuses_bad_input_and_a_missing_terminal_clearly() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
 
+    // Not a dump: imported as `oomscope import` would, with its errors.
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "epoch 1 loss 0.3\nepoch 2 loss 0.2\n").unwrap();
+    let o = oomscope(&["tui", text.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("notes.txt") && stderr(&o).contains("Bin ("),
+        "says what it looked for: {}",
+        stderr(&o)
+    );
+    let o = oomscope(&["tui", "fixtures/logs/seed-001-mnist.txt"]);
+    assert!(stderr(&o).contains("needs a terminal"), "a log is read, then the terminal is missing: {}", stderr(&o));
+
     let o = oomscope(&["tui", "--attach", "/nonexistent/oomscope.sock"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/oomscope.sock"), "{}", stderr(&o));

@@ -163,6 +163,19 @@ fn a_dump_opens_redraws_on_resize_and_shows_help() {
     t.assert_restored();
 }
 
+/// A TF log pasted from an issue is a TUI session in one command.
+#[test]
+fn a_tf_log_opens_in_one_command() {
+    let Some(t) = Tmux::new() else { return };
+    t.start(100, 30, &format!("{} tui fixtures/logs/seed-001-mnist.txt", bin()));
+    let s = t.wait_for("POST-MORTEM", 20);
+    assert!(s.contains("TF log fixtures/logs/seed-001-mnist.txt"), "{s}");
+    assert!(s.contains("OOM: 957.03MiB requested by Conv2D"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+}
+
 #[test]
 fn a_panic_leaves_the_terminal_usable() {
     let Some(t) = Tmux::new() else { return };

@@ -63,7 +63,8 @@ pub enum Command {
     /// The terminal UI: inspect a dump, or follow live processes.
     #[command(after_help = "Keys: Tab or 1-6 switch views (overview, nodes, bins, map, allocations, report), \
         arrows move, / filters, s sorts, t folds nodes by scope, Enter details, space pauses, ? help, q quits.\n\n\
-        Examples:\n  oomscope tui unet.dump.json\n  oomscope tui --attach                 # every process in the live directory\n  \
+        Examples:\n  oomscope tui unet.dump.json\n  oomscope tui train.log                # a TensorFlow OOM log, imported on the fly\n  \
+        oomscope tui --attach                 # every process in the live directory\n  \
         oomscope tui --attach 4242            # process 4242\n  oomscope demo --tui                   # a simulated run, live")]
     Tui(TuiArgs),
 }
@@ -204,7 +205,8 @@ pub struct DemoArgs {
 
 #[derive(Args, Debug)]
 pub struct TuiArgs {
-    /// A dump to inspect (written by `demo -o`, `replay -o`, `import -o`, or at a run's OOM)
+    /// A dump to inspect (written by `demo -o`, `replay -o`, `import -o`, or at a run's OOM),
+    /// or a TensorFlow OOM log or PyTorch memory snapshot (imported on the fly)
     pub dump: Option<PathBuf>,
     /// Follow live processes: a socket, a directory of sockets, or a pid [default: the live directory]
     #[arg(long, value_name = "PATH|PID", num_args = 0..=1, default_missing_value = "", conflicts_with = "dump")]

@@ -3,9 +3,10 @@
 
 use super::CliError;
 use super::args::TuiArgs;
+use oomscope::dump::{self, Dump};
 use oomscope::live::{self, Feed};
 use oomscope::view::{self, Live};
-use oomscope::{dump, verdict};
+use oomscope::{import, verdict};
 use oomscope_tui::model::{Status, Update};
 use oomscope_tui::{App, term};
 use std::collections::HashSet;
@@ -18,11 +19,11 @@ use std::time::Duration;
 pub fn run(a: TuiArgs) -> Result<u8, CliError> {
     match (a.dump, a.attach) {
         (Some(path), _) => {
-            // Read first: a bad dump is reported the same with or without a terminal.
-            let mut d = dump::read(&path)?;
+            // Read first: bad input is reported the same with or without a terminal.
+            let (mut d, what) = load(&path)?;
             verdict::attach(&mut d);
             term::check_terminal().map_err(CliError)?;
-            let device = view::from_dump(&d, &format!("dump {}", path.display()));
+            let device = view::from_dump(&d, &format!("{what} {}", path.display()));
             let (_tx, rx) = mpsc::channel();
             oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
             Ok(0)
@@ -35,6 +36,19 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
                 .into(),
         )),
     }
+}
+
+/// An oomscope dump (JSON), or what `oomscope import` reads (a TF log, a PyTorch snapshot),
+/// so that a log pasted from an issue opens in one command.
+fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
+    let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let text = String::from_utf8_lossy(&bytes);
+        return Ok((dump::read_str(path, &text)?, "dump"));
+    }
+    let d = import::import(path, &bytes, None, None)?;
+    let what = if d.imported.as_ref().is_some_and(|i| i.from == "tf-log") { "TF log" } else { "snapshot" };
+    Ok((d, what))
 }
 
 fn ui_error(e: std::io::Error) -> CliError {
