@@ -119,6 +119,8 @@ pub struct Allocator {
     /// The latest failure's dump (a separate lock: it is written after the main one is
     /// released, and read by the live feed).
     last_oom: Mutex<Option<Arc<Dump>>>,
+    /// What OOM dumps say they come from.
+    source: Source,
 }
 
 impl fmt::Debug for Allocator {
@@ -139,7 +141,14 @@ impl Allocator {
             origin: Instant::now(),
             recording,
             last_oom: Mutex::new(None),
+            source: Source { kind: "api".into(), ..Source::default() },
         }
+    }
+
+    /// Names where OOM dumps come from (`run` and the command, for a wrapped process).
+    pub fn with_source(mut self, source: Source) -> Allocator {
+        self.source = source;
+        self
     }
 
     /// The lock. A panic elsewhere while holding it cannot leave the allocator half-updated
@@ -177,15 +186,15 @@ impl Allocator {
         match bfc.allocate(req.bytes, meta) {
             Ok(addr) => Ok(addr),
             Err(failure) => {
-                let dump = Self::oom_dump(&bfc, &failure);
+                let dump = Self::oom_dump(&bfc, &failure, &self.source);
                 drop(bfc);
                 Err(self.finish_oom(dump))
             }
         }
     }
 
-    fn oom_dump(bfc: &Bfc, failure: &AllocFailure) -> Dump {
-        let mut dump = bfc.snapshot(Source { kind: "api".into(), ..Source::default() });
+    fn oom_dump(bfc: &Bfc, failure: &AllocFailure, source: &Source) -> Dump {
+        let mut dump = bfc.snapshot(source.clone());
         dump.oom = Some(crate::bfc::oom_record(failure, bfc.names()));
         crate::verdict::attach(&mut dump);
         dump

@@ -17,6 +17,7 @@
 //! - [`trace`] and [`replay`]: JSON Lines traces fed through the allocator.
 //! - [`verdict`]: why the memory ran out and what to change, read from a dump.
 //! - [`workload`]: networks described in JSON, expanded into traces; `fit`.
+//! - [`abi`]: the C ABI of `liboomscope.so` (PyTorch's pluggable allocator, scopes, dumps).
 //! - [`live`]: the live feed over a Unix socket (publish, attach).
 //! - [`view`]: dumps and live feeds as the terminal UI's model.
 //!
@@ -30,6 +31,7 @@
 //! alloc.free(a).unwrap();
 //! ```
 
+pub mod abi;
 mod allocator;
 pub mod atomic;
 pub mod bfc;

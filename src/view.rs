@@ -306,7 +306,12 @@ impl Live {
             ooms: st.num_ooms,
             outside: st.outside_bytes,
             device_total: self.hello.as_ref().map_or(0, |h| h.device.total),
-            device_free: self.hello.as_ref().map_or(0, |h| h.device.free),
+            // The device's free memory as of the frame: what others held at the start and
+            // this pool are taken (exact on the simulated device, close on a real one).
+            device_free: self
+                .hello
+                .as_ref()
+                .map_or(0, |h| h.device.total.saturating_sub(h.device.others).saturating_sub(st.pool_bytes)),
             step: Some(s.step),
             known: true,
         };

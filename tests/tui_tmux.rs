@@ -163,6 +163,41 @@ fn a_dump_opens_redraws_on_resize_and_shows_help() {
     t.assert_restored();
 }
 
+/// `oomscope run --tui`: the wrapped program's allocator appears live, its OOM stays on
+/// screen after it exits, and the program's output went to the log file named at the end.
+#[test]
+fn run_tui_watches_a_wrapped_program() {
+    let Some(t) = Tmux::new() else { return };
+    if std::process::Command::new("python3").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("python3 not found: skipped");
+        return;
+    }
+    let dumps = temp_dir("tmux-run");
+    t.start(
+        100,
+        30,
+        &format!(
+            "PYTHONPATH=tests/python {} run --tui --device sim:1GiB --dump-dir {} -- python3 tests/python/slow_oom.py",
+            bin(),
+            dumps.display()
+        ),
+    );
+    let live = t.wait_for(" LIVE ", 30);
+    assert!(live.contains("GPU_0_bfc"), "{live}");
+    let gone = t.wait_for("DISCONNECTED", 30);
+    assert!(gone.contains("OOM: 64.00MiB requested by model/block"), "{gone}");
+    t.keys(&["2"]);
+    t.wait_for("model/block0", 10);
+    t.keys(&["q"]);
+    let after = t.wait_for("EXIT=0", 20);
+    assert!(after.contains("the program's output is in") && after.contains("an OOM dump was written"), "{after}");
+    t.assert_restored();
+    let log = common::files_in(&dumps).into_iter().find(|f| f.ends_with(".log")).expect("a log file");
+    let text = std::fs::read_to_string(dumps.join(log)).unwrap();
+    assert!(text.contains("out of memory at step 16"), "the program's output: {text}");
+    std::fs::remove_dir_all(dumps).unwrap();
+}
+
 /// A TF log pasted from an issue is a TUI session in one command.
 #[test]
 fn a_tf_log_opens_in_one_command() {

@@ -60,6 +60,16 @@ pub enum Command {
     /// Re-render a dump written by `replay -o` (or any oomscope dump).
     #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
     Report(ReportArgs),
+    /// Run a training program with oomscope's allocator: on OOM, the report, the verdict and a dump.
+    #[command(after_help = "The program's Python processes that import torch get oomscope as PyTorch's CUDA \
+        allocator (no change to the script); allocations are named by module and op. Its output passes \
+        through and its exit code is oomscope's. Needs liboomscope.so beside the binary (cargo builds it) \
+        or OOMSCOPE_LIB.\n\n\
+        Examples:\n  oomscope run -- python train.py --batch-size 256\n  \
+        oomscope run --tui -- python train.py            # watch it live\n  \
+        oomscope run --limit 40GiB -- torchrun --nproc-per-node 4 train.py\n  \
+        oomscope run --device sim:8GiB -- python drive_the_c_abi.py   # no GPU: the simulated device")]
+    Run(RunArgs),
     /// The terminal UI: inspect a dump, or follow live processes.
     #[command(after_help = "Keys: Tab or 1-6 switch views (overview, nodes, bins, map, allocations, report), \
         arrows move, / filters, s sorts, t folds nodes by scope, Enter details, space pauses, ? help, q quits.\n\n\
@@ -201,6 +211,34 @@ pub struct DemoArgs {
     /// How long the real-time play lasts (with --tui or --publish)
     #[arg(long, value_name = "SECONDS", default_value = "8", value_parser = seconds)]
     pub seconds: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Watch the run in the terminal UI (the program's output then goes to a log file)
+    #[arg(long)]
+    pub tui: bool,
+    /// The allocator's limit per GPU [default: the GPU's free memory at start]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub limit: Option<u64>,
+    /// The limit as a fraction of each GPU's memory
+    #[arg(long, value_name = "FRACTION", value_parser = fraction, conflicts_with = "limit")]
+    pub limit_fraction: Option<f64>,
+    /// Where dumps are written at OOM
+    #[arg(long, value_name = "DIR", default_value = "oomscope-dumps")]
+    pub dump_dir: PathBuf,
+    /// Name allocations by module only, not by op (the least overhead; use with torch.compile)
+    #[arg(long)]
+    pub no_ops: bool,
+    /// The GPU: `cuda`, or `sim:SIZE` / `sim:CARD` for the simulated device
+    #[arg(long, value_name = "cuda|sim:SIZE", default_value = "cuda")]
+    pub device: String,
+    /// Publish the live feed (for `oomscope tui --attach` elsewhere) without opening the UI
+    #[arg(long, conflicts_with = "tui")]
+    pub live: bool,
+    /// The program and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug)]

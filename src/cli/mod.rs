@@ -10,6 +10,7 @@ mod import;
 mod output;
 mod replay;
 mod report;
+mod run;
 mod tui;
 
 use args::{Cli, Command};
@@ -48,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Report(a) => report::run(a),
+        Command::Run(a) => run::run(a),
         Command::Tui(a) => tui::run(a),
     };
     match result {

@@ -115,11 +115,7 @@ fn attach(arg: &str) -> Result<u8, CliError> {
                  (a simulated run) or `oomscope run -- python train.py`",
                 dir.display()
             ));
-            let (tx, stop, ids) = (tx.clone(), Arc::clone(&stop), Arc::clone(&ids));
-            std::thread::Builder::new()
-                .name("oomscope-attach-watch".into())
-                .spawn(move || watch(&dir, &tx, &stop, &ids))
-                .map_err(|e| CliError(format!("cannot start: {e}")))?;
+            watch_in_background(dir, tx.clone(), Arc::clone(&stop));
         }
         Target::Sockets(_) => {
             for feed in feeds {
@@ -133,6 +129,13 @@ fn attach(arg: &str) -> Result<u8, CliError> {
     stop.store(true, Ordering::Relaxed);
     shown.map_err(ui_error)?;
     Ok(0)
+}
+
+/// Follows every socket that appears in `dir`, on a thread, until `stop`.
+pub fn watch_in_background(dir: PathBuf, tx: Sender<Update>, stop: Arc<AtomicBool>) {
+    let ids = AtomicUsize::new(0);
+    let _ =
+        std::thread::Builder::new().name("oomscope-attach-watch".into()).spawn(move || watch(&dir, &tx, &stop, &ids));
 }
 
 /// Follows every socket that appears in `dir` until `stop`.

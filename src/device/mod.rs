@@ -6,9 +6,11 @@
 //! much is free and how much exists. `sim` is the default backend; a CUDA backend
 //! implements the same trait.
 
+pub mod cuda;
 mod presets;
 mod sim;
 
+pub use cuda::{CudaDevice, CudaError};
 pub use presets::{DeviceSpec, PRESETS, Preset, parse_device};
 pub use sim::SimDevice;
 

@@ -1,0 +1,326 @@
+"""oomscope inside a PyTorch process (loaded by oomscope's sitecustomize under `oomscope run`).
+
+When `torch` is imported, this installs `liboomscope.so` as PyTorch's CUDA allocator
+(`CUDAPluggableAllocator`) and names every allocation by module path and op:
+`ResNet.layer1.0.conv1/aten::convolution` in the forward pass,
+`ResNet.layer1.0.conv1/aten::convolution_backward` in the backward pass. It marks a step
+at each optimizer step. An OOM reaches the script as `torch.cuda.OutOfMemoryError` (a
+`RuntimeError`) whose text starts "CUDA out of memory. Tried to allocate", so the script's
+own handlers and accelerate's batch-size finder keep working.
+
+Settings (environment, set by `oomscope run`): OOMSCOPE_LIB (the library), OOMSCOPE_NO_OPS=1
+(module paths only: no dispatch mode, for the least overhead or with torch.compile),
+OOMSCOPE_TORCH_EMULATE=1 (on a machine without CUDA, record CPU tensors as if they were on
+the GPU: for trying the naming, and for oomscope's own tests).
+"""
+
+import ctypes
+import importlib.abc
+import importlib.util
+import os
+import sys
+import threading
+import weakref
+
+_lib = None
+_installed = False
+
+
+def _say(message):
+    print(f"oomscope: {message}", file=sys.stderr, flush=True)
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(os.environ["OOMSCOPE_LIB"])
+        lib.oomscope_malloc.restype = ctypes.c_void_p
+        lib.oomscope_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        lib.oomscope_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        lib.oomscope_scope_push.argtypes = [ctypes.c_char_p]
+        lib.oomscope_scope_pop.argtypes = []
+        lib.oomscope_scope_clear.argtypes = []
+        lib.oomscope_step.argtypes = [ctypes.c_long]
+        lib.oomscope_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.oomscope_last_error.restype = ctypes.c_size_t
+        _lib = lib
+    return _lib
+
+
+class _TorchWatcher(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; when `torch` is found, runs `_on_torch` after it has loaded."""
+
+    def __init__(self):
+        self._busy = False
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec("torch")
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+            _on_torch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def watch_for_torch():
+    """Installs oomscope when (and only if) the program imports torch."""
+    if "torch" in sys.modules:
+        _on_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchWatcher())
+
+
+def _on_torch(torch):
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    try:
+        _install(torch)
+    except Exception as e:  # never break the user's program
+        _say(f"warning: not installed ({type(e).__name__}: {e}); the run goes on with PyTorch's allocator")
+
+
+def _install(torch):
+    lib = _load()
+    no_ops = os.environ.get("OOMSCOPE_NO_OPS") == "1"
+    emulate = os.environ.get("OOMSCOPE_TORCH_EMULATE") == "1"
+    if torch.cuda.is_available():
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            os.environ["OOMSCOPE_LIB"], "oomscope_torch_malloc", "oomscope_free"
+        )
+        inner = allocator._allocator
+        if hasattr(inner, "set_record_stream_fn"):
+            inner.set_record_stream_fn(ctypes.cast(lib.oomscope_record_stream, ctypes.c_void_p).value)
+        torch.cuda.memory.change_current_allocator(allocator)
+    elif not emulate:
+        _say("note: this PyTorch sees no CUDA device; nothing to watch")
+        return
+    _install_names(torch, lib, ops=not no_ops, emulate=emulate)
+    _install_steps(torch, lib)
+
+
+# ---- names ----------------------------------------------------------------------------
+
+
+class _Modules(threading.local):
+    def __init__(self):
+        # (module, path, boundary grad_fn ids) of the modules whose forward is running.
+        self.stack = []
+
+
+_modules = _Modules()
+# id(parent) -> {id(child): attribute name}, rebuilt when a child is not found.
+_child_names = {}
+
+
+def _name_in(parent, child):
+    names = _child_names.get(id(parent))
+    if names is None or id(child) not in names:
+        names = {id(m): n for n, m in parent.named_children()}
+        _child_names[id(parent)] = names
+    return names.get(id(child))
+
+
+def _tensors(value):
+    """Tensors in a module's inputs or outputs (tuples, lists, dicts, dataclass-likes)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _tag_backward(outputs, path, boundary):
+    """Marks the autograd nodes this module's forward created with its path, so the
+    backward pass's allocations are named by module too. Inner modules tagged theirs first
+    (their forward ends first); the walk stops at the module's inputs."""
+    # Node wrappers are created on access and may be freed at once, so their ids are only
+    # meaningful while a reference is held: `seen` and `boundary` hold them.
+    stop = {id(f) for f in boundary}
+    pending = [t.grad_fn for t in _tensors(outputs) if getattr(t, "grad_fn", None) is not None]
+    seen = {}
+    while pending:
+        fn = pending.pop()
+        if fn is None or id(fn) in seen or id(fn) in stop:
+            continue
+        seen[id(fn)] = fn
+        try:
+            md = fn.metadata
+        except Exception:
+            continue
+        md.setdefault("oomscope", path)
+        pending.extend(f for f, _ in fn.next_functions)
+
+
+def _install_names(torch, lib, ops, emulate):
+    import torch.nn.modules.module as module_hooks
+
+    def pre(module, args):
+        stack = _modules.stack
+        if stack:
+            parent_path = stack[-1][1]
+            name = _name_in(stack[-1][0], module) or type(module).__name__
+            path = f"{parent_path}.{name}"
+            lib.oomscope_scope_pop()
+        else:
+            # A root module: start from a clean slate, whatever an exception left behind.
+            path = type(module).__name__
+            lib.oomscope_scope_clear()
+        boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
+        stack.append((module, path, boundary))
+        lib.oomscope_scope_push(path.encode())
+
+    def post(module, args, output):
+        stack = _modules.stack
+        if not stack or stack[-1][0] is not module:
+            return
+        _, path, boundary = stack.pop()
+        lib.oomscope_scope_pop()
+        if stack:
+            lib.oomscope_scope_push(stack[-1][1].encode())
+        if torch.is_grad_enabled():
+            _tag_backward(output, path, boundary)
+
+    module_hooks.register_module_forward_pre_hook(pre)
+    module_hooks.register_module_forward_hook(post, always_call=True)
+    if ops or emulate:
+        mode = _OpNames(torch, lib, ops, emulate)
+        mode.__enter__()  # for the rest of the program
+        _keep.append(mode)
+
+
+_keep = []
+
+
+def _op_name(func):
+    try:
+        return func._schema.name  # aten::convolution
+    except Exception:
+        return str(func)
+
+
+def _make_mode_class(torch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpNames(TorchDispatchMode):
+        def __init__(self, lib, ops, emulate):
+            super().__init__()
+            self.lib = lib
+            self.ops = ops
+            self.emulate = emulate
+            self.live = {}  # emulation: storage data_ptr -> [tensor count, bytes]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            lib = self.lib
+            pushed = 0
+            if self.ops:
+                op = _op_name(func)
+                node = torch._C._current_autograd_node()
+                if node is not None:
+                    # Backward, on an autograd thread: name it by the forward's module.
+                    try:
+                        path = node.metadata.get("oomscope")
+                    except Exception:
+                        path = None
+                    lib.oomscope_scope_push(f"{path or 'backward'}/{op}".encode())
+                else:
+                    lib.oomscope_scope_push(op.encode())
+                pushed = 1
+            try:
+                out = func(*args, **(kwargs or {}))
+                if self.emulate:
+                    self._record(out)
+                return out
+            except RuntimeError as e:
+                text = str(e)
+                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+                    raise torch.cuda.OutOfMemoryError(text) from None
+                raise
+            finally:
+                if pushed:
+                    lib.oomscope_scope_pop()
+
+        def _record(self, out):
+            """Emulation: the CPU tensors this op made, allocated in oomscope as if on GPU 0."""
+            for t in _tensors(out):
+                try:
+                    storage = t.untyped_storage()
+                    key, nbytes = storage.data_ptr(), storage.nbytes()
+                except Exception:
+                    continue
+                if not key or not nbytes:
+                    continue
+                entry = self.live.get(key)
+                if entry is None:
+                    ptr = self.lib.oomscope_malloc(nbytes, 0, None)
+                    if not ptr:
+                        buf = ctypes.create_string_buffer(4096)
+                        self.lib.oomscope_last_error(buf, 4096)
+                        raise torch.cuda.OutOfMemoryError(buf.value.decode(errors="replace"))
+                    entry = self.live[key] = [0, ptr]
+                entry[0] += 1
+                weakref.finalize(t, self._release, key)
+
+        def _release(self, key):
+            entry = self.live.get(key)
+            if entry is None:
+                return
+            entry[0] -= 1
+            if entry[0] == 0:
+                del self.live[key]
+                self.lib.oomscope_free(entry[1], 0, 0, None)
+
+    return OpNames
+
+
+def _OpNames(torch, lib, ops, emulate):
+    return _make_mode_class(torch)(lib, ops, emulate)
+
+
+# ---- steps ----------------------------------------------------------------------------
+
+_steps = [0]
+
+
+def _install_steps(torch, lib):
+    """Names the optimizer's allocations (`Adam/aten::zeros_like`: its state) and marks a
+    step after each optimizer step."""
+    from torch.optim import optimizer as optim
+
+    def before_step(optimizer, args, kwargs):
+        if not _modules.stack:
+            lib.oomscope_scope_clear()
+            lib.oomscope_scope_push(type(optimizer).__name__.encode())
+
+    def after_step(optimizer, args, kwargs):
+        if not _modules.stack:
+            lib.oomscope_scope_clear()
+        _steps[0] += 1
+        lib.oomscope_step(_steps[0])
+
+    if hasattr(optim, "register_optimizer_step_pre_hook"):
+        optim.register_optimizer_step_pre_hook(before_step)
+    optim.register_optimizer_step_post_hook(after_step)
+    lib.oomscope_step(0)
