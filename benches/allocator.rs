@@ -23,6 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
 fn main() {
+    // The C ABI benchmark's allocator: a simulated card larger than the trace's peak.
+    if std::env::var_os("OOMSCOPE_DEVICE").is_none() {
+        // SAFETY: set before any thread starts.
+        unsafe { std::env::set_var("OOMSCOPE_DEVICE", "sim:24GiB") };
+    }
     divan::main();
 }
 
@@ -292,6 +297,32 @@ fn pair_api_op_names_published(bench: Bencher, interval_ms: u64) {
         })
         .bench_local_refs(|(a, _, _, _)| replay_api(a, w, w.trace.events.len(), None));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same alloc/free sequence through `liboomscope.so`'s C ABI (`oomscope_malloc` /
+/// `oomscope_free`, as PyTorch calls them) on the simulated device, with each allocation's
+/// op name set by a scope push and pop, as the PyTorch hook does around every op.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_c_abi_with_scopes(bench: Bencher) {
+    use oomscope::abi::{oomscope_free, oomscope_malloc, oomscope_scope_pop, oomscope_scope_push};
+    let w = &*WORKLOAD;
+    let names: Vec<std::ffi::CString> =
+        w.ops.iter().map(|o| std::ffi::CString::new(o.as_str()).expect("no NUL")).collect();
+    bench.counter(ItemsCount::new(w.allocs)).bench_local(|| {
+        let mut addrs = vec![std::ptr::null_mut(); w.allocs as usize];
+        for e in &w.trace.events {
+            match *e {
+                Event::Alloc { alloc, bytes, .. } => {
+                    // SAFETY: a NUL-terminated name.
+                    unsafe { oomscope_scope_push(names[alloc as usize].as_ptr()) };
+                    addrs[alloc as usize] = oomscope_malloc(bytes as isize, 0, std::ptr::null_mut());
+                    oomscope_scope_pop();
+                }
+                Event::Free { alloc, .. } => oomscope_free(addrs[alloc as usize], 0, 0, std::ptr::null_mut()),
+                Event::Step { .. } => {}
+            }
+        }
+    });
 }
 
 /// Stack capture costs microseconds per allocation; the first 200 000 events suffice.

@@ -11,7 +11,8 @@ own handlers and accelerate's batch-size finder keep working.
 Settings (environment, set by `oomscope run`): OOMSCOPE_LIB (the library), OOMSCOPE_NO_OPS=1
 (module paths only: no dispatch mode, for the least overhead or with torch.compile),
 OOMSCOPE_TORCH_EMULATE=1 (on a machine without CUDA, record CPU tensors as if they were on
-the GPU: for trying the naming, and for oomscope's own tests).
+the GPU: for trying the naming, and for oomscope's own tests), OOMSCOPE_TORCH_STANDIN=1 (the
+tests' stand-in torch: install even on the simulated device).
 """
 
 import ctypes
@@ -101,7 +102,15 @@ def _install(torch):
     lib = _load()
     no_ops = os.environ.get("OOMSCOPE_NO_OPS") == "1"
     emulate = os.environ.get("OOMSCOPE_TORCH_EMULATE") == "1"
-    if torch.cuda.is_available():
+    # A simulated device gives addresses no GPU kernel may touch: never under a real torch
+    # with CUDA (OOMSCOPE_TORCH_STANDIN=1 is for oomscope's tests, with a stand-in torch).
+    simulated = os.environ.get("OOMSCOPE_DEVICE", "cuda").startswith("sim:")
+    if os.environ.get("OOMSCOPE_TORCH_STANDIN") == "1":
+        simulated = False
+    if torch.cuda.is_available() and simulated and not emulate:
+        _say("note: the simulated device cannot hold real CUDA tensors (use --device cuda); nothing to watch")
+        return
+    if torch.cuda.is_available() and not simulated:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(
             os.environ["OOMSCOPE_LIB"], "oomscope_torch_malloc", "oomscope_free"
         )

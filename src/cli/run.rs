@@ -23,7 +23,7 @@ const SITECUSTOMIZE: &str = include_str!("../../python/sitecustomize.py");
 const TORCH_HOOK: &str = include_str!("../../python/oomscope_torch.py");
 
 /// `liboomscope.so`: `$OOMSCOPE_LIB`, or beside the binary (cargo builds both into
-/// `target/<profile>/`), or in `../lib`.
+/// `target/<profile>/`; `cargo test` leaves it in `deps/`), or in `../lib`.
 fn library() -> Result<PathBuf, CliError> {
     if let Some(p) = std::env::var_os("OOMSCOPE_LIB").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
@@ -31,7 +31,7 @@ fn library() -> Result<PathBuf, CliError> {
     }
     let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find this program's path: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    for candidate in [dir.join("liboomscope.so"), dir.join("../lib/liboomscope.so")] {
+    for candidate in [dir.join("liboomscope.so"), dir.join("deps/liboomscope.so"), dir.join("../lib/liboomscope.so")] {
         if candidate.is_file() {
             return Ok(candidate);
         }
