@@ -10,10 +10,10 @@ use crate::dump::{self, Source};
 use crate::live::{self, Publisher, Sampler};
 use crate::size::human;
 use crate::{Allocator, Oom, Recording, Request, render};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,27 +61,42 @@ impl Pending {
 
 #[derive(Default)]
 struct Streams {
-    /// Streams allocations were made on.
-    seen: HashSet<usize>,
     /// Pointers used on other streams than their own: the streams.
     recorded: HashMap<u64, Vec<usize>>,
     /// Frees waiting for those streams.
     deferred: Vec<(u64, Vec<Pending>)>,
 }
 
+/// No stream seen yet.
+const NO_STREAM: usize = usize::MAX;
+
 /// One device's allocator and what goes with it.
 pub struct Slot {
     pub device: i32,
     pub allocator: Arc<Allocator>,
     sim: bool,
+    /// The stream of the first allocation; `multi_stream` once another appears.
+    first_stream: AtomicUsize,
+    multi_stream: AtomicBool,
+    /// Sizes of `streams.recorded` and `streams.deferred`, read without the lock so that
+    /// the common case (one stream, no `record_stream`) takes no lock besides the
+    /// allocator's.
+    recorded: AtomicUsize,
+    held: AtomicUsize,
     streams: Mutex<Streams>,
     /// Keeps the live feed running while the slot lives.
     _sampler: Option<Sampler>,
 }
 
+/// Devices a process may use (CUDA numbers them from 0).
+pub const MAX_DEVICES: usize = 64;
+
 pub struct Runtime {
     config: Config,
-    slots: Mutex<Vec<Option<Arc<Slot>>>>,
+    /// One slot per device number, set once: looked up without a lock on every call.
+    slots: Vec<OnceLock<Slot>>,
+    /// Held while a device is opened, so that it is opened once.
+    opening: Mutex<()>,
     step: AtomicI64,
     ooms: AtomicU64,
     warnings: Mutex<HashMap<&'static str, u64>>,
@@ -119,7 +134,8 @@ impl Runtime {
     pub fn new(config: Config) -> Runtime {
         Runtime {
             config,
-            slots: Mutex::new(Vec::new()),
+            slots: (0..MAX_DEVICES).map(|_| OnceLock::new()).collect(),
+            opening: Mutex::new(()),
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
             warnings: Mutex::new(HashMap::new()),
@@ -151,30 +167,31 @@ impl Runtime {
     }
 
     /// The allocator of `device`, created on first use.
-    pub fn slot(&self, device: i32) -> Result<Arc<Slot>, Failure> {
-        if !(0..1024).contains(&device) {
-            return Err(Failure::Error(format!("device {device} is not a device number")));
+    pub fn slot(&self, device: i32) -> Result<&Slot, Failure> {
+        let Some(cell) = usize::try_from(device).ok().and_then(|i| self.slots.get(i)) else {
+            return Err(Failure::Error(format!(
+                "device {device} is not a device number oomscope handles (0 to {})",
+                MAX_DEVICES - 1
+            )));
+        };
+        if let Some(s) = cell.get() {
+            return Ok(s);
         }
-        let mut slots = lock(&self.slots);
-        let i = device as usize;
-        if slots.len() <= i {
-            slots.resize(i + 1, None);
+        let _opening = lock(&self.opening);
+        if let Some(s) = cell.get() {
+            return Ok(s);
         }
-        if let Some(s) = &slots[i] {
-            return Ok(Arc::clone(s));
-        }
-        let slot = Arc::new(self.open(device)?);
-        slots[i] = Some(Arc::clone(&slot));
-        Ok(slot)
+        let slot = self.open(device)?;
+        Ok(cell.get_or_init(|| slot))
     }
 
     /// An existing slot (no device is opened).
-    pub fn existing(&self, device: i32) -> Option<Arc<Slot>> {
-        lock(&self.slots).get(usize::try_from(device).ok()?).and_then(Clone::clone)
+    pub fn existing(&self, device: i32) -> Option<&Slot> {
+        self.slots.get(usize::try_from(device).ok()?)?.get()
     }
 
-    fn all(&self) -> Vec<Arc<Slot>> {
-        lock(&self.slots).iter().flatten().cloned().collect()
+    fn all(&self) -> Vec<&Slot> {
+        self.slots.iter().filter_map(OnceLock::get).collect()
     }
 
     fn open(&self, ordinal: i32) -> Result<Slot, Failure> {
@@ -198,7 +215,17 @@ impl Runtime {
             allocator.mark_step(step);
         }
         let sampler = if self.config.live { self.publish(ordinal, &allocator) } else { None };
-        Ok(Slot { device: ordinal, allocator, sim, streams: Mutex::new(Streams::default()), _sampler: sampler })
+        Ok(Slot {
+            device: ordinal,
+            allocator,
+            sim,
+            first_stream: AtomicUsize::new(NO_STREAM),
+            multi_stream: AtomicBool::new(false),
+            recorded: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            streams: Mutex::new(Streams::default()),
+            _sampler: sampler,
+        })
     }
 
     fn publish(&self, ordinal: i32, allocator: &Arc<Allocator>) -> Option<Sampler> {
@@ -260,7 +287,15 @@ impl Runtime {
             self.warn("free", &format!("free of {ptr:#x} on device {device}, where nothing was allocated: ignored"));
             return Ok(());
         };
-        let recorded = lock(&slot.streams).recorded.remove(&ptr);
+        let recorded = if slot.recorded.load(Ordering::Acquire) == 0 {
+            None
+        } else {
+            let r = lock(&slot.streams).recorded.remove(&ptr);
+            if r.is_some() {
+                slot.recorded.fetch_sub(1, Ordering::AcqRel);
+            }
+            r
+        };
         if let Some(streams) = recorded {
             // Used on other streams: reusable once they have passed this point.
             let pending: Vec<Pending> = streams
@@ -272,6 +307,7 @@ impl Runtime {
                 .collect();
             if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
                 lock(&slot.streams).deferred.push((ptr, pending));
+                slot.held.fetch_add(1, Ordering::AcqRel);
                 return Ok(());
             }
         }
@@ -287,6 +323,9 @@ impl Runtime {
             if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
                 let mut st = lock(&slot.streams);
                 let streams = st.recorded.entry(ptr).or_default();
+                if streams.is_empty() {
+                    slot.recorded.fetch_add(1, Ordering::AcqRel);
+                }
                 if !streams.contains(&stream) {
                     streams.push(stream);
                 }
@@ -402,9 +441,11 @@ fn with_device_suffix(p: &std::path::Path, device: i32) -> PathBuf {
 
 impl Slot {
     fn note_stream(&self, rt: &Runtime, stream: usize) {
-        let mut st = lock(&self.streams);
-        if st.seen.insert(stream) && st.seen.len() == 2 {
-            drop(st);
+        let first = match self.first_stream.compare_exchange(NO_STREAM, stream, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(first) => first,
+        };
+        if first != stream && !self.multi_stream.swap(true, Ordering::AcqRel) {
             rt.warn(
                 "streams",
                 &format!(
@@ -418,6 +459,9 @@ impl Slot {
 
     /// Frees what other streams no longer use; with `wait`, waits for them first.
     fn release_deferred(&self, wait: bool) -> usize {
+        if self.held.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
         let ready: Vec<u64> = {
             let mut st = lock(&self.streams);
             if st.deferred.is_empty() {
@@ -438,6 +482,7 @@ impl Slot {
                 }
                 !done
             });
+            self.held.fetch_sub(ready.len(), Ordering::AcqRel);
             ready
         };
         for ptr in &ready {
