@@ -273,7 +273,7 @@ impl Runtime {
                 {
                     return Ok(addr);
                 }
-                Err(Failure::Oom(self.report_oom(&slot, &oom)))
+                Err(Failure::Oom(self.report_oom(slot, &oom)))
             }
         }
     }
