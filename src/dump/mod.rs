@@ -345,6 +345,25 @@ pub struct EventInfo {
     pub step: i64,
 }
 
+/// TF's bin summary: chunks, as (size, requested, in use), counted into the 21 bins by size,
+/// in use or free.
+pub fn bins_of(chunks: impl IntoIterator<Item = (u64, u64, bool)>) -> Vec<BinInfo> {
+    let mut bins: Vec<BinInfo> = (0..crate::bfc::NUM_BINS)
+        .map(|b| BinInfo { index: b as u32, size: crate::bfc::bin_size(b), ..BinInfo::default() })
+        .collect();
+    for (size, requested, in_use) in chunks {
+        let b = &mut bins[bin_for_size(size)];
+        b.total_chunks += 1;
+        b.bytes += size;
+        if in_use {
+            b.chunks_in_use += 1;
+            b.bytes_in_use += size;
+            b.requested_in_use += requested;
+        }
+    }
+    bins
+}
+
 impl Dump {
     /// In-use chunks, in address order.
     pub fn live_chunks(&self) -> impl Iterator<Item = &ChunkInfo> {

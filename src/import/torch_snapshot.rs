@@ -6,7 +6,7 @@
 //! dump: the one that ran out of memory, unless asked.
 
 use super::ImportError;
-use crate::bfc::{Refusal, Stats, bin_for_size, bin_size};
+use crate::bfc::{Refusal, Stats};
 use crate::dump::{
     AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Frame, Imported, NodeUsage,
     OomRecord, RegionInfo, Section, Source, StackInfo,
@@ -327,18 +327,5 @@ pub fn usage_from_chunks(regions: &[RegionInfo]) -> Vec<NodeUsage> {
 
 /// TF's bin summary computed from chunks: counted into bins by size, in use or free.
 pub fn bins_from_chunks(regions: &[RegionInfo]) -> Vec<BinInfo> {
-    let mut bins: Vec<BinInfo> = (0..crate::bfc::NUM_BINS)
-        .map(|b| BinInfo { index: b as u32, size: bin_size(b), ..BinInfo::default() })
-        .collect();
-    for c in regions.iter().flat_map(|r| &r.chunks) {
-        let b = &mut bins[bin_for_size(c.size)];
-        b.total_chunks += 1;
-        b.bytes += c.size;
-        if c.in_use {
-            b.chunks_in_use += 1;
-            b.bytes_in_use += c.size;
-            b.requested_in_use += c.requested;
-        }
-    }
-    bins
+    crate::dump::bins_of(regions.iter().flat_map(|r| &r.chunks).map(|c| (c.size, c.requested, c.in_use)))
 }

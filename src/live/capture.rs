@@ -4,8 +4,8 @@
 //! the rest (bins, usage by node, merging, sampling, symbols).
 
 use super::protocol::{MapRegion, NODES_SENT, Node, SPANS_SENT, Span, State, Step};
-use crate::bfc::{Bfc, NUM_BINS, Stats, bin_for_size, bin_size};
-use crate::dump::BinInfo;
+use crate::bfc::{Bfc, Stats};
+use crate::dump::bins_of;
 use crate::hash::FastMap;
 use crate::record::{Event, EventKind, UNNAMED_OP};
 use crate::stack;
@@ -110,21 +110,12 @@ impl Capture {
         self.stacks.append(&mut raw.new_stacks);
         let (samples, steps) = samples(&raw);
 
-        let mut bins: Vec<BinInfo> =
-            (0..NUM_BINS).map(|b| BinInfo { index: b as u32, size: bin_size(b), ..BinInfo::default() }).collect();
+        let bins = bins_of(raw.chunks.iter().map(|c| (c.size, c.requested, c.in_use)));
         let mut usage: FastMap<u32, (u64, u64)> = FastMap::default();
-        for c in &raw.chunks {
-            let bin = &mut bins[bin_for_size(c.size)];
-            bin.total_chunks += 1;
-            bin.bytes += c.size;
-            if c.in_use {
-                bin.chunks_in_use += 1;
-                bin.bytes_in_use += c.size;
-                bin.requested_in_use += c.requested;
-                let u = usage.entry(c.op).or_default();
-                u.0 += c.size;
-                u.1 += 1;
-            }
+        for c in raw.chunks.iter().filter(|c| c.in_use) {
+            let u = usage.entry(c.op).or_default();
+            u.0 += c.size;
+            u.1 += 1;
         }
         // Largest first; ties in the order the ops were first seen, as the dump's list.
         let mut usage: Vec<(u32, (u64, u64))> = usage.into_iter().collect();
