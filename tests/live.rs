@@ -60,6 +60,11 @@ fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
     let publisher = Arc::new(Publisher::bind(&path, hello()).unwrap());
     let sampler = Sampler::start(Arc::clone(&alloc), Arc::clone(&publisher), Duration::from_millis(10)).unwrap();
     let seen = read_until(&path, |m| matches!(m, Message::Bye { .. }));
+    // The viewer is registered once the publisher has accepted it; what was sent before
+    // is not replayed (except the hello, the latest state and the OOMs).
+    while publisher.viewers() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 
     let mut held = Vec::new();
     for step in 0..3 {
