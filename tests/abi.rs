@@ -207,6 +207,23 @@ fn run_refuses_what_it_cannot_do_with_what_to_do() {
     let o = oomscope_run(&["--device", "sim:1GiB", "--", "true"], &[("OOMSCOPE_LIB", &missing)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("OOMSCOPE_LIB=") && text(&o).1.contains("no such file"), "{}", text(&o).1);
+    // A library that is not this oomscope's (an old build): refused, with what to do.
+    let other = dir.join("libother.so");
+    std::fs::write(dir.join("other.c"), "int unrelated(void) { return 1; }\n").unwrap();
+    let built = Command::new("g++")
+        .args(["-x", "c", "-shared", "-fPIC", "-o"])
+        .arg(&other)
+        .arg(dir.join("other.c"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", text(&built).1);
+    let o = oomscope_run(&["--device", "sim:1GiB", "--", "true"], &[("OOMSCOPE_LIB", &other)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("is from another oomscope") && text(&o).1.contains("cargo build --release"),
+        "{}",
+        text(&o).1
+    );
     if !oomscope::device::cuda::driver_present() {
         let o = oomscope_run(&["--", "true"], &[]);
         assert_eq!(o.status.code(), Some(2));

@@ -43,6 +43,52 @@ fn library() -> Result<PathBuf, CliError> {
     )))
 }
 
+/// The functions the hook calls; a library without them is from an older oomscope.
+const SYMBOLS: [&str; 8] = [
+    "oomscope_torch_malloc",
+    "oomscope_malloc",
+    "oomscope_free",
+    "oomscope_record_stream",
+    "oomscope_scope_push",
+    "oomscope_scope_pop",
+    "oomscope_scope_clear",
+    "oomscope_step",
+];
+
+/// Refuses a library that lacks the functions this oomscope uses: one left by an older
+/// build (`cargo run` rebuilds the binary, not the library; `cargo build` does both).
+fn check_library(lib: &Path) -> Result<(), CliError> {
+    let c =
+        std::ffi::CString::new(lib.as_os_str().as_encoded_bytes()).map_err(|_| CliError("bad library path".into()))?;
+    // SAFETY: dlopen/dlsym/dlclose on a path; nothing in the library runs but its
+    // initializers, and the handle is closed before returning.
+    let missing: Vec<&str> = unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if h.is_null() {
+            let e = std::ffi::CStr::from_ptr(libc::dlerror()).to_string_lossy().into_owned();
+            return Err(CliError(format!("{}: cannot be loaded: {e}", lib.display())));
+        }
+        let missing = SYMBOLS
+            .iter()
+            .filter(|name| {
+                let n = std::ffi::CString::new(**name).expect("no NUL");
+                libc::dlsym(h, n.as_ptr()).is_null()
+            })
+            .copied()
+            .collect();
+        libc::dlclose(h);
+        missing
+    };
+    if !missing.is_empty() {
+        return Err(CliError(format!(
+            "{} is from another oomscope (it lacks {}): rebuild it with `cargo build --release`, or set OOMSCOPE_LIB",
+            lib.display(),
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// A directory only this user can read, removed when dropped.
 struct PrivateDir(PathBuf);
 
@@ -66,6 +112,7 @@ impl Drop for PrivateDir {
 
 pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let lib = library()?;
+    check_library(&lib)?;
     let device = a.device.trim().to_string();
     if device == "cuda" && !cuda::driver_present() {
         return Err(CliError(
