@@ -79,7 +79,7 @@ pub struct Dump {
 /// Where a dump came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
-    /// `replay`, `api`, `live`, `demo`, or an importer's name.
+    /// `replay`, `api`, `run`, `demo`, or an importer's name.
     pub kind: String,
     /// The input file, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
