@@ -561,10 +561,14 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Verdict {
         Some(n) if (n as f64 * fraction).floor() >= 1.0 => format!(
             "reduce the batch from {n} to {} (estimated: the batch-sized part must shrink to {:.0}%; `oomscope fit` checks by replay)",
             (n as f64 * fraction).floor() as u64,
-            fraction * 100.0
+            // Down, not to nearest: 99.6% must read 99%, or the fix would not fit.
+            (fraction * 100.0).floor()
         ),
         Some(_) => "even a batch of 1 would not fit: use float16 activations (half the bytes), gradient checkpointing, or a smaller input".to_string(),
-        None => format!("cut the batch-sized memory to {:.0}% (a smaller batch, resolution or sequence length)", fraction.min(1.0) * 100.0),
+        None => format!(
+            "cut the batch-sized memory to {:.0}% (a smaller batch, resolution or sequence length)",
+            (fraction.min(1.0) * 100.0).floor()
+        ),
     };
     if matches!(dominant, Kind::Optimizer) {
         fix.push_str("; optimizer state dominates: momentum keeps one slot per weight where Adam keeps two");
