@@ -41,6 +41,7 @@ pub mod dump;
 pub mod export;
 mod hash;
 pub mod import;
+pub mod input_error;
 pub mod live;
 pub mod pickle;
 pub mod play;

@@ -4,9 +4,8 @@
 //! time they are played at, and the state is sampled as a live process's would be.
 
 use crate::bfc::Bfc;
-use crate::device::SimDevice;
 use crate::live::capture::Capture;
-use crate::live::protocol::{Hello, Message, PROTOCOL};
+use crate::live::protocol::{Hello, Message};
 use crate::record::Meta;
 use crate::replay::{Outcome, Settings, replay, replay_observed};
 use crate::trace::{Event, Trace};
@@ -76,15 +75,6 @@ fn stamp(trace: &Trace, per_event: u64) -> Trace {
 
 /// The hello of a played run: this process, the simulated device, the allocator.
 pub fn hello(settings: &Settings, command: &str) -> Hello {
-    let device = SimDevice::new(settings.device_total, settings.device_others).with_model(&settings.device_model);
-    let bfc = Bfc::new(settings.allocator.clone(), Box::new(device));
-    Hello {
-        protocol: PROTOCOL.to_string(),
-        pid: std::process::id(),
-        command: command.to_string(),
-        device: bfc.device_info(),
-        allocator: bfc.allocator_info(),
-        started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        interval_ms: FRAME_EVERY.as_millis() as u64,
-    }
+    let bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device()));
+    Hello::for_this_process(command, &bfc, FRAME_EVERY)
 }

@@ -31,6 +31,11 @@ impl Settings {
             keep_going: false,
         }
     }
+
+    /// The simulated device these settings describe, fresh.
+    pub fn device(&self) -> SimDevice {
+        SimDevice::new(self.device_total, self.device_others).with_model(&self.device_model)
+    }
 }
 
 /// What a replay did.
@@ -74,8 +79,7 @@ pub fn replay_observed(
     source_path: Option<&str>,
     mut after: impl FnMut(&Bfc, usize) -> bool,
 ) -> Outcome {
-    let device = SimDevice::new(settings.device_total, settings.device_others).with_model(&settings.device_model);
-    let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(device));
+    let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device()));
     *bfc.names_mut() = trace.names.clone();
     let mut addrs = vec![0u64; trace.allocs as usize];
     let (mut failures, mut first_failure_line, mut replayed) = (0u64, None, 0usize);

@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One replayable event. `alloc` numbers allocations in order; frees refer to that number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,25 +56,7 @@ pub struct Trace {
 }
 
 /// A trace that cannot be replayed, and where.
-#[derive(Debug)]
-pub struct TraceError {
-    pub path: PathBuf,
-    /// 1-based line; 0 when the error is not about one line (the file cannot be read).
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for TraceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.path.display(), self.message)
-        } else {
-            write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
-        }
-    }
-}
-
-impl std::error::Error for TraceError {}
+pub type TraceError = crate::input_error::InputError;
 
 /// A JSON number that should be a byte count, kept as given until it is checked.
 enum Number {

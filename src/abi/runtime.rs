@@ -143,10 +143,6 @@ impl Runtime {
         }
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     /// Prints a warning, the first few of each kind; later ones are counted.
     pub fn warn(&self, kind: &'static str, message: &str) {
         let n = {
@@ -159,11 +155,6 @@ impl Runtime {
             let more = if n == WARNINGS_SHOWN { " (further warnings of this kind are not shown)" } else { "" };
             let _ = writeln!(std::io::stderr().lock(), "oomscope: warning: {message}{more}");
         }
-    }
-
-    /// Warnings of `kind` so far.
-    pub fn warnings(&self, kind: &str) -> u64 {
-        lock(&self.warnings).get(kind).copied().unwrap_or(0)
     }
 
     /// The allocator of `device`, created on first use.
@@ -229,16 +220,8 @@ impl Runtime {
     }
 
     fn publish(&self, ordinal: i32, allocator: &Arc<Allocator>) -> Option<Sampler> {
-        let (device, allocator_info) = allocator.with_core(|b| (b.device_info(), b.allocator_info()));
-        let hello = live::Hello {
-            protocol: live::PROTOCOL.into(),
-            pid: std::process::id(),
-            command: self.command.clone(),
-            device,
-            allocator: allocator_info,
-            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-            interval_ms: live::sampler::DEFAULT_INTERVAL.as_millis() as u64,
-        };
+        let hello =
+            allocator.with_core(|b| live::Hello::for_this_process(&self.command, b, live::sampler::DEFAULT_INTERVAL));
         let path = live::socket_path(&live::default_dir(), std::process::id(), Some(ordinal as u32));
         let started = Publisher::bind(&path, hello)
             .and_then(|p| Sampler::start(Arc::clone(allocator), Arc::new(p), live::sampler::DEFAULT_INTERVAL));
@@ -489,11 +472,6 @@ impl Slot {
             let _ = self.allocator.free(*ptr);
         }
         ready.len()
-    }
-
-    /// Frees waiting for other streams.
-    pub fn deferred(&self) -> usize {
-        lock(&self.streams).deferred.len()
     }
 }
 

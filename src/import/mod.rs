@@ -5,8 +5,8 @@ pub mod tf_log;
 pub mod torch_snapshot;
 
 use crate::dump::Dump;
-use std::fmt;
-use std::path::{Path, PathBuf};
+
+use std::path::Path;
 
 /// The formats `oomscope import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,25 +16,7 @@ pub enum From {
 }
 
 /// Input that cannot be imported: the file, the line when one applies, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImportError {
-    pub path: PathBuf,
-    /// 1-based; 0 when the error is not about one line.
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for ImportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.path.display(), self.message)
-        } else {
-            write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ImportError {}
+pub type ImportError = crate::input_error::InputError;
 
 /// What the bytes look like: a pickle (protocol 2+ starts with 0x80) or a `.pickle`/`.pkl`
 /// name is a snapshot; anything else is read as a TF log.

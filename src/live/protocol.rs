@@ -47,6 +47,21 @@ pub struct Hello {
     pub interval_ms: u64,
 }
 
+impl Hello {
+    /// The hello of this process for an allocator of `bfc`, sampled every `interval`.
+    pub fn for_this_process(command: &str, bfc: &crate::bfc::Bfc, interval: std::time::Duration) -> Hello {
+        Hello {
+            protocol: PROTOCOL.to_string(),
+            pid: std::process::id(),
+            command: command.to_string(),
+            device: bfc.device_info(),
+            allocator: bfc.allocator_info(),
+            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            interval_ms: interval.as_millis() as u64,
+        }
+    }
+}
+
 /// A state frame.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {

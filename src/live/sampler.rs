@@ -12,7 +12,6 @@ use super::publish::Publisher;
 use crate::Allocator;
 use crate::render;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,7 +23,6 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// last owner drops it).
 pub struct Sampler {
     stop: mpsc::Sender<()>,
-    stopped: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -38,8 +36,6 @@ impl Sampler {
     /// Samples `allocator` every `interval` (the first frame at once) into `publisher`.
     pub fn start(allocator: Arc<Allocator>, publisher: Arc<Publisher>, interval: Duration) -> std::io::Result<Sampler> {
         let (stop, stop_rx) = mpsc::channel::<()>();
-        let stopped = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stopped);
         let thread = std::thread::Builder::new().name("oomscope-live-sampler".into()).spawn(move || {
             let mut capture = Capture::new();
             let mut published: Option<Arc<crate::dump::Dump>> = None;
@@ -68,15 +64,9 @@ impl Sampler {
                 }
                 wait = interval.max(held * 50);
             }
-            flag.store(true, Ordering::Release);
             drop(publisher);
         })?;
-        Ok(Sampler { stop, stopped, thread: Some(thread) })
-    }
-
-    /// True once the thread has sent its last frame.
-    pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+        Ok(Sampler { stop, thread: Some(thread) })
     }
 }
 

@@ -6,8 +6,7 @@ use crate::size::parse_size;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashSet};
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A network and how it is run.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,20 +212,7 @@ impl Mode {
 }
 
 /// A model file that cannot be used, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelError {
-    pub path: PathBuf,
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for ModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
-    }
-}
-
-impl std::error::Error for ModelError {}
+pub type ModelError = crate::input_error::InputError;
 
 const TOP_FIELDS: &[&str] = &[
     "name",

@@ -26,8 +26,6 @@ struct Scope {
     count: u64,
     /// The full name of this scope (its prefix of an op name).
     name: String,
-    /// An op by exactly this name.
-    leaf: bool,
     children: BTreeMap<String, Scope>,
 }
 
@@ -50,7 +48,6 @@ pub fn rows(nodes: &[&Node], sort: NodeSort, toggled: &HashSet<String>, open_all
             scope.bytes += n.bytes;
             scope.count += n.count;
         }
-        scope.leaf = true;
     }
     let mut out = Vec::new();
     walk(&root, 0, sort, toggled, open_all, &mut out);
