@@ -11,14 +11,18 @@
 //! Peers get the same alloc/free sequence in 256-byte units over one arena of the limit:
 //! `offset-allocator` (two-level bins, O(1)) and `buddy_system_allocator` (power-of-two).
 
+#![allow(clippy::unwrap_used)]
+
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use oomscope::bfc::{Bfc, Options};
-use oomscope::device::SimDevice;
-use oomscope::dump::{self, Source};
-use oomscope::record::Meta;
-use oomscope::trace::{self, Event, Trace};
-use oomscope::{Allocator, Recording, Request};
+use oomscope_analysis::trace::{self, Event, Trace};
+use oomscope_core::Allocator;
+use oomscope_core::Recording;
+use oomscope_core::Request;
+use oomscope_core::bfc::{Bfc, Options};
+use oomscope_core::device::SimDevice;
+use oomscope_core::record::Meta;
+use oomscope_dump::{self as dump, Source};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -271,7 +275,7 @@ fn pair_api_no_recording(bench: Bencher) {
 /// `oomscope tui --attach` does. The target is under 5% more than `pair_api_op_names`.
 #[divan::bench(args = [100, 10], sample_count = 10, sample_size = 1)]
 fn pair_api_op_names_published(bench: Bencher, interval_ms: u64) {
-    use oomscope::live::{self, Feed, Publisher, Sampler};
+    use oomscope_analysis::live::{self, Feed, Publisher, Sampler};
     use std::sync::Arc;
     let w = &*WORKLOAD;
     let dir = std::env::temp_dir().join(format!("oomscope-bench-live-{}", std::process::id()));
@@ -304,7 +308,7 @@ fn pair_api_op_names_published(bench: Bencher, interval_ms: u64) {
 /// op name set by a scope push and pop, as the PyTorch hook does around every op.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn pair_c_abi_with_scopes(bench: Bencher) {
-    use oomscope::abi::{oomscope_free, oomscope_malloc, oomscope_scope_pop, oomscope_scope_push};
+    use ffi::{oomscope_free, oomscope_malloc, oomscope_scope_pop, oomscope_scope_push};
     let w = &*WORKLOAD;
     let names: Vec<std::ffi::CString> =
         w.ops.iter().map(|o| std::ffi::CString::new(o.as_str()).expect("no NUL")).collect();
@@ -399,10 +403,10 @@ fn replay_events(bench: Bencher) {
     let w = &*WORKLOAD;
     let mut o = Options::new(LIMIT);
     o.allow_growth = true;
-    let settings = oomscope::replay::Settings::new(o);
+    let settings = oomscope_analysis::replay::Settings::new(o);
     bench
         .counter(ItemsCount::new(w.trace.events.len()))
-        .bench_local(|| oomscope::replay::replay(&w.trace, &settings, None, |_| {}).failures);
+        .bench_local(|| oomscope_analysis::replay::replay(&w.trace, &settings, None, |_| {}).failures);
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]

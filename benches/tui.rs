@@ -2,15 +2,17 @@
 //! it, and drawing each view), the targets being under 2 s to open and under 16 ms a frame.
 //! Figures go to `docs/performance.md`.
 
+#![allow(clippy::unwrap_used)]
+
 use divan::Bencher;
-use oomscope::bfc::{Bfc, Options};
-use oomscope::device::SimDevice;
-use oomscope::dump::{self, Source};
-use oomscope::record::Meta;
-use oomscope::verdict;
-use oomscope::view::from_dump;
+use oomscope_analysis::verdict;
+use oomscope_core::bfc::{Bfc, Options};
+use oomscope_core::device::SimDevice;
+use oomscope_core::record::Meta;
+use oomscope_dump::{self as dump, Source};
 use oomscope_tui::ratatui::Terminal;
 use oomscope_tui::ratatui::backend::TestBackend;
+use oomscope_tui::source::from_dump;
 use oomscope_tui::{Action, App, View};
 use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex};
@@ -43,7 +45,7 @@ static DUMP: LazyLock<PathBuf> = LazyLock::new(|| {
     }
     let failure = b.allocate(limit, Meta::default()).expect_err("too large");
     let mut d = b.snapshot(Source::default());
-    d.oom = Some(oomscope::bfc::oom_record(&failure, b.names()));
+    d.oom = Some(oomscope_core::bfc::oom_record(&failure, b.names()));
     verdict::attach(&mut d);
     let path = std::env::temp_dir().join(format!("oomscope-bench-tui-{}.json", std::process::id()));
     dump::write_atomic(&path, &d).expect("written");
@@ -54,7 +56,7 @@ static DUMP: LazyLock<PathBuf> = LazyLock::new(|| {
 fn open() -> App {
     let mut d = dump::read(&DUMP).expect("read");
     verdict::attach(&mut d);
-    App::new(vec![from_dump(&d, "bench")])
+    App::new(vec![from_dump(&d, "bench", oomscope_analysis::render::post_mortem(&d))])
 }
 
 #[divan::bench(sample_count = 3, sample_size = 1)]

@@ -9,9 +9,13 @@
 //! Then a request larger than what is left fails, and the error carries TF's report, the
 //! ranked ops and the verdict.
 
-use oomscope::bfc::Options;
-use oomscope::device::{CudaDevice, Device, SimDevice};
-use oomscope::{Allocator, Request, scope};
+#![allow(clippy::unwrap_used)]
+
+use oomscope_core::Allocator;
+use oomscope_core::Request;
+use oomscope_core::bfc::Options;
+use oomscope_core::device::{CudaDevice, Device, SimDevice};
+use oomscope_core::scope;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -27,7 +31,7 @@ fn main() -> ExitCode {
     let mut opts = Options::new((4u64 << 30).min(mem.free));
     opts.allow_growth = true;
     let alloc = Allocator::new(opts, device);
-    println!("{} free of {}", oomscope::size::human(mem.free), oomscope::size::human(mem.total));
+    println!("{} free of {}", oomscope_base::size::human(mem.free), oomscope_base::size::human(mem.total));
 
     let _model = scope::push("model");
     let mut held = Vec::new();
@@ -45,17 +49,18 @@ fn main() -> ExitCode {
         let (ptr, bytes) = held[0];
         // SAFETY: `ptr` is a live allocation of `bytes` bytes on the current device.
         match unsafe { cudarc::driver::result::memset_d8_sync(ptr, 0, bytes as usize) } {
-            Ok(()) => println!("cleared {} at {ptr:#x} on the GPU", oomscope::size::human(bytes)),
+            Ok(()) => println!("cleared {} at {ptr:#x} on the GPU", oomscope_base::size::human(bytes)),
             Err(e) => eprintln!("cuMemsetD8: {e:?}"),
         }
     }
-    println!("{} in use under model/*", oomscope::size::human(alloc.stats().bytes_in_use));
+    println!("{} in use under model/*", oomscope_base::size::human(alloc.stats().bytes_in_use));
 
     // A request that cannot fit: the error is the whole post-mortem.
     match alloc.allocate(&Request::new(8 << 30).op("head/MatMul")) {
         Ok(_) => println!("unexpectedly, 8 GiB fit"),
-        Err(oom) => {
-            let report = oom.report();
+        Err(mut oom) => {
+            oomscope_analysis::verdict::attach(&mut oom.dump);
+            let report = oomscope_analysis::render::render(&oom.dump, oomscope_analysis::render::Format::Tf);
             let usage = report.find("Current usage from device").unwrap_or(0);
             println!("{}", &report[usage..]);
         }

@@ -1,7 +1,7 @@
 //! Every command's arguments, in one place, so `--help` and the docs stay in step.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use oomscope::render::Format;
+use oomscope_analysis::render::Format;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -101,11 +101,11 @@ impl From<FormatArg> for Format {
 }
 
 fn size(s: &str) -> Result<u64, String> {
-    oomscope::size::parse_size(s).map_err(|e| e.to_string())
+    oomscope_base::size::parse_size(s).map_err(|e| e.to_string())
 }
 
-fn device(s: &str) -> Result<oomscope::device::DeviceSpec, String> {
-    oomscope::device::parse_device(s)
+fn device(s: &str) -> Result<oomscope_core::device::DeviceSpec, String> {
+    oomscope_core::device::parse_device(s)
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -174,7 +174,7 @@ pub struct DemoArgs {
     pub workload: String,
     /// The GPU: a card (gtx-1080, gtx-1080-ti, rtx-3090, t4, v100-16, a100-80, h200, ...) or a size [default: the story's]
     #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
-    pub device: Option<oomscope::device::DeviceSpec>,
+    pub device: Option<oomscope_core::device::DeviceSpec>,
     /// Device memory already held by other processes (a desktop, another run) [default: the story's]
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub others: Option<u64>,
@@ -266,7 +266,7 @@ pub struct FitArgs {
     pub input: String,
     /// The GPU: a card or a size
     #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
-    pub device: oomscope::device::DeviceSpec,
+    pub device: oomscope_core::device::DeviceSpec,
     /// Device memory already held by other processes
     #[arg(long, value_name = "SIZE", value_parser = size, default_value = "0")]
     pub others: u64,

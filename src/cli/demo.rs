@@ -1,22 +1,24 @@
 //! `oomscope demo [WORKLOAD]`: a seed story replayed on a simulated GPU, with the verdict
 //! and a fix checked by replay. Exits 0: the OOM is the demonstration.
 //!
-//! With `--tui` or `--publish` the run is played in real time (`oomscope::play`) and shown
+//! With `--tui` or `--publish` the run is played in real time (`oomscope_analysis::play`) and shown
 //! in the terminal UI or published on the live feed; the report is printed when it ends.
 
 use super::args::DemoArgs;
 use super::{CliError, output};
-use oomscope::device::parse_device;
-use oomscope::dump::{self, Dump, Source};
-use oomscope::live::protocol::{Message, OomEvent};
-use oomscope::live::{self, Publisher};
-use oomscope::replay::{Outcome, Settings, replay};
-use oomscope::size::human;
-use oomscope::trace::Trace;
-use oomscope::view::Live;
-use oomscope::workload::{Workload, builtin, fit};
-use oomscope::{play, render, verdict};
+use oomscope_analysis::live::{self, Publisher};
+use oomscope_analysis::play;
+use oomscope_analysis::render;
+use oomscope_analysis::replay::{Outcome, Settings, replay};
+use oomscope_analysis::trace::Trace;
+use oomscope_analysis::verdict;
+use oomscope_analysis::workload::{Workload, builtin, fit};
+use oomscope_base::size::human;
+use oomscope_core::device::parse_device;
+use oomscope_dump::live::{Message, OomEvent};
+use oomscope_dump::{self as dump, Dump, Source};
 use oomscope_tui::model::{Status, Update};
+use oomscope_tui::source::Live;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -54,7 +56,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         .jsonl(batch, steps)
         .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
     if let Some(path) = &a.save_trace {
-        oomscope::atomic::write_file(path, |out| out.write_all(jsonl.as_bytes()))
+        oomscope_dump::atomic::write_file(path, |out| out.write_all(jsonl.as_bytes()))
             .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     }
     let t = w.trace(batch, steps).map_err(|e| CliError(e.to_string()))?;
@@ -63,7 +65,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         "oomscope demo {}{}\n  {} at batch {batch} ({}, {}) on {} with {} (limit {}{}{}); {} events",
         m.name,
         story.map_or(String::new(), |b| format!(": {}", b.story)),
-        if m.mode == oomscope::workload::model::Mode::Train { "training" } else { "evaluating" },
+        if m.mode == oomscope_analysis::workload::model::Mode::Train { "training" } else { "evaluating" },
         m.optimizer.name(),
         m.dtype.name(),
         if dev.model == "simulated GPU" { "a simulated GPU".to_string() } else { format!("a simulated {}", dev.model) },
@@ -78,7 +80,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     let finish = |outcome: Outcome| -> Result<Ran, CliError> {
         let mut d = outcome.dump;
         d.source = Source {
-            kind: "demo".into(),
+            kind: oomscope_dump::SourceKind::Demo,
             path: Some(source_path.clone()),
             command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
             created_unix: None,

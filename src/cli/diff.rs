@@ -2,7 +2,8 @@
 
 use super::args::{DiffArgs, DiffFormat};
 use super::{CliError, output};
-use oomscope::{diff, dump};
+use oomscope_analysis::diff;
+use oomscope_dump as dump;
 
 pub fn run(a: DiffArgs) -> Result<u8, CliError> {
     let before = dump::read(&a.before)?;

@@ -2,7 +2,9 @@
 
 use super::CliError;
 use super::args::{ExportArgs, ExportFormat};
-use oomscope::{atomic, dump, export};
+use oomscope_analysis::export;
+use oomscope_dump as dump;
+use oomscope_dump::atomic;
 use std::path::PathBuf;
 
 pub fn run(a: ExportArgs) -> Result<u8, CliError> {

@@ -2,10 +2,10 @@
 
 use super::args::{FitArgs, FitFormat};
 use super::{CliError, output};
-use oomscope::size::human;
-use oomscope::trace;
-use oomscope::workload::model::Mode;
-use oomscope::workload::{Workload, builtin, fit};
+use oomscope_analysis::trace;
+use oomscope_analysis::workload::model::Mode;
+use oomscope_analysis::workload::{Workload, builtin, fit};
+use oomscope_base::size::human;
 use std::fmt::Write;
 use std::path::Path;
 

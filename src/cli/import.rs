@@ -2,9 +2,10 @@
 
 use super::args::{FromArg, ImportArgs};
 use super::{CliError, output};
-use oomscope::dump::{self, Section};
-use oomscope::import::{self, From};
-use oomscope::{render, verdict};
+use oomscope_analysis::import::{self, From};
+use oomscope_analysis::render;
+use oomscope_analysis::verdict;
+use oomscope_dump::{self as dump, ImportedFrom, Section};
 
 pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     let bytes = std::fs::read(&a.input).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
@@ -19,8 +20,8 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     }
     output::print(&render::render(&d, a.format.into()))?;
     if let Some(imp) = &d.imported {
-        let what = match (imp.from.as_str(), imp.variant) {
-            ("tf-log", Some(v)) => {
+        let what = match (imp.from, imp.variant) {
+            (ImportedFrom::TfLog, Some(v)) => {
                 format!("a TensorFlow log ({} text, {} of {} lines used)", v.release(), imp.lines_used, imp.lines_read)
             }
             _ => format!("a PyTorch snapshot ({} segments, device {})", d.regions.len(), d.device.name),

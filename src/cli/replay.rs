@@ -3,10 +3,13 @@
 use super::args::ReplayArgs;
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
-use oomscope::bfc::Options;
-use oomscope::replay::{Settings, replay};
-use oomscope::size::human;
-use oomscope::{dump, render, trace, verdict};
+use oomscope_analysis::render;
+use oomscope_analysis::replay::{Settings, replay};
+use oomscope_analysis::trace;
+use oomscope_analysis::verdict;
+use oomscope_base::size::human;
+use oomscope_core::bfc::Options;
+use oomscope_dump as dump;
 use std::io::BufReader;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {

@@ -2,7 +2,9 @@
 
 use super::args::ReportArgs;
 use super::{CliError, output};
-use oomscope::{dump, render, verdict};
+use oomscope_analysis::render;
+use oomscope_analysis::verdict;
+use oomscope_dump as dump;
 
 pub fn run(a: ReportArgs) -> Result<u8, CliError> {
     let mut d = dump::read(&a.dump)?;

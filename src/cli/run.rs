@@ -9,7 +9,7 @@
 
 use super::CliError;
 use super::args::RunArgs;
-use oomscope::device::cuda;
+use oomscope_core::device::cuda;
 use oomscope_tui::model::Update;
 use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
@@ -124,7 +124,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     // Check the settings now rather than in every child.
     let device_var =
         if device == "cuda" { device.clone() } else { format!("sim:{}", device.trim_start_matches("sim:")) };
-    oomscope::abi::config::Config::from_vars(|k| match k {
+    oomscope_core::config::Config::from_vars(|k| match k {
         "OOMSCOPE_DEVICE" => Some(device_var.clone()),
         _ => None,
     })

@@ -3,11 +3,12 @@
 
 use super::CliError;
 use super::args::TuiArgs;
-use oomscope::dump::{self, Dump};
-use oomscope::live::{self, Feed};
-use oomscope::view::{self, Live};
-use oomscope::{import, verdict};
+use oomscope_analysis::import;
+use oomscope_analysis::live::{self, Feed};
+use oomscope_analysis::{render, verdict};
+use oomscope_dump::{self as dump, Dump};
 use oomscope_tui::model::{Status, Update};
+use oomscope_tui::source::{self, Live};
 use oomscope_tui::{App, term};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
             let (mut d, what) = load(&path)?;
             verdict::attach(&mut d);
             term::check_terminal().map_err(CliError)?;
-            let device = view::from_dump(&d, &format!("{what} {}", path.display()));
+            let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::post_mortem(&d));
             let (_tx, rx) = mpsc::channel();
             oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
             Ok(0)
@@ -47,7 +48,11 @@ fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
         return Ok((dump::read_str(path, &text)?, "dump"));
     }
     let d = import::import(path, &bytes, None, None)?;
-    let what = if d.imported.as_ref().is_some_and(|i| i.from == "tf-log") { "TF log" } else { "snapshot" };
+    let what = if d.imported.as_ref().is_some_and(|i| i.from == oomscope_dump::ImportedFrom::TfLog) {
+        "TF log"
+    } else {
+        "snapshot"
+    };
     Ok((d, what))
 }
 

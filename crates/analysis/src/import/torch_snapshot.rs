@@ -1,0 +1,329 @@
+//! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot`, a pickle) → dumps.
+//!
+//! Segments become regions, blocks chunks, the innermost frame outside PyTorch names each
+//! allocation (`forward (model.py:42)`), all frames become its stack, the device trace
+//! becomes the event history, and the last `oom` action the failed request. One device per
+//! dump: the one that ran out of memory, unless asked.
+
+use super::ImportError;
+use crate::pickle::{self, Value};
+use oomscope_core::record::{EventKind, UNNAMED_OP};
+use oomscope_dump::{
+    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Frame, Imported, NodeUsage,
+    OomRecord, RegionInfo, Section, Source, StackInfo,
+};
+use oomscope_dump::{DeviceKind, ImportedFrom, Refusal, SourceKind, Stats};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Blocks, frames and trace entries visited before a snapshot is called too large: a pickle
+/// that shares one list many times must not make the walk explode.
+const VISIT_BUDGET: u64 = 50_000_000;
+/// Trace entries kept as events (the last ones).
+const EVENTS_KEPT: usize = 100_000;
+
+struct Walk<'p> {
+    path: &'p Path,
+    visits: u64,
+    stacks: Vec<StackInfo>,
+    stack_index: HashMap<String, u32>,
+}
+
+impl Walk<'_> {
+    fn err(&self, message: impl Into<String>) -> ImportError {
+        ImportError { path: self.path.to_path_buf(), line: 0, message: message.into() }
+    }
+
+    fn visit(&mut self, n: usize) -> Result<(), ImportError> {
+        self.visits += n as u64;
+        if self.visits > VISIT_BUDGET {
+            return Err(self.err(format!("the snapshot has more than {VISIT_BUDGET} blocks, frames and events together; it is damaged, or too large to import")));
+        }
+        Ok(())
+    }
+
+    /// The op name and stack index for a list of frames.
+    fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>), ImportError> {
+        let Some(items) = frames.and_then(|f| f.items()) else {
+            return Ok((None, None));
+        };
+        self.visit(items.len())?;
+        let parsed: Vec<Frame> = items
+            .iter()
+            .map(|f| Frame {
+                ip: 0,
+                function: f.get("name").and_then(|v| v.as_str().map(str::to_string)),
+                file: f.get("filename").and_then(|v| v.as_str().map(str::to_string)),
+                line: f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok()),
+            })
+            .collect();
+        if parsed.is_empty() {
+            return Ok((None, None));
+        }
+        // The innermost frame of the user's code names the allocation.
+        let internal = |f: &Frame| {
+            let file = f.file.as_deref().unwrap_or("");
+            file.contains("/torch/")
+                || file.contains("site-packages")
+                || file.starts_with('<')
+                || file.contains("/lib/python")
+                || file.is_empty()
+                || file == "??"
+        };
+        let named = parsed.iter().find(|f| !internal(f)).or(parsed.first()).expect("not empty");
+        let base = named.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).unwrap_or("?");
+        let op = match (named.file.as_deref(), named.function.as_deref()) {
+            // oomscope's own export: `step:N:op tensor`; the op is the name's first word.
+            (Some("step" | "setup"), Some(name)) => name.split(' ').next().unwrap_or(name).to_string(),
+            (_, name) => format!("{} ({base}:{})", name.unwrap_or("?"), named.line.unwrap_or(0)),
+        };
+        let key: String = parsed
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}|{}|{}\n",
+                    f.function.as_deref().unwrap_or(""),
+                    f.file.as_deref().unwrap_or(""),
+                    f.line.unwrap_or(0)
+                )
+            })
+            .collect();
+        let next = self.stacks.len() as u32;
+        let idx = *self.stack_index.entry(key).or_insert(next);
+        if idx == next {
+            self.stacks.push(StackInfo { ips: Vec::new(), frames: parsed });
+        }
+        Ok((Some(op), Some(idx)))
+    }
+}
+
+fn int(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(|x| x.as_u64())
+}
+
+/// Reads a snapshot pickle; `device` picks the device (default: the one with an OOM).
+pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, ImportError> {
+    let top = pickle::read(bytes).map_err(|e| ImportError {
+        path: path.to_path_buf(),
+        line: 0,
+        message: format!(
+            "not a readable pickle ({e}); a PyTorch snapshot is what torch.cuda.memory._dump_snapshot writes"
+        ),
+    })?;
+    let mut w = Walk { path, visits: 0, stacks: Vec::new(), stack_index: HashMap::new() };
+    let (segments, traces, settings) = match &top {
+        Value::List(_) => (top.items().unwrap_or_default(), Vec::new(), None),
+        Value::Dict(_) => (
+            top.get("segments").and_then(|s| s.items()).ok_or_else(|| {
+                w.err("a pickled dict without \"segments\": not a PyTorch memory snapshot (expected segments, device_traces)")
+            })?,
+            top.get("device_traces").and_then(|t| t.items()).unwrap_or_default(),
+            top.get("allocator_settings"),
+        ),
+        _ => return Err(w.err("the pickle holds no dict or list: not a PyTorch memory snapshot")),
+    };
+    w.visit(segments.len() + traces.len())?;
+    if segments.iter().any(|s| !s.is_dict()) {
+        return Err(w.err("\"segments\" holds something other than dicts: not a PyTorch memory snapshot"));
+    }
+    let trace_of = |d: usize| traces.get(d).and_then(|t| t.items()).unwrap_or_default();
+    let oom_device = (0..traces.len())
+        .find(|&d| trace_of(d).iter().any(|e| e.get("action").as_ref().and_then(Value::as_str) == Some("oom")));
+    let dev = device
+        .or(oom_device.map(|d| d as i64))
+        .or_else(|| segments.first().and_then(|s| s.get("device")).and_then(|d| d.as_i128()).map(|d| d as i64))
+        .unwrap_or(0);
+
+    let mut regions = Vec::new();
+    for seg in segments.iter().filter(|s| s.get("device").and_then(|d| d.as_i128()).unwrap_or(0) == dev as i128) {
+        let (Some(address), Some(total)) = (int(seg, "address"), int(seg, "total_size")) else {
+            return Err(w.err("a segment without \"address\" or \"total_size\": not a PyTorch memory snapshot"));
+        };
+        let blocks = seg.get("blocks").and_then(|b| b.items()).unwrap_or_default();
+        w.visit(blocks.len())?;
+        let mut chunks = Vec::with_capacity(blocks.len());
+        let mut at = address;
+        for b in &blocks {
+            let size = int(b, "size").ok_or_else(|| w.err("a block without \"size\""))?;
+            let state = b.get("state").as_ref().and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
+            let in_use = state == "active_allocated" || state == "active_pending_free";
+            // Older snapshots keep the frames in the block's history.
+            let frames = b.get("frames").or_else(|| {
+                b.get("history").and_then(|h| h.items()).and_then(|h| h.first().and_then(|e| e.get("frames")))
+            });
+            let (op, stack) = if in_use { w.frames(frames)? } else { (None, None) };
+            chunks.push(ChunkInfo {
+                address: int(b, "address").unwrap_or(at),
+                size,
+                requested: int(b, "requested_size").unwrap_or(size),
+                in_use,
+                next: None,
+                op: if in_use { Some(op.unwrap_or_else(|| "unknown".into())) } else { None },
+                stack,
+                ..ChunkInfo::default()
+            });
+            at = at.saturating_add(size);
+        }
+        regions.push(RegionInfo { address, size: total, chunks });
+    }
+    regions.sort_by_key(|r| r.address);
+
+    // The device trace: events, the failed request, and the peak.
+    let trace = trace_of(dev.max(0) as usize);
+    w.visit(trace.len())?;
+    let mut events = Vec::new();
+    let mut oom: Option<(u64, u64, Option<String>, u64)> = None; // (size, device_free, op, time)
+    let (mut live, mut peak, mut allocs) = (0i128, 0i128, 0u64);
+    let mut sizes: HashMap<u64, u64> = HashMap::new();
+    for (seq, e) in trace.iter().enumerate() {
+        let action = e.get("action").as_ref().and_then(|a| a.as_str().map(str::to_string)).unwrap_or_default();
+        let addr = int(e, "addr").unwrap_or(0);
+        let size = int(e, "size").unwrap_or(0);
+        let t_ns = e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64);
+        let kind = match action.as_str() {
+            "alloc" => {
+                allocs += 1;
+                live += size as i128;
+                peak = peak.max(live);
+                sizes.insert(addr, size);
+                EventKind::Alloc
+            }
+            "free_completed" | "free" => {
+                live -= sizes.remove(&addr).unwrap_or(size) as i128;
+                EventKind::Free
+            }
+            "segment_alloc" | "segment_map" => EventKind::Extend,
+            "segment_free" | "segment_unmap" => EventKind::RegionFree,
+            "oom" => EventKind::Oom,
+            _ => continue,
+        };
+        let (op, _) = w.frames(e.get("frames"))?;
+        if kind == EventKind::Oom {
+            oom = Some((size, int(e, "device_free").unwrap_or(0), op.clone(), t_ns));
+        }
+        events.push(EventInfo { seq: seq as u64, t_ns, kind, address: addr, size, requested: size, op, step: -1 });
+    }
+    let events_total = events.len() as u64;
+    if events.len() > EVENTS_KEPT {
+        events.drain(..events.len() - EVENTS_KEPT);
+    }
+
+    let in_use: u64 = regions.iter().flat_map(|r| &r.chunks).filter(|c| c.in_use).map(|c| c.size).sum();
+    let pool: u64 = regions.iter().map(|r| r.size).sum();
+    let largest_free = regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).map(|c| c.size).max().unwrap_or(0);
+    let largest_alloc = regions.iter().flat_map(|r| &r.chunks).filter(|c| c.in_use).map(|c| c.size).max().unwrap_or(0);
+    let free = pool.saturating_sub(in_use);
+    let device_free = oom.as_ref().map_or(0, |o| o.1);
+    let limit = pool + device_free;
+    let stats = Stats {
+        bytes_limit: limit,
+        bytes_in_use: in_use,
+        peak_bytes_in_use: (peak.max(0) as u64).max(in_use),
+        num_allocs: allocs.max(regions.iter().flat_map(|r| &r.chunks).filter(|c| c.in_use).count() as u64),
+        largest_alloc_size: largest_alloc,
+        pool_bytes: pool,
+        peak_pool_bytes: pool,
+        largest_free_block: largest_free,
+        free_bytes: free,
+        fragmentation: if free == 0 { 0.0 } else { 1.0 - largest_free as f64 / free as f64 },
+        num_ooms: u64::from(oom.is_some()),
+        ..Stats::default()
+    };
+    let oom = oom.map(|(size, device_free, op, t_ns)| OomRecord {
+        requested: size,
+        rounded: size,
+        op: op.unwrap_or_else(|| "unknown".into()),
+        t_ns,
+        step: -1,
+        bytes_in_use: in_use,
+        pool_bytes: pool,
+        largest_free_block: largest_free,
+        limit_headroom: device_free,
+        device_free,
+        ..OomRecord::default()
+    });
+    let settings: Vec<(String, String)> = settings
+        .map(|s| match s {
+            Value::Dict(d) => {
+                d.borrow().iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), format!("{v:?}")))).collect()
+            }
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    let expandable = settings.iter().any(|(k, v)| k == "expandable_segments" && v.contains("true"));
+    // Everything a BFC report shows can be computed from segments and blocks, but the failed
+    // request (without an `oom` action) and the history (without a trace).
+    let mut absent = Vec::new();
+    if oom.is_none() {
+        absent.push(Section::Request);
+    }
+    if trace.is_empty() {
+        absent.push(Section::Events);
+    }
+    Ok(Dump {
+        version: DUMP_VERSION,
+        tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
+        source: Source {
+            kind: SourceKind::TorchSnapshot,
+            path: Some(path.display().to_string()),
+            command: None,
+            created_unix: None,
+        },
+        device: DeviceInfo {
+            kind: DeviceKind::Cuda,
+            name: format!("cuda:{dev}"),
+            model: "GPU (from a PyTorch snapshot)".into(),
+            total: 0,
+            free: device_free,
+            others: 0,
+        },
+        allocator: AllocatorInfo {
+            name: if expandable {
+                "pytorch_caching_allocator (expandable_segments)".into()
+            } else {
+                "pytorch_caching_allocator".into()
+            },
+            limit,
+            allow_growth: true,
+            ..AllocatorInfo::default()
+        },
+        stats,
+        ooms: oom.iter().cloned().collect(),
+        ooms_total: u64::from(oom.is_some()),
+        oom,
+        usage_by_node: usage_from_chunks(&regions),
+        bins: bins_from_chunks(&regions),
+        regions,
+        stacks: w.stacks,
+        events,
+        events_total,
+        steps: Vec::new(),
+        refusals: Vec::<Refusal>::new(),
+        outside: Vec::new(),
+        workload: None,
+        verdict: None,
+        imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
+    })
+}
+
+/// Live bytes by op, largest first (ties in address order).
+pub fn usage_from_chunks(regions: &[RegionInfo]) -> Vec<NodeUsage> {
+    // Keys in the order ops first appear (address order), so ties list the first one first.
+    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    let mut names: Vec<&str> = Vec::new();
+    let live = regions.iter().flat_map(|r| &r.chunks).filter(|c| c.in_use).map(|c| {
+        let op = c.op.as_deref().unwrap_or(UNNAMED_OP);
+        let key = *first_seen.entry(op).or_insert_with(|| {
+            names.push(op);
+            names.len() - 1
+        });
+        (key, c.size, c.requested)
+    });
+    let live: Vec<(usize, u64, u64)> = live.collect();
+    NodeUsage::rank(live, |k| names[k].to_string())
+}
+
+/// TF's bin summary computed from chunks: counted into bins by size, in use or free.
+pub fn bins_from_chunks(regions: &[RegionInfo]) -> Vec<BinInfo> {
+    oomscope_core::bfc::bins_of(regions.iter().flat_map(|r| &r.chunks).map(|c| (c.size, c.requested, c.in_use)))
+}

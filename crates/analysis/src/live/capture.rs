@@ -1,0 +1,383 @@
+//! Allocator state → state frames. Split in two so the allocator's lock is held only to
+//! copy: [`Capture::take`] runs under the lock and copies plain numbers (chunks, recent
+//! events, names interned since the last frame); [`Capture::build`] runs outside it and does
+//! the rest (bins, usage by node, merging, sampling, symbols).
+
+use oomscope_base::hash::FastMap;
+use oomscope_core::bfc::Bfc;
+use oomscope_core::bfc::bins_of;
+use oomscope_core::record::{Event, EventKind, UNNAMED_OP};
+use oomscope_core::stack;
+use oomscope_dump::NodeUsage;
+use oomscope_dump::Stats;
+use oomscope_dump::live::{MapRegion, NODES_SENT, SPANS_SENT, Span, State, Step};
+
+/// Samples kept per frame.
+pub const SAMPLES_SENT: usize = 512;
+/// Events looked at per frame (the history may hold more).
+const EVENTS_TAKEN: usize = 200_000;
+
+/// What is copied under the lock.
+#[derive(Debug, Default)]
+pub struct Raw {
+    t_ns: u64,
+    step: i64,
+    stats: Stats,
+    live: u64,
+    /// (address, size, index of the first chunk in `chunks`).
+    regions: Vec<(u64, u64, usize)>,
+    chunks: Vec<RawChunk>,
+    events: Vec<Event>,
+    new_ops: Vec<String>,
+    new_shapes: Vec<Vec<i64>>,
+    new_stacks: Vec<Vec<u64>>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RawChunk {
+    size: u64,
+    requested: u64,
+    in_use: bool,
+    op: u32,
+    shape: u32,
+    stack: u32,
+    step: i64,
+}
+
+/// A frame builder for one allocator: it remembers what earlier frames covered.
+#[derive(Debug, Default)]
+pub struct Capture {
+    frames: u64,
+    /// The next event number not yet sampled.
+    next_event: u64,
+    /// Names by id (index 0: none), copied as the allocator interns them.
+    ops: Vec<String>,
+    shapes: Vec<Vec<i64>>,
+    stacks: Vec<Vec<u64>>,
+    /// Symbolized stacks by id, filled when a frame first needs one.
+    stack_text: FastMap<u32, Vec<String>>,
+}
+
+impl Capture {
+    pub fn new() -> Capture {
+        Capture { ops: vec![String::new()], shapes: vec![Vec::new()], stacks: vec![Vec::new()], ..Capture::default() }
+    }
+
+    /// Copies what a frame needs. Call under the allocator's lock; `t_ns` is now on the
+    /// allocator's clock.
+    pub fn take(&mut self, bfc: &Bfc, t_ns: u64) -> Raw {
+        let names = bfc.names();
+        let mut raw = Raw {
+            t_ns,
+            step: bfc.current_step(),
+            stats: bfc.stats(),
+            live: bfc.live_allocations() as u64,
+            ..Raw::default()
+        };
+        for (i, (addr, size)) in bfc.regions().enumerate() {
+            raw.regions.push((addr, size, raw.chunks.len()));
+            raw.chunks.extend(bfc.region_chunks(i).map(|c| {
+                if c.in_use {
+                    RawChunk {
+                        size: c.size,
+                        requested: c.requested,
+                        in_use: true,
+                        op: c.meta.op,
+                        shape: c.meta.shape,
+                        stack: c.meta.stack,
+                        step: c.meta.step,
+                    }
+                } else {
+                    RawChunk { size: c.size, ..RawChunk::default() }
+                }
+            }));
+        }
+        let history = bfc.history();
+        let from = self.next_event.max(history.total().saturating_sub(EVENTS_TAKEN as u64));
+        raw.events.extend(history.since(from).copied());
+        self.next_event = history.total();
+        let known = self.ops.len() as u32;
+        raw.new_ops = (known..=names.ops.len() as u32).filter_map(|id| names.ops.get(id).cloned()).collect();
+        let known = self.shapes.len() as u32;
+        raw.new_shapes = (known..=names.shapes.len() as u32).filter_map(|id| names.shapes.get(id).cloned()).collect();
+        let known = self.stacks.len() as u32;
+        raw.new_stacks = (known..=names.stacks.len() as u32).filter_map(|id| names.stacks.get(id).cloned()).collect();
+        raw
+    }
+
+    /// Builds the frame (and the step marks it saw) from what [`Capture::take`] copied.
+    pub fn build(&mut self, mut raw: Raw) -> (State, Vec<Step>) {
+        self.ops.append(&mut raw.new_ops);
+        self.shapes.append(&mut raw.new_shapes);
+        self.stacks.append(&mut raw.new_stacks);
+        let (samples, steps) = samples(&raw);
+
+        let bins = bins_of(raw.chunks.iter().map(|c| (c.size, c.requested, c.in_use)));
+        // Largest first; ties in the order the ops were first seen, as the dump's list.
+        let live = raw.chunks.iter().filter(|c| c.in_use).map(|c| (c.op, c.size, c.requested));
+        let mut nodes = NodeUsage::rank(live, |op| self.op_name(op).to_string());
+        let nodes_rest = (nodes.len() > NODES_SENT).then(|| {
+            let rest = nodes.split_off(NODES_SENT);
+            [rest.len() as u64, rest.iter().map(|n| n.bytes).sum()]
+        });
+
+        let merge = raw.chunks.len() > SPANS_SENT;
+        let mut tables = Tables::default();
+        let mut regions = Vec::with_capacity(raw.regions.len());
+        let runs_cap = SPANS_SENT.max(raw.regions.len());
+        for (i, &(address, size, first)) in raw.regions.iter().enumerate() {
+            let end = raw.regions.get(i + 1).map_or(raw.chunks.len(), |r| r.2);
+            let chunks = &raw.chunks[first..end];
+            let spans = if merge {
+                // A region's share of the frame, at least one span.
+                let share = ((chunks.len() * runs_cap) / raw.chunks.len()).max(1);
+                merged_spans(chunks, share, &mut tables)
+            } else {
+                chunks.iter().map(|c| tables.span(c, 1, c.size, c.requested, c.in_use.then_some(c.size))).collect()
+            };
+            regions.push(MapRegion { address, size, spans });
+        }
+        let ops = tables.ops.iter().map(|&id| self.op_name(id).to_string()).collect();
+        let shapes =
+            tables.shapes.iter().map(|&id| self.shapes.get(id as usize).cloned().unwrap_or_default()).collect();
+        let stacks = tables.stacks.iter().map(|&id| self.stack_text(id)).collect();
+        let state = State {
+            seq: self.frames,
+            t_ns: raw.t_ns,
+            step: raw.step,
+            stats: raw.stats,
+            live: raw.live,
+            samples,
+            nodes,
+            nodes_rest,
+            bins,
+            regions,
+            merged: merge,
+            ops,
+            shapes,
+            stacks,
+        };
+        self.frames += 1;
+        (state, steps)
+    }
+
+    /// Both halves at once, for a single-threaded caller that owns the allocator.
+    pub fn state(&mut self, bfc: &Bfc, t_ns: u64) -> (State, Vec<Step>) {
+        let raw = self.take(bfc, t_ns);
+        self.build(raw)
+    }
+
+    fn op_name(&self, id: u32) -> &str {
+        match self.ops.get(id as usize) {
+            Some(name) if id != 0 => name,
+            _ => UNNAMED_OP,
+        }
+    }
+
+    fn stack_text(&mut self, id: u32) -> Vec<String> {
+        if id == 0 {
+            return Vec::new();
+        }
+        let ips = self.stacks.get(id as usize).cloned().unwrap_or_default();
+        self.stack_text
+            .entry(id)
+            .or_insert_with(|| ips.iter().flat_map(|&ip| stack::resolve(ip)).map(|f| f.text()).collect())
+            .clone()
+    }
+}
+
+/// The frame's own name tables: global ids in the order first used (index 0: none).
+#[derive(Default)]
+struct Tables {
+    ops: Vec<u32>,
+    shapes: Vec<u32>,
+    stacks: Vec<u32>,
+    index: FastMap<(u8, u32), u32>,
+}
+
+impl Tables {
+    fn local(&mut self, table: u8, id: u32) -> u32 {
+        if id == 0 {
+            return 0;
+        }
+        let list = match table {
+            0 => &mut self.ops,
+            1 => &mut self.shapes,
+            _ => &mut self.stacks,
+        };
+        *self.index.entry((table, id)).or_insert_with(|| {
+            if list.is_empty() {
+                list.push(0);
+            }
+            list.push(id);
+            (list.len() - 1) as u32
+        })
+    }
+
+    /// A span for `c` (the representative chunk of a run of `chunks`).
+    fn span(&mut self, c: &RawChunk, chunks: u32, size: u64, requested: u64, in_use: Option<u64>) -> Span {
+        let used = in_use.unwrap_or(0);
+        if used == 0 {
+            return Span(size, 0, 0, chunks, 0, 0, 0, 0);
+        }
+        let (shape, stack) = if chunks == 1 { (self.local(1, c.shape), self.local(2, c.stack)) } else { (0, 0) };
+        Span(size, requested, used, chunks, self.local(0, c.op), shape, stack, c.step)
+    }
+}
+
+/// A region's chunks as at most about `cap` spans: first runs of neighbours with the same
+/// state and op, then, if still too many, groups of neighbouring runs. A merged span is
+/// named by its largest in-use chunk.
+fn merged_spans(chunks: &[RawChunk], cap: usize, tables: &mut Tables) -> Vec<Span> {
+    // (first chunk, chunks, size, requested, in use, largest in-use chunk)
+    let mut runs: Vec<(usize, u32, u64, u64, u64, usize)> = Vec::new();
+    for (i, c) in chunks.iter().enumerate() {
+        let same = runs.last().is_some_and(|r| {
+            let head = &chunks[r.0];
+            head.in_use == c.in_use && (!c.in_use || head.op == c.op)
+        });
+        if !same {
+            runs.push((i, 0, 0, 0, 0, i));
+        }
+        let r = runs.last_mut().expect("pushed above");
+        r.1 += 1;
+        r.2 += c.size;
+        if c.in_use {
+            r.3 += c.requested;
+            r.4 += c.size;
+            if c.size > chunks[r.5].size || !chunks[r.5].in_use {
+                r.5 = i;
+            }
+        }
+    }
+    let group = runs.len().div_ceil(cap.max(1)).max(1);
+    runs.chunks(group)
+        .map(|g| {
+            let mut acc = (0u32, 0u64, 0u64, 0u64, g[0].5);
+            for r in g {
+                acc.0 += r.1;
+                acc.1 += r.2;
+                acc.2 += r.3;
+                acc.3 += r.4;
+                if chunks[r.5].in_use && (!chunks[acc.4].in_use || chunks[r.5].size > chunks[acc.4].size) {
+                    acc.4 = r.5;
+                }
+            }
+            let (n, size, requested, used, rep) = acc;
+            if n == 1 {
+                let c = &chunks[rep];
+                return tables.span(c, 1, c.size, c.requested, c.in_use.then_some(c.size));
+            }
+            tables.span(&chunks[rep], n, size, requested, (used > 0).then_some(used))
+        })
+        .collect()
+}
+
+/// In-use and pool bytes after each recent event (walking back from the current figures),
+/// thinned to [`SAMPLES_SENT`], and the step marks among the events.
+fn samples(raw: &Raw) -> (Vec<[u64; 3]>, Vec<Step>) {
+    let (mut in_use, mut pool) = (raw.stats.bytes_in_use, raw.stats.pool_bytes);
+    let timed = raw.events.iter().any(|e| e.t_ns != 0);
+    let mut all = Vec::with_capacity(raw.events.len() + 1);
+    let mut steps = Vec::new();
+    for e in raw.events.iter().rev() {
+        if timed {
+            all.push([e.t_ns, in_use, pool]);
+        }
+        match e.kind {
+            EventKind::Alloc => in_use = in_use.saturating_sub(e.size),
+            EventKind::Free => in_use += e.size,
+            EventKind::Extend => pool = pool.saturating_sub(e.size),
+            EventKind::RegionFree => pool += e.size,
+            EventKind::Step => steps.push(Step { step: e.step, t_ns: e.t_ns, bytes_in_use: in_use, pool_bytes: pool }),
+            EventKind::Oom | EventKind::Refused | EventKind::OutsideAlloc | EventKind::OutsideFree => {}
+        }
+    }
+    all.reverse();
+    steps.reverse();
+    let now = [raw.t_ns.max(all.last().map_or(0, |s| s[0])), raw.stats.bytes_in_use, raw.stats.pool_bytes];
+    if all.len() > SAMPLES_SENT {
+        // Keep each stretch's highest point, so a short peak survives the thinning.
+        let per = all.len().div_ceil(SAMPLES_SENT - 1);
+        all = all.chunks(per).map(|c| *c.iter().max_by_key(|s| (s[1], s[0])).unwrap_or(&c[0])).collect();
+    }
+    all.push(now);
+    (all, steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_core::bfc::Options;
+    use oomscope_core::device::SimDevice;
+    use oomscope_core::record::Meta;
+
+    fn bfc() -> Bfc {
+        let mut o = Options::new(1 << 30);
+        o.allow_growth = true;
+        Bfc::new(o, Box::new(SimDevice::new(1 << 30, 0)))
+    }
+
+    #[test]
+    fn a_frame_holds_the_state_and_the_samples_since_the_last() {
+        let mut b = bfc();
+        let conv = b.names_mut().ops.intern("model/conv/Conv2D");
+        let relu = b.names_mut().ops.intern("model/Relu");
+        let shape = b.names_mut().shapes.intern(&[8i64, 64][..]);
+        b.mark_step(0, 5);
+        let x = b.allocate(1 << 20, Meta { op: conv, shape, t_ns: 10, ..Meta::default() }).unwrap();
+        let y = b.allocate(3 << 20, Meta { op: relu, t_ns: 20, ..Meta::default() }).unwrap();
+        // 3 MiB lands in the 4 MiB second region, unsplit (TF's rule): the chunk counts.
+        let y_size = b.allocated_size(y).unwrap();
+        assert_eq!(y_size, 4 << 20);
+        let mut cap = Capture::new();
+        let (s, steps) = cap.state(&b, 30);
+        assert_eq!(s.seq, 0);
+        assert_eq!(steps, [Step { step: 0, t_ns: 5, bytes_in_use: 0, pool_bytes: 0 }]);
+        assert_eq!(s.nodes[0], NodeUsage { op: "model/Relu".into(), bytes: y_size, requested: 3 << 20, count: 1 });
+        assert_eq!(s.nodes[1].op, "model/conv/Conv2D");
+        assert_eq!(s.live, 2);
+        let spans: Vec<&Span> = s.regions.iter().flat_map(|r| &r.spans).collect();
+        let total: u64 = spans.iter().map(|s| s.size()).sum();
+        assert_eq!(total, s.stats.pool_bytes, "spans tile the pool");
+        let conv_span = spans.iter().find(|sp| sp.in_use() == 1 << 20).unwrap();
+        assert_eq!(s.ops[conv_span.op() as usize], "model/conv/Conv2D");
+        assert_eq!(s.shapes[conv_span.shape() as usize], [8, 64]);
+        // After the second alloc in-use is 5 MiB; the samples rise to it.
+        assert_eq!(s.samples.last().unwrap()[1], (1 << 20) + y_size);
+        assert!(s.samples.iter().any(|x| x == &[10, 1 << 20, x[2]]), "{:?}", s.samples);
+        assert_eq!(s.bins.iter().map(|b| b.chunks_in_use).sum::<u64>(), 2);
+
+        b.free(x, 40).unwrap();
+        let (s2, steps2) = cap.state(&b, 50);
+        assert_eq!(s2.seq, 1);
+        assert!(steps2.is_empty());
+        assert_eq!(s2.samples.len(), 2, "one event since the last frame, and now: {:?}", s2.samples);
+        assert_eq!(s2.samples[0], [40, y_size, s2.stats.pool_bytes]);
+    }
+
+    #[test]
+    fn many_chunks_are_merged_into_runs_that_keep_the_bytes() {
+        let mut b = bfc();
+        let names: Vec<u32> = (0..7).map(|i| b.names_mut().ops.intern(&format!("op{i}"))).collect();
+        let mut addrs = Vec::new();
+        for i in 0..(SPANS_SENT * 2 + 100) {
+            addrs.push(b.allocate(256 * (1 + (i % 3) as u64), Meta { op: names[i % 7], ..Meta::default() }).unwrap());
+        }
+        for a in addrs.iter().step_by(5) {
+            b.free(*a, 0).unwrap();
+        }
+        let mut cap = Capture::new();
+        let (s, _) = cap.state(&b, 1);
+        assert!(s.merged);
+        let spans: Vec<&Span> = s.regions.iter().flat_map(|r| &r.spans).collect();
+        assert!(spans.len() <= SPANS_SENT + s.regions.len(), "{} spans", spans.len());
+        let st = b.stats();
+        assert_eq!(spans.iter().map(|s| s.size()).sum::<u64>(), st.pool_bytes);
+        assert_eq!(spans.iter().map(|s| s.in_use()).sum::<u64>(), st.bytes_in_use);
+        assert_eq!(
+            spans.iter().map(|s| s.chunks() as u64).sum::<u64>(),
+            s.bins.iter().map(|b| b.total_chunks).sum::<u64>()
+        );
+    }
+}

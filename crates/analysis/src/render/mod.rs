@@ -1,0 +1,71 @@
+//! Reports rendered from a [`Dump`]: TF's text, the short summary, and JSON.
+//! Renderers read dumps only, so a report looks the same live, replayed or re-rendered.
+
+pub mod summary;
+pub mod tf;
+pub mod verdict;
+
+use oomscope_dump::Dump;
+use std::fmt;
+use std::str::FromStr;
+
+/// The report formats every command that prints a report accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// TensorFlow's OOM text and "Current usage from device".
+    Tf,
+    /// The short human report.
+    Summary,
+    /// The dump itself, as one line of JSON.
+    Json,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "tf" => Ok(Format::Tf),
+            "summary" => Ok(Format::Summary),
+            "json" => Ok(Format::Json),
+            other => Err(format!("unknown format {other:?}; expected tf, summary or json")),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Tf => "tf",
+            Format::Summary => "summary",
+            Format::Json => "json",
+        })
+    }
+}
+
+/// The report a post-mortem view shows (TF's text and the verdict), when the dump has
+/// something to report: an OOM, or an imported log or snapshot.
+pub fn post_mortem(dump: &Dump) -> Option<String> {
+    (dump.oom.is_some() || dump.imported.is_some()).then(|| render(dump, Format::Tf))
+}
+
+/// The report in the given format, ending with a newline. The TF text is followed by the
+/// verdict, set apart by a blank line: TF's part stays byte for byte what TF prints.
+pub fn render(dump: &Dump, format: Format) -> String {
+    match format {
+        Format::Tf => {
+            let mut s = tf::render(dump);
+            if let Some(v) = &dump.verdict {
+                s.push('\n');
+                s.push_str(&verdict::render(v));
+            }
+            s
+        }
+        Format::Summary => summary::render(dump),
+        Format::Json => {
+            // Serializing plain data to a String cannot fail (no maps with non-string keys).
+            let mut s = serde_json::to_string(dump).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! TensorFlow's OOM text, byte for byte: the warning, `BFCAllocator dump for ...`
+//! (`DumpMemoryLog`), the occupancy bar (`RenderOccupancy`), and "Current usage from
+//! device" (`ReportAllocsOnResourceExhausted`).
+//!
+//! Rendered from a [`Dump`] only, so a saved dump prints exactly what was printed at the OOM.
+//! The default is TF 2.12+'s text without log prefixes; [`render_variant`] prints any of the
+//! historical variants (`TfVariant`), and an imported log prints back in its own. Sections an
+//! import lacked are left out, never invented.
+//!
+//! TF's figures are kept where they differ from oomscope's other reports: sizes are chunk
+//! sizes, `Reserved` rows stay 0; only `LargestFreeBlock`, which TF leaves at 0, is filled in.
+
+use oomscope_base::size::{human, human_bytes_driver};
+use oomscope_core::bfc::{bin_for_size, bin_size};
+use oomscope_dump::{
+    BinStyle, ChunkInfo, ChunkStyle, Dump, HeaderStyle, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
+};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// TF prints the chunk handle `SIZE_MAX` for "no next chunk".
+const NO_NEXT: u64 = u64::MAX;
+/// Lines of the "Current usage" listing before it stops (TF: more than 100).
+const MAX_REPORT_NODES: usize = 100;
+/// ... or once this share of the bytes is listed (TF's `float`, so compared in f32).
+const MAX_REPORT_FRACTION: f32 = 0.99;
+/// Cells of the occupancy bar.
+const OCCUPANCY_CELLS: u64 = 100;
+
+/// The text in the dump's own variant (an import's, or TF 2.12+'s).
+pub fn render(d: &Dump) -> String {
+    let v = d.imported.as_ref().and_then(|i| i.variant).unwrap_or_default();
+    render_variant(d, &v)
+}
+
+/// The allocator dump and the usage by node in the given variant.
+pub fn render_variant(d: &Dump, v: &TfVariant) -> String {
+    let mut out = Log { text: String::new(), prefix: v.prefix };
+    allocator_dump(d, v, &mut out);
+    out.text.push_str(&usage_by_node(d));
+    out.text
+}
+
+/// Lines as TF logs them: a LOG statement's first line carries the prefix, the lines of a
+/// multi-line message do not.
+struct Log {
+    text: String,
+    prefix: PrefixStyle,
+}
+
+impl Log {
+    fn prefix(&mut self, level: char, file: &str) {
+        let _ = match self.prefix {
+            PrefixStyle::None => Ok(()),
+            PrefixStyle::Glog => write!(self.text, "{level} tensorflow/{file}] "),
+            PrefixStyle::Quoted => write!(self.text, "> {level} tensorflow/{file}] "),
+            PrefixStyle::Absl => {
+                write!(self.text, "2025-01-05 09:48:28.754302: {level} external/local_xla/xla/tsl/{file}] ")
+            }
+        };
+    }
+
+    /// One log statement; `message` may span lines.
+    fn log(&mut self, level: char, message: &str) {
+        self.prefix(level, "core/common_runtime/bfc_allocator.cc:1058");
+        self.text.push_str(message);
+        self.text.push('\n');
+    }
+
+    fn driver(&mut self, message: &str) {
+        self.prefix('E', "stream_executor/cuda/cuda_driver.cc:936");
+        self.text.push_str(message);
+        self.text.push('\n');
+    }
+}
+
+fn address(addr: u64, v: &TfVariant) -> String {
+    match (v.chunks, v.windows) {
+        (ChunkStyle::Modern, _) => format!("{addr:x}"),
+        (_, true) => format!("{addr:016X}"),
+        (_, false) => format!("{addr:#x}"),
+    }
+}
+
+/// The device's refusals, the OOM warning, the dump and the occupancy bar.
+fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
+    let name = &d.allocator.name;
+    for r in &d.refusals {
+        o.driver(&format!(
+            "failed to allocate {} ({} bytes) from device: CUDA_ERROR_OUT_OF_MEMORY",
+            human_bytes_driver(r.bytes),
+            r.bytes
+        ));
+    }
+    // A request outside the pool failed in the driver, not in the allocator: TF prints no
+    // "ran out of memory" for it, only the driver's line (above) and, here, the state.
+    let oom = d.oom.as_ref().filter(|o| !o.outside && d.has(Section::Request));
+    match (v.header, oom) {
+        (HeaderStyle::Modern, Some(oom)) => o.log(
+            'W',
+            // No space before "requested": TF's own text.
+            &format!(
+                "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {})requested by op {}\n\
+                 If the cause is memory fragmentation maybe the environment variable \
+                 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. \n\
+                 Current allocation summary follows.",
+                human(oom.requested),
+                oom.rounded,
+                oom.op
+            ),
+        ),
+        (HeaderStyle::Mid, Some(oom)) => o.log(
+            'W',
+            &format!(
+                "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {}).  Current allocation summary follows.",
+                human(oom.requested),
+                oom.rounded
+            ),
+        ),
+        _ => {}
+    }
+    if v.header == HeaderStyle::Modern && d.has(Section::Bins) {
+        o.log('I', &format!("BFCAllocator dump for {name}"));
+    }
+    if d.has(Section::Bins) {
+        for b in &d.bins {
+            let line = match v.bins {
+                BinStyle::Modern => format!(
+                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {}. {} allocated for chunks. {} in use in bin. {} client-requested in use in bin.",
+                    b.size,
+                    b.total_chunks,
+                    b.chunks_in_use,
+                    human(b.bytes),
+                    human(b.bytes_in_use),
+                    human(b.requested_in_use)
+                ),
+                BinStyle::Ancient => format!(
+                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {} {} allocated for chunks. {} client-requested for chunks. {} in use in bin. {} client-requested in use in bin.",
+                    b.size,
+                    b.total_chunks,
+                    b.chunks_in_use,
+                    human(b.bytes),
+                    human(b.requested.unwrap_or(b.requested_in_use)),
+                    human(b.bytes_in_use),
+                    human(b.requested_in_use)
+                ),
+            };
+            o.log('I', &line);
+        }
+    }
+    chunk_state(d, o);
+    if d.has(Section::Regions) {
+        for r in &d.regions {
+            if v.chunks != ChunkStyle::Old {
+                o.log('I', &format!("Next region of size {}", r.size));
+            }
+            for c in &r.chunks {
+                let next = c.next.unwrap_or(NO_NEXT);
+                let at = address(c.address, v);
+                let line = match v.chunks {
+                    ChunkStyle::Modern => {
+                        format!("{} at {at} of size {} next {next}", if c.in_use { "InUse" } else { "Free " }, c.size)
+                    }
+                    ChunkStyle::Mid => {
+                        format!("{} at {at} next {next} of size {}", if c.in_use { "InUse" } else { "Free " }, c.size)
+                    }
+                    ChunkStyle::Old => {
+                        format!("{} at {at} of size {}", if c.in_use { "Chunk" } else { "Free " }, c.size)
+                    }
+                };
+                o.log('I', &line);
+            }
+        }
+    }
+    if d.has(Section::Summary) {
+        o.log('I', "     Summary of in-use Chunks by size: ");
+        for (size, count) in in_use_by_size(d) {
+            o.log('I', &format!("{count} Chunks of size {size} totalling {}", human(size.saturating_mul(count))));
+        }
+    }
+    if d.has(Section::Totals) {
+        let sum = d.imported.as_ref().and_then(|i| i.sum_total).unwrap_or_else(|| {
+            in_use_by_size(d).iter().fold(0u64, |t, (size, count)| t.saturating_add(size.saturating_mul(*count)))
+        });
+        o.log('I', &format!("Sum Total of in-use chunks: {}", human(sum)));
+        let pool = d.stats.pool_bytes;
+        let rest = format!(
+            "memory_limit_: {} available bytes: {} curr_region_allocation_bytes_: {}",
+            d.allocator.limit,
+            d.allocator.limit.wrapping_sub(pool),
+            d.allocator.curr_region_allocation_bytes
+        );
+        match v.totals {
+            TotalsStyle::Pool => o.log('I', &format!("Total bytes in pool: {pool} {rest}")),
+            TotalsStyle::Region => o.log('I', &format!("total_region_allocated_bytes_: {pool} {rest}")),
+            TotalsStyle::None => {}
+        }
+    }
+    if d.has(Section::Stats) {
+        let s = &d.stats;
+        let mut rows = vec![
+            ("Limit:", s.bytes_limit),
+            ("InUse:", s.bytes_in_use),
+            ("MaxInUse:", s.peak_bytes_in_use),
+            ("NumAllocs:", s.num_allocs),
+            ("MaxAllocSize:", s.largest_alloc_size),
+        ];
+        let width = match v.stats {
+            StatsStyle::Eight => {
+                rows.extend([
+                    ("Reserved:", s.bytes_reserved),
+                    ("PeakReserved:", s.peak_bytes_reserved),
+                    ("LargestFreeBlock:", s.largest_free_block),
+                ]);
+                18
+            }
+            StatsStyle::Five => 14,
+        };
+        // One log statement: "Stats: \n" and the rows, which end with a newline of their own.
+        let mut message = String::from("Stats: \n");
+        for (label, value) in rows {
+            let _ = writeln!(message, "{label:<width$}{value:>20}");
+        }
+        o.log('I', &message);
+    }
+    if d.has(Section::Occupancy) {
+        let bar = d.imported.as_ref().and_then(|i| i.occupancy.clone()).unwrap_or_else(|| occupancy(d));
+        o.log('W', &bar);
+    }
+    if let (HeaderStyle::Old, Some(oom)) = (v.header, oom) {
+        o.log(
+            'W',
+            &format!("Ran out of memory trying to allocate {}.  See logs for memory state.", human(oom.requested)),
+        );
+    }
+}
+
+/// `Bin for X was Y, Chunk State:` and the free chunks of that bin with their neighbours.
+fn chunk_state(d: &Dump, o: &mut Log) {
+    if !d.has(Section::ChunkState) {
+        return;
+    }
+    let imported = d.imported.as_ref();
+    let for_request =
+        d.oom.as_ref().filter(|oom| !oom.outside).map(|oom| (oom.rounded, bin_size(bin_for_size(oom.rounded))));
+    let Some((rounded, size)) = imported.and_then(|i| i.bin_for).map(|b| (b[0], b[1])).or(for_request) else {
+        return;
+    };
+    o.log('I', &format!("Bin for {} was {}, Chunk State: ", human(rounded), human(size)));
+    if let Some(lines) = imported.and_then(|i| i.chunk_state.as_ref()) {
+        for line in lines {
+            o.log('I', line);
+        }
+        return;
+    }
+    for s in free_chunks_of_bin_for(d, rounded) {
+        let mut line = chunk_debug(s.chunk);
+        if let Some(p) = s.prev {
+            line.push_str(", prev: ");
+            line.push_str(&chunk_debug(p));
+        }
+        if let Some(n) = s.next {
+            line.push_str(", next: ");
+            line.push_str(&chunk_debug(n));
+        }
+        o.log('I', &line);
+    }
+}
+
+/// A free chunk and its neighbours in the region.
+struct FreeChunkState<'a> {
+    chunk: &'a ChunkInfo,
+    prev: Option<&'a ChunkInfo>,
+    next: Option<&'a ChunkInfo>,
+}
+
+/// Free chunks of the bin `rounded` would be served from, in search order: what TF prints
+/// after `Bin for X was Y, Chunk State:`. Each comes with its neighbours.
+fn free_chunks_of_bin_for(d: &Dump, rounded: u64) -> Vec<FreeChunkState<'_>> {
+    let bin = bin_for_size(rounded);
+    let mut out = Vec::new();
+    for r in &d.regions {
+        for (i, c) in r.chunks.iter().enumerate() {
+            if !c.in_use && bin_for_size(c.size) == bin {
+                let prev = i.checked_sub(1).map(|p| &r.chunks[p]);
+                out.push(FreeChunkState { chunk: c, prev, next: r.chunks.get(i + 1) });
+            }
+        }
+    }
+    out.sort_by_key(|s| (s.chunk.size, s.chunk.address));
+    out
+}
+
+/// (size, count) of in-use chunks, by size: as printed by an import, else from the chunks.
+fn in_use_by_size(d: &Dump) -> Vec<(u64, u64)> {
+    if let Some(rows) = d.imported.as_ref().and_then(|i| i.summary_by_size.as_ref()) {
+        return rows.iter().map(|r| (r[1], r[0])).collect();
+    }
+    let mut by: BTreeMap<u64, u64> = BTreeMap::new();
+    for c in d.live_chunks() {
+        *by.entry(c.size).or_default() += 1;
+    }
+    by.into_iter().collect()
+}
+
+/// TF's `Chunk::DebugString` without recursion.
+fn chunk_debug(c: &ChunkInfo) -> String {
+    let bin: i64 = if c.in_use { -1 } else { bin_for_size(c.size) as i64 };
+    format!(
+        "  Size: {} | Requested Size: {} | in_use: {} | bin_num: {bin}",
+        human(c.size),
+        human(c.requested),
+        u8::from(c.in_use)
+    )
+}
+
+/// The 100-cell bar over all regions in address order: `*` requested bytes, `x` waste,
+/// `_` free. Later chunks overwrite the cells they share with earlier ones, as in TF.
+pub fn occupancy(d: &Dump) -> String {
+    let total: u64 = d.regions.iter().map(|r| r.size).sum();
+    if total == 0 {
+        return "<allocator contains no memory>".to_string();
+    }
+    let mut cells = [b'_'; OCCUPANCY_CELLS as usize];
+    let mut paint = |offset: u64, size: u64, ch: u8| {
+        let cell = |at: u64| {
+            ((at as u128 * OCCUPANCY_CELLS as u128) / total as u128).min(OCCUPANCY_CELLS as u128 - 1) as usize
+        };
+        let (start, end) = (cell(offset), cell(offset + size - 1));
+        for c in &mut cells[start..=end.max(start)] {
+            *c = ch;
+        }
+    };
+    let mut region_offset = 0u64;
+    for r in &d.regions {
+        for c in r.chunks.iter().filter(|c| c.in_use) {
+            let at = region_offset + c.address.saturating_sub(r.address);
+            let requested = c.requested.min(c.size);
+            if c.size > requested {
+                paint(at + requested, c.size - requested, b'x');
+            }
+            if requested > 0 {
+                paint(at, requested, b'*');
+            }
+        }
+        region_offset += r.size;
+    }
+    String::from_utf8_lossy(&cells).into_owned()
+}
+
+/// The "Current usage from device" listing: nodes by live bytes, largest first, until more
+/// than 100 lines or 99% of the bytes are listed, then `Remaining N nodes with X`.
+///
+/// TF's report string starts with "\n\n" because it is appended to an error message that
+/// does not end its line; here it follows a finished line, so it starts with one "\n" and
+/// the text looks as in a TF log: one blank line, then the listing. An imported listing is
+/// printed as it was, with its own "Remaining" line.
+pub fn usage_by_node(d: &Dump) -> String {
+    let mut o = String::new();
+    if !d.has(Section::Usage) {
+        return o;
+    }
+    let _ = write!(o, "\nCurrent usage from device: {}, allocator: {}\n", d.device.name, d.allocator.name);
+    if let Some([nodes, bytes]) = d.imported.as_ref().and_then(|i| i.usage_remaining) {
+        for n in &d.usage_by_node {
+            let _ = writeln!(o, "  {} from {}", human(n.bytes), n.op);
+        }
+        let _ = writeln!(o, "  Remaining {nodes} nodes with {}", human(bytes));
+        return o;
+    }
+    let nodes: Vec<_> = d.usage_by_node.iter().filter(|n| n.bytes > 0).collect();
+    let total: u64 = nodes.iter().map(|n| n.bytes).sum();
+    let threshold = total as f32 * MAX_REPORT_FRACTION;
+    let (mut reported_bytes, mut reported_nodes) = (0u64, 0usize);
+    for n in &nodes {
+        reported_bytes += n.bytes;
+        reported_nodes += 1;
+        let _ = writeln!(o, "  {} from {}", human(n.bytes), n.op);
+        if reported_nodes > MAX_REPORT_NODES || reported_bytes as f32 >= threshold {
+            break;
+        }
+    }
+    if nodes.len() > reported_nodes {
+        let _ =
+            writeln!(o, "  Remaining {} nodes with {}", nodes.len() - reported_nodes, human(total - reported_bytes));
+    }
+    o
+}

@@ -1,0 +1,374 @@
+//! Allocation traces: JSON Lines, one event per line.
+//!
+//! ```text
+//! {"ev":"alloc","id":"t1","bytes":4096,"op":"conv1/Conv2D","shape":[1,32,32,1],"dtype":"float32","step":3,"t":12.5}
+//! {"ev":"free","id":"t1"}
+//! {"ev":"step","step":3}
+//! ```
+//!
+//! `shape`, `dtype`, `step`, `t` (microseconds), `kind` (weight, optimizer, input, activation,
+//! gradient, temporary) and `outside` (taken straight from the device, outside the allocator's
+//! pool, as cuDNN does) are optional; unknown fields are ignored;
+//! blank lines are skipped. An id is live from its `alloc` to its `free`. The whole file is
+//! checked before anything is replayed, so a bad trace is refused the same way whatever the
+//! memory limit: a malformed line, an unknown event, a negative size, an `alloc` of an id
+//! that is live, or a `free` of one that is not, all name the line.
+
+use oomscope_core::record::{Kind, Meta, Names};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+/// One replayable event. `alloc` numbers allocations in order; frees refer to that number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `outside`: taken straight from the device, outside the allocator's pool.
+    Alloc {
+        alloc: u32,
+        bytes: u64,
+        meta: Meta,
+        outside: bool,
+    },
+    Free {
+        alloc: u32,
+        t_ns: u64,
+        outside: bool,
+    },
+    Step {
+        step: i64,
+        t_ns: u64,
+    },
+}
+
+/// A checked trace with its names interned.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub events: Vec<Event>,
+    /// The source line of each event (1-based).
+    pub lines: Vec<u32>,
+    pub names: Names,
+    /// Number of `alloc` events.
+    pub allocs: u32,
+}
+
+/// A trace that cannot be replayed, and where.
+pub type TraceError = crate::input_error::InputError;
+
+/// A JSON number that should be a byte count, kept as given until it is checked.
+enum Number {
+    Unsigned(u64),
+    Negative(i64),
+    Fraction(f64),
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Number, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Number, E> {
+                Ok(Number::Unsigned(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Number, E> {
+                Ok(if v < 0 { Number::Negative(v) } else { Number::Unsigned(v as u64) })
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Number, E> {
+                Ok(Number::Fraction(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An id: a string, or an integer taken as its decimal text.
+struct Id<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Id<'a>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Id<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Id<'de>, E> {
+                Ok(Id(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Id<'de>, E> {
+                Ok(Id(Cow::Owned(v.to_string())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Id<'de>, E> {
+                Ok(Id(Cow::Owned(v.to_string())))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Id<'de>, E> {
+                Ok(Id(Cow::Owned(v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Id<'de>, E> {
+                Err(E::custom(format_args!("id {v} is not a string or an integer")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow)]
+    ev: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Id<'a>>,
+    bytes: Option<Number>,
+    #[serde(borrow)]
+    op: Option<Cow<'a, str>>,
+    shape: Option<Vec<i64>>,
+    #[serde(borrow)]
+    dtype: Option<Cow<'a, str>>,
+    step: Option<i64>,
+    t: Option<f64>,
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    outside: Option<bool>,
+}
+
+/// Parses and checks a trace file.
+pub fn read(path: &Path) -> Result<Trace, TraceError> {
+    let file = std::fs::File::open(path).map_err(|e| TraceError {
+        path: path.into(),
+        line: 0,
+        message: format!("cannot open the trace: {e}"),
+    })?;
+    parse(path, BufReader::with_capacity(1 << 20, file), |_| {})
+}
+
+/// Parses and checks a trace from any reader; `path` names it in errors; `progress` is
+/// called with the bytes read so far, now and then.
+pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
+    let mut p = Parser { path, trace: Trace::default(), live: HashMap::new(), step: -1, t_ns: 0 };
+    let mut buf = Vec::with_capacity(256);
+    let (mut line_no, mut read_bytes) = (0usize, 0u64);
+    loop {
+        buf.clear();
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| p.error(line_no + 1, format!("cannot read the trace: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        read_bytes += n as u64;
+        if line_no % 65_536 == 0 {
+            progress(read_bytes);
+        }
+        p.line(line_no, &buf)?;
+    }
+    Ok(p.trace)
+}
+
+/// Parses a whole trace held in memory.
+pub fn parse_str(path: &Path, text: &str) -> Result<Trace, TraceError> {
+    parse(path, io::Cursor::new(text.as_bytes()), |_| {})
+}
+
+struct Parser<'p> {
+    path: &'p Path,
+    trace: Trace,
+    /// Live ids -> (allocation number, line of the alloc, outside the pool).
+    live: HashMap<String, (u32, usize, bool)>,
+    step: i64,
+    t_ns: u64,
+}
+
+impl Parser<'_> {
+    fn error(&self, line: usize, message: String) -> TraceError {
+        TraceError { path: self.path.into(), line, message }
+    }
+
+    fn line(&mut self, line: usize, bytes: &[u8]) -> Result<(), TraceError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let content = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        let raw: RawEvent<'_> = serde_json::from_slice(content).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Data => "not a trace event",
+                serde_json::error::Category::Eof => "the line ends inside a JSON value (truncated?)",
+                _ => "malformed JSON",
+            };
+            let msg = e.to_string();
+            let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
+            self.error(line, format!("{what} at column {}: {msg}", e.column()))
+        })?;
+        if let Some(t) = raw.t {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(self.error(line, format!("\"t\" is {t}; it must be a non-negative time in microseconds")));
+            }
+            self.t_ns = (t * 1000.0) as u64;
+        }
+        let t_ns = self.t_ns;
+        let ev = raw.ev.as_deref().ok_or_else(|| {
+            self.error(line, "no \"ev\" field; expected \"ev\": \"alloc\", \"free\" or \"step\"".into())
+        })?;
+        let event = match ev {
+            "alloc" => {
+                let id = raw.id.ok_or_else(|| self.error(line, "alloc without an \"id\"".into()))?.0;
+                let bytes = match raw.bytes {
+                    Some(Number::Unsigned(b)) => b,
+                    Some(Number::Negative(b)) => {
+                        return Err(
+                            self.error(line, format!("\"bytes\" is {b}; a size must be a non-negative integer"))
+                        );
+                    }
+                    Some(Number::Fraction(b)) => {
+                        return Err(
+                            self.error(line, format!("\"bytes\" is {b}; a size must be a non-negative integer"))
+                        );
+                    }
+                    None => return Err(self.error(line, "alloc without \"bytes\"".into())),
+                };
+                let alloc = self.trace.allocs;
+                if let Some((_, at, _)) = self.live.get(id.as_ref()) {
+                    return Err(
+                        self.error(line, format!("id {id:?} is already live (allocated on line {at} and not freed)"))
+                    );
+                }
+                let kind = match raw.kind.as_deref() {
+                    None => Kind::Unknown,
+                    Some(k) => Kind::parse(k).ok_or_else(|| {
+                        self.error(
+                            line,
+                            format!(
+                                "unknown kind {k:?}; expected one of weight, optimizer, input, activation, gradient, temporary"
+                            ),
+                        )
+                    })?,
+                };
+                let outside = raw.outside.unwrap_or(false);
+                self.live.insert(id.into_owned(), (alloc, line, outside));
+                self.trace.allocs = alloc
+                    .checked_add(1)
+                    .ok_or_else(|| self.error(line, "more than 4294967295 allocations in one trace".into()))?;
+                let names = &mut self.trace.names;
+                let meta = Meta {
+                    op: raw.op.as_deref().map_or(0, |o| names.ops.intern(o)),
+                    shape: raw.shape.as_deref().map_or(0, |s| names.shapes.intern(s)),
+                    dtype: raw.dtype.as_deref().map_or(0, |d| names.dtypes.intern(d)),
+                    stack: 0,
+                    step: raw.step.unwrap_or(self.step),
+                    t_ns,
+                    kind,
+                };
+                Event::Alloc { alloc, bytes, meta, outside }
+            }
+            "free" => {
+                let id = raw.id.ok_or_else(|| self.error(line, "free without an \"id\"".into()))?.0;
+                let (alloc, _, outside) = self.live.remove(id.as_ref()).ok_or_else(|| {
+                    self.error(
+                        line,
+                        format!("free of id {id:?}, which is not live (never allocated, or already freed)"),
+                    )
+                })?;
+                Event::Free { alloc, t_ns, outside }
+            }
+            "step" => {
+                let step = raw.step.ok_or_else(|| self.error(line, "step event without \"step\"".into()))?;
+                self.step = step;
+                Event::Step { step, t_ns }
+            }
+            other => {
+                return Err(
+                    self.error(line, format!("unknown event {other:?}; expected \"alloc\", \"free\" or \"step\""))
+                );
+            }
+        };
+        self.trace.events.push(event);
+        self.trace.lines.push(u32::try_from(line).unwrap_or(u32::MAX));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Trace, String> {
+        parse_str(Path::new("t.jsonl"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_the_contract_events() {
+        let t = parse(
+            "{\"ev\":\"step\",\"step\":3}\n\n\
+             {\"ev\":\"alloc\",\"id\":\"t1\",\"bytes\":4096,\"op\":\"conv1/Conv2D\",\"shape\":[2,3],\"dtype\":\"float32\",\"extra\":{\"x\":1}}\n\
+             {\"ev\":\"free\",\"id\":\"t1\",\"t\":2.5}\n\
+             {\"ev\":\"alloc\",\"id\":\"t1\",\"bytes\":0,\"step\":9}\n",
+        )
+        .unwrap();
+        assert_eq!(t.events.len(), 4);
+        assert_eq!(t.lines, vec![1, 3, 4, 5]);
+        match t.events[1] {
+            Event::Alloc { alloc: 0, bytes: 4096, meta, outside: false } => {
+                assert_eq!(t.names.op(meta.op), "conv1/Conv2D");
+                assert_eq!(meta.step, 3, "the step of the last step event");
+                assert_eq!(t.names.shapes.get(meta.shape), Some(&vec![2, 3]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.events[2], Event::Free { alloc: 0, t_ns: 2500, outside: false });
+        assert!(
+            matches!(t.events[3], Event::Alloc { alloc: 1, bytes: 0, meta, .. } if meta.step == 9 && meta.t_ns == 2500)
+        );
+    }
+
+    #[test]
+    fn refuses_bad_lines_naming_them() {
+        let cases = [
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}\n{oops", "t.jsonl:2: malformed JSON at column 2"),
+            (
+                "{\"ev\":\"alloc\",\"id\":\"a\",\"by",
+                "t.jsonl:1: the line ends inside a JSON value (truncated?) at column 26",
+            ),
+            ("{\"ev\":\"allocate\",\"id\":\"a\",\"bytes\":1}", "t.jsonl:1: unknown event \"allocate\""),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":-5}", "t.jsonl:1: \"bytes\" is -5"),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1.5}", "t.jsonl:1: \"bytes\" is 1.5"),
+            (
+                "{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}\n{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1}",
+                "t.jsonl:2: id \"a\" is already live (allocated on line 1",
+            ),
+            ("{\"ev\":\"free\",\"id\":\"zz\"}", "t.jsonl:1: free of id \"zz\", which is not live"),
+            ("{\"ev\":\"alloc\",\"bytes\":1}", "t.jsonl:1: alloc without an \"id\""),
+            ("{\"ev\":\"alloc\",\"id\":\"a\"}", "t.jsonl:1: alloc without \"bytes\""),
+            ("{\"id\":\"a\"}", "t.jsonl:1: no \"ev\" field"),
+            ("[1,2]", "t.jsonl:1: not a trace event"),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":\"lots\"}", "t.jsonl:1: not a trace event"),
+            ("{\"ev\":\"step\"}", "t.jsonl:1: step event without \"step\""),
+            ("{\"ev\":\"step\",\"step\":1,\"t\":-1}", "t.jsonl:1: \"t\" is -1"),
+            ("{\"ev\":\"alloc\",\"id\":\"a\",\"bytes\":1,\"kind\":\"weights\"}", "t.jsonl:1: unknown kind \"weights\""),
+            ("\u{0}\u{1}binary", "t.jsonl:1: malformed JSON"),
+        ];
+        for (text, expected) in cases {
+            let err = parse(text).expect_err(text);
+            assert!(err.starts_with(expected), "{text:?}\n  gave {err}\n  expected {expected}");
+        }
+    }
+
+    #[test]
+    fn kind_and_outside_are_carried_to_the_free() {
+        let t = parse("{\"ev\":\"alloc\",\"id\":\"h\",\"bytes\":9,\"kind\":\"temporary\",\"outside\":true}\n{\"ev\":\"free\",\"id\":\"h\"}").unwrap();
+        assert!(matches!(t.events[0], Event::Alloc { outside: true, meta, .. } if meta.kind == Kind::Temporary));
+        assert!(matches!(t.events[1], Event::Free { outside: true, .. }));
+    }
+
+    #[test]
+    fn numeric_ids_and_reuse_after_free() {
+        let t = parse("{\"ev\":\"alloc\",\"id\":7,\"bytes\":1}\n{\"ev\":\"free\",\"id\":\"7\"}\n{\"ev\":\"alloc\",\"id\":7,\"bytes\":1}").unwrap();
+        assert_eq!(t.allocs, 2);
+    }
+}

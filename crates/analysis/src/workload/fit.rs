@@ -1,0 +1,298 @@
+//! What fits: the largest batch (or evaluation chunk) a device holds, found by replaying the
+//! workload through the real allocator — rounding, whole-chunk waste and fragmentation
+//! included — and the straight-line model of seed 004 (`fixed + per_sample × batch`)
+//! fitted to those replays. For a recorded trace, whose batch cannot change, the smallest
+//! limit it replays under.
+
+use super::{Workload, model::Mode};
+use crate::replay::{Settings, replay};
+use crate::trace::Trace;
+use crate::workload::ModelError;
+use oomscope_base::size::human;
+use oomscope_core::bfc::Options;
+use oomscope_dump::{Verdict, VerdictKind};
+use serde::Serialize;
+
+/// Steps simulated per probe: the second step shows what the first left behind.
+const PROBE_STEPS: u32 = 2;
+/// A limit no simulated workload reaches: replays under it measure the ideal peak.
+const UNLIMITED: u64 = 1 << 50;
+
+/// One replay at one batch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Probe {
+    pub batch: u64,
+    pub fits: bool,
+    /// Peak bytes in use on the device given (up to the failure when it did not fit).
+    pub peak_in_use: u64,
+    /// Peak bytes in use with unlimited memory: what the batch needs.
+    pub needed: u64,
+}
+
+/// The answer for a workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct BatchFit {
+    /// Every batch replayed, in increasing order.
+    pub probes: Vec<Probe>,
+    /// The largest batch that fits, when one does.
+    pub largest: Option<Probe>,
+    /// True when the search stopped at `max_batch` with it still fitting.
+    pub capped: bool,
+    pub max_batch: u64,
+    /// Memory the process can have: the limit, or the device's free memory if less.
+    pub capacity: u64,
+    /// `needed ≈ fixed + per_sample × batch`, least squares over the probes.
+    pub fixed: f64,
+    pub per_sample: f64,
+    /// The largest batch the straight line allows.
+    pub line_prediction: u64,
+}
+
+fn capacity(s: &Settings) -> u64 {
+    s.allocator.limit.min(s.device_total.saturating_sub(s.device_others))
+}
+
+fn unlimited(s: &Settings) -> Settings {
+    let mut o = s.allocator.clone();
+    o.limit = UNLIMITED;
+    o.allow_growth = false;
+    o.history = 0;
+    Settings {
+        allocator: o,
+        device_total: UNLIMITED,
+        device_others: 0,
+        device_model: s.device_model.clone(),
+        keep_going: true,
+    }
+}
+
+fn quiet(s: &Settings) -> Settings {
+    let mut s = s.clone();
+    s.allocator.history = 0;
+    s.keep_going = false;
+    s
+}
+
+/// Replays `w` at `batch` on the device of `s` and with unlimited memory.
+pub fn probe(w: &Workload, s: &Settings, batch: u64) -> Result<Probe, ModelError> {
+    let t = w.trace(batch, PROBE_STEPS)?;
+    let real = replay(&t, &quiet(s), None, |_| {});
+    let ideal = replay(&t, &unlimited(s), None, |_| {});
+    Ok(Probe {
+        batch,
+        fits: real.failures == 0,
+        peak_in_use: real.dump.stats.peak_bytes_in_use,
+        needed: ideal.dump.stats.peak_bytes_in_use,
+    })
+}
+
+/// The largest batch of `w` in `1..=max_batch` that replays without an OOM on `s`.
+/// Doubling, then bisection: a batch that fits is assumed to fit at every smaller size.
+pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<BatchFit, ModelError> {
+    let max_batch = max_batch.max(1);
+    let mut probes: Vec<Probe> = Vec::new();
+    let run = |b: u64, probes: &mut Vec<Probe>| -> Result<bool, ModelError> {
+        if let Some(p) = probes.iter().find(|p| p.batch == b) {
+            return Ok(p.fits);
+        }
+        let p = probe(w, s, b)?;
+        let fits = p.fits;
+        probes.push(p);
+        Ok(fits)
+    };
+    let (mut lo, mut hi) = (0u64, None::<u64>);
+    let mut b = 1;
+    loop {
+        if run(b, &mut probes)? {
+            lo = b;
+            if b >= max_batch {
+                break;
+            }
+            b = (b * 2).min(max_batch);
+        } else {
+            hi = Some(b);
+            break;
+        }
+    }
+    if let Some(mut h) = hi {
+        while h - lo > 1 {
+            let mid = lo + (h - lo) / 2;
+            if run(mid, &mut probes)? {
+                lo = mid;
+            } else {
+                h = mid;
+            }
+        }
+    }
+    // Two points at least for the line.
+    for b in [1, 2] {
+        run(b, &mut probes)?;
+    }
+    probes.sort_by_key(|p| p.batch);
+    let (fixed, per_sample) = line(&probes);
+    let cap = capacity(s);
+    let line_prediction =
+        if per_sample > 0.0 { ((cap as f64 - fixed) / per_sample).max(0.0).floor() as u64 } else { u64::MAX };
+    let largest = probes.iter().find(|p| p.batch == lo).cloned();
+    Ok(BatchFit {
+        capped: hi.is_none() && lo == max_batch,
+        largest,
+        probes,
+        max_batch,
+        capacity: cap,
+        fixed,
+        per_sample,
+        line_prediction,
+    })
+}
+
+/// Least squares of `needed` against `batch`.
+fn line(probes: &[Probe]) -> (f64, f64) {
+    let n = probes.len() as f64;
+    let (sx, sy) = probes.iter().fold((0.0, 0.0), |(x, y), p| (x + p.batch as f64, y + p.needed as f64));
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for p in probes {
+        let dx = p.batch as f64 - mx;
+        sxy += dx * (p.needed as f64 - my);
+        sxx += dx * dx;
+    }
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - slope * mx, slope)
+}
+
+/// The answer for a fixed trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct LimitFit {
+    /// Peak bytes in use with unlimited memory (rounded sizes, no fragmentation).
+    pub needed: u64,
+    /// The smallest limit (to 1 MiB) the trace replays under with these allocator options.
+    pub min_limit: u64,
+    /// Whether it replays on the device given, and the peak there.
+    pub fits: bool,
+    pub capacity: u64,
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The smallest limit `t` replays under (bisection to 1 MiB), and whether `s` is enough.
+pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
+    let ideal = replay(t, &unlimited(s), None, |_| {});
+    let needed = ideal.dump.stats.peak_bytes_in_use;
+    let fits_at = |limit: u64| {
+        let mut q = quiet(s);
+        q.allocator.limit = limit;
+        q.device_total = limit;
+        q.device_others = 0;
+        replay(t, &q, None, |_| {}).failures == 0
+    };
+    let mut lo = needed.div_ceil(MIB).max(1) * MIB - MIB; // does not fit below the need
+    let mut hi = lo + MIB;
+    while !fits_at(hi) {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+        if hi >= UNLIMITED {
+            break;
+        }
+    }
+    while hi - lo > MIB {
+        let mid = (lo + (hi - lo) / 2) / MIB * MIB;
+        if mid <= lo {
+            break;
+        }
+        if fits_at(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let fits = replay(t, &quiet(s), None, |_| {}).failures == 0;
+    LimitFit { needed, min_limit: hi, fits, capacity: capacity(s) }
+}
+
+fn eval_chunks(samples: u64, chunk: u64) -> String {
+    let k = samples.div_ceil(chunk.max(1));
+    let m = samples.div_ceil(k);
+    format!("for example {k} chunks of {m}")
+}
+
+/// Replaces an estimated fix with one checked by replay, when the workload is at hand.
+pub fn refine(v: &mut Verdict, w: &Workload, s: &Settings, batch: u64) -> Result<(), ModelError> {
+    let eval = w.model.mode == Mode::Eval;
+    match v.kind {
+        VerdictKind::Peak | VerdictKind::SingleTensor if batch > 1 => {
+            let f = largest_batch(w, s, batch - 1)?;
+            v.fix = match &f.largest {
+                Some(p) if eval => {
+                    let samples = w.model.samples.unwrap_or(batch);
+                    format!(
+                        "split the evaluation into chunks of at most {} ({}), and average the results; replayed through the \
+                         allocator, a chunk of {} fits with {} free at its peak",
+                        p.batch,
+                        eval_chunks(samples, p.batch),
+                        p.batch,
+                        human(f.capacity.saturating_sub(p.peak_in_use))
+                    )
+                }
+                Some(p) => format!(
+                    "train at batch {} (or keep batch {batch} with gradient accumulation over {} steps): replayed through the \
+                     allocator, batch {} fits with {} free at its peak and batch {} does not",
+                    p.batch,
+                    batch.div_ceil(p.batch),
+                    p.batch,
+                    human(f.capacity.saturating_sub(p.peak_in_use)),
+                    p.batch + 1
+                ),
+                None => format!(
+                    "even batch 1 does not fit: it needs {} and {} can be had; use float16 activations, gradient \
+                     checkpointing, or a smaller input",
+                    human(f.probes.first().map_or(0, |p| p.needed)),
+                    human(f.capacity)
+                ),
+            };
+        }
+        VerdictKind::Others if !s.allocator.allow_growth => {
+            let mut grow = s.clone();
+            grow.allocator.allow_growth = true;
+            let t = w.trace(batch, w.model.steps)?;
+            let with_growth = replay(&t, &quiet(&grow), None, |_| {});
+            if with_growth.failures == 0 {
+                let total = s.device_total;
+                let usable =
+                    total.saturating_sub(s.device_others).saturating_sub(w.model.outside.iter().map(|o| o.bytes).sum());
+                let fraction = (usable as f64 / total.max(1) as f64 * 20.0).floor() / 20.0;
+                let mut capped = s.clone();
+                capped.allocator.limit = (fraction * total as f64) as u64;
+                let with_cap = replay(&t, &quiet(&capped), None, |_| {});
+                let mut fix = format!(
+                    "let the pool grow on demand: TF_FORCE_GPU_ALLOW_GROWTH=true (config.gpu_options.allow_growth = True); \
+                     replayed with it, the pool peaks at {} and everything else gets the memory it asks for",
+                    human(with_growth.dump.stats.peak_pool_bytes)
+                );
+                if with_cap.failures == 0 {
+                    fix.push_str(&format!(
+                        "; or cap the pool: per_process_gpu_memory_fraction={fraction:.2} ({}), which also replays without an OOM",
+                        human(capped.allocator.limit)
+                    ));
+                }
+                v.fix = fix;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Settings for a device of `total` bytes of which `others` are held elsewhere, with the
+/// allocator's limit at what is free (TF's default) unless given.
+pub fn settings(total: u64, others: u64, model: &str, limit: Option<u64>) -> Settings {
+    let mut o = Options::new(limit.unwrap_or(total.saturating_sub(others)));
+    o.history = 10_000;
+    Settings {
+        allocator: o,
+        device_total: total,
+        device_others: others,
+        device_model: model.to_string(),
+        keep_going: false,
+    }
+}

@@ -1,0 +1,72 @@
+//! Training-memory simulation: a network described in JSON (`docs/workload-format.md`)
+//! becomes an allocation trace in the replay format, so every simulated run can be saved,
+//! replayed and reported like a recorded one.
+//!
+//! - [`model`]: the description format and its checks (errors name the line);
+//! - [`expand`]: model → trace, following TF's executor (what backward keeps, in-place ops);
+//! - [`builtin`]: the seed stories as built-in workloads;
+//! - [`fit`]: the largest batch (or evaluation chunk) that fits a device, by replay.
+
+pub mod builtin;
+pub mod expand;
+pub mod fit;
+pub mod model;
+
+pub use model::{Model, ModelError};
+
+use crate::trace::{self, Trace};
+use oomscope_dump::WorkloadInfo;
+use std::path::{Path, PathBuf};
+
+/// A model and where it came from.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub model: Model,
+    /// The file, or `builtin:NAME`.
+    pub path: PathBuf,
+}
+
+impl Workload {
+    /// A built-in workload by name, else a model file.
+    pub fn load(name_or_path: &str) -> Result<Workload, ModelError> {
+        if let Some(b) = builtin::find(name_or_path) {
+            return b.workload();
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError {
+            path: path.to_path_buf(),
+            line: 0,
+            message: format!("cannot read the model: {e}"),
+        })?;
+        Ok(Workload { model: model::parse(path, &text)?, path: path.to_path_buf() })
+    }
+
+    /// The trace of this workload at `batch` (JSON Lines).
+    pub fn jsonl(&self, batch: u64, steps: u32) -> Result<String, ModelError> {
+        expand::expand(&self.model, batch, steps, &self.path)
+    }
+
+    /// The trace of this workload at `batch`, parsed for replay.
+    pub fn trace(&self, batch: u64, steps: u32) -> Result<Trace, ModelError> {
+        let text = self.jsonl(batch, steps)?;
+        // The expansion writes only valid events; a failure here is a bug, reported as such.
+        trace::parse_str(&self.path, &text).map_err(|e| ModelError {
+            path: self.path.clone(),
+            line: 0,
+            message: format!("internal error: the simulated trace does not parse: {e}"),
+        })
+    }
+
+    /// What a dump says about this workload at `batch`.
+    pub fn info(&self, batch: u64) -> WorkloadInfo {
+        let m = &self.model;
+        WorkloadInfo {
+            name: m.name.clone(),
+            mode: m.mode,
+            batch,
+            optimizer: m.optimizer,
+            input: m.input.clone(),
+            dtype: m.dtype.name().to_string(),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Turning allocator state into a [`Dump`]. Runs under the allocator's lock at OOM time,
+//! so it only reads state and allocates host memory: no device calls besides `mem_info`,
+//! no I/O, no symbolization (see [`crate::stack`]).
+
+use super::{AllocFailure, Bfc, NONE, bins_of};
+use crate::record::{Kind, Names};
+use oomscope_dump::{
+    AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, OomRecord, OutsideInfo, RegionInfo,
+    Source, StackInfo,
+};
+use std::collections::HashMap;
+
+impl Bfc {
+    /// The whole state as a dump. `source` says where it came from.
+    pub fn snapshot(&self, source: Source) -> Dump {
+        let names = &self.names;
+        let stats = self.stats();
+        let mut stack_index: HashMap<u32, u32> = HashMap::new();
+        let mut stacks = Vec::new();
+        // (op id, size, requested) of each live chunk.
+        let mut live = Vec::with_capacity(self.in_use.len());
+        let mut regions = Vec::with_capacity(self.regions.len());
+        for r in &self.regions {
+            let mut chunks = Vec::new();
+            let mut h = r.first;
+            while h != NONE {
+                let c = &self.chunks[h as usize];
+                let mut info = ChunkInfo {
+                    address: c.addr,
+                    size: c.size,
+                    requested: c.requested,
+                    in_use: c.in_use(),
+                    next: (c.next != NONE).then_some(c.next as u64),
+                    ..ChunkInfo::default()
+                };
+                if c.in_use() {
+                    let m = &c.meta;
+                    live.push((m.op, c.size, c.requested));
+                    info.op = Some(names.op(m.op).to_string());
+                    info.shape = names.shapes.get(m.shape).cloned();
+                    info.dtype = names.dtypes.get(m.dtype).cloned();
+                    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
+                    info.step = Some(m.step);
+                    info.t_ns = Some(m.t_ns);
+                    if let Some(ips) = names.stacks.get(m.stack) {
+                        let next = stacks.len() as u32;
+                        let idx = *stack_index.entry(m.stack).or_insert_with(|| {
+                            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
+                            next
+                        });
+                        info.stack = Some(idx);
+                    }
+                }
+                chunks.push(info);
+                h = c.next;
+            }
+            regions.push(RegionInfo { address: r.addr, size: r.size, chunks });
+        }
+        // Largest first; ties in the order the ops were first seen (interning order).
+        let usage_by_node = NodeUsage::rank(live, |op| names.op(op).to_string());
+        let bins =
+            bins_of(regions.iter().flat_map(|r: &RegionInfo| &r.chunks).map(|c| (c.size, c.requested, c.in_use)));
+        let ooms: Vec<OomRecord> = self.failures.iter().map(|f| oom_record(f, names)).collect();
+        let events = self
+            .history
+            .iter()
+            .map(|e| EventInfo {
+                seq: e.seq,
+                t_ns: e.t_ns,
+                kind: e.kind,
+                address: e.addr,
+                size: e.size,
+                requested: e.requested,
+                op: (e.op != 0).then(|| names.op(e.op).to_string()),
+                step: e.step,
+            })
+            .collect();
+        Dump {
+            version: DUMP_VERSION,
+            tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
+            source,
+            device: self.device_info(),
+            allocator: self.allocator_info(),
+            stats,
+            oom: ooms.first().cloned(),
+            ooms_total: stats.num_ooms,
+            ooms,
+            usage_by_node,
+            bins,
+            regions,
+            stacks,
+            events,
+            events_total: self.history.total(),
+            steps: self.steps.iter().copied().collect(),
+            refusals: self.refusals.clone(),
+            outside: {
+                let mut v: Vec<OutsideInfo> = self
+                    .outside
+                    .iter()
+                    .map(|(&address, (size, m))| OutsideInfo {
+                        address,
+                        size: *size,
+                        op: names.op(m.op).to_string(),
+                        step: m.step,
+                    })
+                    .collect();
+                v.sort_by_key(|o| o.address);
+                v
+            },
+            workload: None,
+            verdict: None,
+            imported: None,
+        }
+    }
+}
+
+impl Bfc {
+    /// The device as a dump describes it (free memory as of now).
+    pub fn device_info(&self) -> DeviceInfo {
+        let desc = self.device.describe();
+        let mem = self.device.mem_info();
+        DeviceInfo {
+            kind: desc.kind,
+            name: self.opts.device_name.clone(),
+            model: desc.model,
+            total: mem.total,
+            free: mem.free,
+            others: desc.others,
+        }
+    }
+
+    /// The allocator's settings as a dump describes them.
+    pub fn allocator_info(&self) -> AllocatorInfo {
+        AllocatorInfo {
+            name: self.opts.name.clone(),
+            limit: self.opts.limit,
+            allow_growth: self.opts.allow_growth,
+            garbage_collection: self.opts.garbage_collection,
+            fragmentation_fraction: self.opts.fragmentation_fraction,
+            max_internal_fragmentation: self.max_internal_fragmentation,
+            curr_region_allocation_bytes: self.curr_region_allocation_bytes,
+        }
+    }
+}
+
+/// A failure with its ids resolved to names.
+pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
+    OomRecord {
+        seq: f.seq,
+        requested: f.requested,
+        rounded: f.rounded,
+        op: names.op(f.meta.op).to_string(),
+        shape: names.shapes.get(f.meta.shape).cloned(),
+        dtype: names.dtypes.get(f.meta.dtype).cloned(),
+        kind: (f.meta.kind != Kind::Unknown).then_some(f.meta.kind),
+        step: f.meta.step,
+        t_ns: f.meta.t_ns,
+        outside: f.outside,
+        bytes_in_use: f.bytes_in_use,
+        pool_bytes: f.pool_bytes,
+        largest_free_block: f.largest_free_block,
+        limit_headroom: f.limit_headroom,
+        device_free: f.device.free,
+        device_total: f.device.total,
+        device_refusals: f.device_refusals.clone(),
+    }
+}

@@ -1,0 +1,141 @@
+//! The C ABI's settings, read once from the environment (`oomscope run` sets them; anyone
+//! loading `liboomscope.so` may).
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `OOMSCOPE_DEVICE` | `cuda` (default) or `sim:SIZE` / `sim:CARD` (`sim:16GiB`, `sim:a100-80`): a simulated GPU per device number |
+//! | `OOMSCOPE_LIMIT` | the allocator's limit per device (`12GiB`); default: the device's free memory at start |
+//! | `OOMSCOPE_LIMIT_FRACTION` | the limit as a fraction of the device's total memory (`0.8`) |
+//! | `OOMSCOPE_DUMP_DIR` | where dumps are written at OOM (default `oomscope-dumps` in the working directory) |
+//! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
+//! | `OOMSCOPE_QUIET` | `1`: at OOM, one line on stderr instead of the whole report |
+//! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
+
+use crate::device::parse_device;
+use oomscope_base::size::parse_size;
+use std::path::PathBuf;
+
+/// Where regions come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceChoice {
+    Cuda,
+    /// A simulated GPU of `total` bytes (`model` names the card it stands for).
+    Sim {
+        total: u64,
+        model: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub device: DeviceChoice,
+    pub limit: Option<u64>,
+    pub fraction: Option<f64>,
+    pub dump_dir: PathBuf,
+    pub live: bool,
+    pub quiet: bool,
+    pub history: usize,
+}
+
+impl Config {
+    /// Reads the settings through `var` (the environment, or a map in tests). An error names
+    /// the variable and what it accepts.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let device = match get("OOMSCOPE_DEVICE").as_deref() {
+            None | Some("cuda") => DeviceChoice::Cuda,
+            Some(s) => match s.strip_prefix("sim:") {
+                Some(spec) => {
+                    let d = parse_device(spec).map_err(|e| format!("OOMSCOPE_DEVICE={s}: {e}"))?;
+                    DeviceChoice::Sim { total: d.total, model: d.model }
+                }
+                None => {
+                    return Err(format!("OOMSCOPE_DEVICE={s}: expected `cuda` or `sim:SIZE` (sim:16GiB, sim:a100-80)"));
+                }
+            },
+        };
+        let limit = match get("OOMSCOPE_LIMIT") {
+            None => None,
+            Some(s) => Some(parse_size(&s).map_err(|e| format!("OOMSCOPE_LIMIT={s}: {e}"))?),
+        };
+        let fraction = match get("OOMSCOPE_LIMIT_FRACTION") {
+            None => None,
+            Some(s) => match s.parse::<f64>() {
+                Ok(f) if f > 0.0 && f <= 1.0 => Some(f),
+                _ => return Err(format!("OOMSCOPE_LIMIT_FRACTION={s}: expected a fraction in (0, 1], such as 0.8")),
+            },
+        };
+        let flag = |name: &str| -> Result<bool, String> {
+            match get(name).as_deref() {
+                None | Some("0") | Some("false") | Some("no") => Ok(false),
+                Some("1") | Some("true") | Some("yes") => Ok(true),
+                Some(v) => Err(format!("{name}={v}: expected 1 or 0")),
+            }
+        };
+        let history = match get("OOMSCOPE_HISTORY") {
+            None => 10_000,
+            Some(s) => s.parse().map_err(|_| format!("OOMSCOPE_HISTORY={s}: expected a number of events"))?,
+        };
+        Ok(Config {
+            device,
+            limit,
+            fraction,
+            dump_dir: get("OOMSCOPE_DUMP_DIR").map_or_else(|| PathBuf::from("oomscope-dumps"), PathBuf::from),
+            live: flag("OOMSCOPE_LIVE")?,
+            quiet: flag("OOMSCOPE_QUIET")?,
+            history,
+        })
+    }
+
+    /// The limit for a device of `total` bytes with `free` free now: the explicit limit, or
+    /// the fraction of the total, or what is free (never the whole card behind other
+    /// processes' backs, as seed 000's Keras did).
+    pub fn limit_for(&self, total: u64, free: u64) -> u64 {
+        let limit = match (self.limit, self.fraction) {
+            (Some(l), _) => l,
+            (None, Some(f)) => (total as f64 * f) as u64,
+            (None, None) => free,
+        };
+        // TF's rounding of the limit: down to the allocation unit.
+        limit & !(crate::bfc::MIN_ALLOCATION_SIZE - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, String> {
+        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_vars(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.device, DeviceChoice::Cuda);
+        assert_eq!(c.dump_dir, PathBuf::from("oomscope-dumps"));
+        assert_eq!(c.limit_for(80 << 30, 70 << 30), 70 << 30, "default: what is free");
+        let c = cfg(&[("OOMSCOPE_DEVICE", "sim:16GiB"), ("OOMSCOPE_LIMIT", "1.5GiB"), ("OOMSCOPE_LIVE", "1")]).unwrap();
+        assert_eq!(c.device, DeviceChoice::Sim { total: 16 << 30, model: "simulated GPU".into() });
+        assert_eq!(c.limit_for(16 << 30, 16 << 30), 3 << 29);
+        assert!(c.live);
+        let c = cfg(&[("OOMSCOPE_DEVICE", "sim:a100-80"), ("OOMSCOPE_LIMIT_FRACTION", "0.5")]).unwrap();
+        assert_eq!(c.limit_for(80 << 30, 1 << 30), 40 << 30);
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        for (k, v, want) in [
+            ("OOMSCOPE_DEVICE", "tpu", "expected `cuda` or `sim:SIZE`"),
+            ("OOMSCOPE_DEVICE", "sim:lots", "OOMSCOPE_DEVICE=sim:lots"),
+            ("OOMSCOPE_LIMIT", "12GB", "OOMSCOPE_LIMIT=12GB"),
+            ("OOMSCOPE_LIMIT_FRACTION", "80", "fraction in (0, 1]"),
+            ("OOMSCOPE_LIVE", "maybe", "OOMSCOPE_LIVE=maybe"),
+        ] {
+            let e = cfg(&[(k, v)]).unwrap_err();
+            assert!(e.contains(want), "{k}={v}: {e}");
+        }
+    }
+}

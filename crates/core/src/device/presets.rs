@@ -1,0 +1,88 @@
+//! The cards people have, by name, for `--device`.
+
+use oomscope_base::size::parse_size;
+
+const GIB: u64 = 1 << 30;
+
+/// A GPU model and its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// What to type: `gtx-1080-ti`.
+    pub name: &'static str,
+    /// What it is: `GeForce GTX 1080 Ti`.
+    pub model: &'static str,
+    pub total: u64,
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset { name: "gtx-1080", model: "GeForce GTX 1080", total: 8 * GIB },
+    Preset { name: "gtx-1080-ti", model: "GeForce GTX 1080 Ti", total: 11 * GIB },
+    Preset { name: "rtx-2080-ti", model: "GeForce RTX 2080 Ti", total: 11 * GIB },
+    Preset { name: "rtx-3060", model: "GeForce RTX 3060", total: 12 * GIB },
+    Preset { name: "rtx-3090", model: "GeForce RTX 3090", total: 24 * GIB },
+    Preset { name: "rtx-4090", model: "GeForce RTX 4090", total: 24 * GIB },
+    Preset { name: "t4", model: "Tesla T4", total: 16 * GIB },
+    Preset { name: "v100-16", model: "Tesla V100 16GB", total: 16 * GIB },
+    Preset { name: "v100-32", model: "Tesla V100 32GB", total: 32 * GIB },
+    Preset { name: "a100-40", model: "A100 40GB", total: 40 * GIB },
+    Preset { name: "a100-80", model: "A100 80GB", total: 80 * GIB },
+    Preset { name: "h100", model: "H100 80GB", total: 80 * GIB },
+    Preset { name: "h200", model: "H200", total: 141 * GIB },
+];
+
+/// A device given on the command line: a preset name (`gtx-1080-ti`, `1080ti`, `A100-80`)
+/// or a size (`8GiB`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub total: u64,
+    /// The preset's model name, or `simulated GPU`.
+    pub model: String,
+}
+
+fn normalize(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect::<String>()
+        .trim_start_matches("geforce")
+        .trim_start_matches("tesla")
+        .trim_start_matches("nvidia")
+        .to_string()
+}
+
+/// Parses `--device`.
+pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+    let wanted = normalize(s);
+    let wanted_no_vendor = wanted.trim_start_matches("gtx").trim_start_matches("rtx").to_string();
+    for p in PRESETS {
+        let n = normalize(p.name);
+        if n == wanted || n.trim_start_matches("gtx").trim_start_matches("rtx") == wanted_no_vendor {
+            return Ok(DeviceSpec { total: p.total, model: p.model.to_string() });
+        }
+    }
+    match parse_size(s) {
+        Ok(total) if total > 0 => Ok(DeviceSpec { total, model: "simulated GPU".to_string() }),
+        Ok(_) => Err("a device of 0 bytes cannot hold anything".to_string()),
+        Err(_) => {
+            let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+            Err(format!("{s:?} is neither a size (8GiB) nor a known card ({})", names.join(", ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_sizes() {
+        assert_eq!(parse_device("gtx-1080-ti").unwrap().total, 11 * GIB);
+        assert_eq!(parse_device("1080Ti").unwrap().model, "GeForce GTX 1080 Ti");
+        assert_eq!(parse_device("GeForce GTX 1080").unwrap().total, 8 * GIB);
+        assert_eq!(parse_device("A100-80").unwrap().total, 80 * GIB);
+        assert_eq!(parse_device("h200").unwrap().total, 141 * GIB);
+        assert_eq!(parse_device("6GiB").unwrap(), DeviceSpec { total: 6 * GIB, model: "simulated GPU".into() });
+        assert!(parse_device("titan-z").unwrap_err().contains("neither a size"));
+        assert!(parse_device("0").is_err());
+    }
+}

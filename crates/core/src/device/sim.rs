@@ -1,0 +1,113 @@
+//! A simulated GPU: a capacity, memory already taken by other processes, and
+//! deterministic addresses, so that every replay prints the same dump.
+
+use super::{Device, DeviceDescription, DeviceError, MemInfo};
+use std::collections::BTreeMap;
+
+/// Where simulated device addresses start (a typical CUDA address on Linux).
+pub const SIM_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+/// Regions are aligned like `cuMemAlloc`'s, which hands out 2 MiB-aligned ranges.
+const SIM_ALIGN: u64 = 2 << 20;
+
+/// A GPU that exists only as numbers.
+#[derive(Clone, Debug)]
+pub struct SimDevice {
+    total: u64,
+    others: u64,
+    model: String,
+    used: u64,
+    /// Live ranges: base address -> size.
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl SimDevice {
+    /// A device of `total` bytes of which `others` are held by other processes
+    /// (a desktop, another training run).
+    pub fn new(total: u64, others: u64) -> SimDevice {
+        SimDevice {
+            total,
+            others: others.min(total),
+            model: "simulated GPU".to_string(),
+            used: 0,
+            ranges: BTreeMap::new(),
+        }
+    }
+
+    /// Names the card it stands for (`GeForce GTX 1080 Ti`); reports say it is simulated.
+    pub fn with_model(mut self, model: &str) -> SimDevice {
+        self.model = if model == "simulated GPU" { model.to_string() } else { format!("{model} (simulated)") };
+        self
+    }
+
+    fn free_bytes(&self) -> u64 {
+        self.total - self.others - self.used
+    }
+
+    /// The lowest aligned gap that holds `bytes`: first fit keeps addresses
+    /// deterministic and reuses space that garbage collection gave back.
+    fn place(&self, bytes: u64) -> u64 {
+        let mut candidate = SIM_BASE_ADDRESS;
+        for (&addr, &size) in &self.ranges {
+            if candidate.saturating_add(bytes) <= addr {
+                break;
+            }
+            candidate = (addr + size).next_multiple_of(SIM_ALIGN);
+        }
+        candidate
+    }
+}
+
+impl Device for SimDevice {
+    fn alloc(&mut self, bytes: u64) -> Result<u64, DeviceError> {
+        let free = self.free_bytes();
+        if bytes == 0 || bytes > free {
+            return Err(DeviceError::OutOfMemory { requested: bytes, free });
+        }
+        let addr = self.place(bytes);
+        self.ranges.insert(addr, bytes);
+        self.used += bytes;
+        Ok(addr)
+    }
+
+    fn free(&mut self, addr: u64, bytes: u64) -> Result<(), DeviceError> {
+        match self.ranges.get(&addr) {
+            Some(&size) if size == bytes => {
+                self.ranges.remove(&addr);
+                self.used -= size;
+                Ok(())
+            }
+            Some(&size) => {
+                Err(DeviceError::Other(format!("free of {bytes} bytes at {addr:#x}, but that range has {size} bytes")))
+            }
+            None => Err(DeviceError::Other(format!("free of unknown range at {addr:#x}"))),
+        }
+    }
+
+    fn mem_info(&self) -> MemInfo {
+        MemInfo { free: self.free_bytes(), total: self.total }
+    }
+
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription { kind: oomscope_dump::DeviceKind::Sim, model: self.model.clone(), others: self.others }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_more_than_is_free_and_reuses_freed_space() {
+        let mut d = SimDevice::new(10 << 30, 1 << 30);
+        assert_eq!(d.mem_info(), MemInfo { free: 9 << 30, total: 10 << 30 });
+        assert!(matches!(d.alloc(9 << 30 | 1), Err(DeviceError::OutOfMemory { .. })));
+        let a = d.alloc(3 << 20).unwrap();
+        let b = d.alloc(1 << 20).unwrap();
+        assert_eq!(a, SIM_BASE_ADDRESS);
+        assert_eq!(b, SIM_BASE_ADDRESS + (4 << 20), "aligned to 2 MiB after a");
+        d.free(a, 3 << 20).unwrap();
+        assert_eq!(d.alloc(2 << 20).unwrap(), SIM_BASE_ADDRESS, "first fit reuses the gap");
+        assert!(d.free(b, 5).is_err());
+        assert!(d.free(12345, 5).is_err());
+    }
+}

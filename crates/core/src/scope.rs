@@ -1,0 +1,154 @@
+//! A thread-local stack of name scopes, so callers that cannot pass an op name with each
+//! allocation still get one: inside `model/layer1`, an allocation for `Conv2D` is recorded as
+//! `model/layer1/Conv2D`, and one with no name as `model/layer1`.
+//!
+//! ```
+//! use oomscope_core::scope;
+//! let name = scope::with("model", || {
+//!     let _layer = scope::push("layer1");
+//!     scope::qualified(Some("Conv2D"))
+//! });
+//! assert_eq!(name.as_deref(), Some("model/layer1/Conv2D"));
+//! assert_eq!(scope::current(), "");
+//! ```
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+/// Separator between scopes, as in TF's name scopes.
+pub const SEPARATOR: char = '/';
+
+#[derive(Default)]
+struct Stack {
+    /// The joined path, `a/b/c`.
+    joined: String,
+    /// Length of `joined` before each push, to pop in O(1).
+    marks: Vec<usize>,
+    /// Reused buffer for scope + op names.
+    scratch: String,
+}
+
+thread_local! {
+    static STACK: RefCell<Stack> = RefCell::new(Stack::default());
+}
+
+/// Pops its scope when dropped. Not `Send`: a scope belongs to the thread that pushed it.
+#[must_use = "the scope is popped when the guard is dropped"]
+#[derive(Debug)]
+pub struct ScopeGuard {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        pop();
+    }
+}
+
+/// Enters scope `name` until the guard is dropped.
+pub fn push(name: &str) -> ScopeGuard {
+    push_unguarded(name);
+    ScopeGuard { _not_send: PhantomData }
+}
+
+/// Runs `f` inside scope `name`.
+pub fn with<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    let _guard = push(name);
+    f()
+}
+
+/// Enters a scope without a guard (for the C ABI, where the caller pops explicitly).
+pub fn push_unguarded(name: &str) {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let mark = s.joined.len();
+        s.marks.push(mark);
+        if mark > 0 {
+            s.joined.push(SEPARATOR);
+        }
+        s.joined.push_str(name);
+    });
+}
+
+/// Leaves the innermost scope; returns false when there was none.
+pub fn pop() -> bool {
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        match s.marks.pop() {
+            Some(mark) => {
+                s.joined.truncate(mark);
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// Number of scopes entered on this thread.
+pub fn depth() -> usize {
+    STACK.with(|s| s.borrow().marks.len())
+}
+
+/// The current scope path (`""` outside any scope).
+pub fn current() -> String {
+    STACK.with(|s| s.borrow().joined.clone())
+}
+
+/// The full name for `op` in the current scope, `None` when there is neither.
+pub fn qualified(op: Option<&str>) -> Option<String> {
+    with_qualified(op, |name| name.map(str::to_string))
+}
+
+/// Calls `f` with the full name for `op` without allocating a new string for it.
+pub fn with_qualified<R>(op: Option<&str>, f: impl FnOnce(Option<&str>) -> R) -> R {
+    STACK.with(|cell| {
+        let mut s = cell.borrow_mut();
+        match (s.joined.is_empty(), op) {
+            (true, None) => f(None),
+            (true, Some(op)) => f(Some(op)),
+            (false, None) => f(Some(&s.joined)),
+            (false, Some(op)) => {
+                let Stack { joined, scratch, .. } = &mut *s;
+                scratch.clear();
+                scratch.push_str(joined);
+                scratch.push(SEPARATOR);
+                scratch.push_str(op);
+                f(Some(scratch))
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_compose_and_unwind() {
+        assert_eq!(qualified(None), None);
+        assert_eq!(qualified(Some("MatMul")).as_deref(), Some("MatMul"));
+        {
+            let _a = push("shared_model");
+            let _b = push("unet_01");
+            assert_eq!(current(), "shared_model/unet_01");
+            assert_eq!(qualified(None).as_deref(), Some("shared_model/unet_01"));
+            assert_eq!(qualified(Some("Conv2D")).as_deref(), Some("shared_model/unet_01/Conv2D"));
+            assert_eq!(depth(), 2);
+        }
+        assert_eq!(current(), "");
+        assert!(!pop(), "popping an empty stack reports it");
+    }
+
+    #[test]
+    fn threads_have_their_own_stacks() {
+        let _a = push("main");
+        let other = std::thread::spawn(|| {
+            let _b = push("worker");
+            current()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, "worker");
+        assert_eq!(current(), "main");
+    }
+}

@@ -1,0 +1,338 @@
+//! The C ABI of `liboomscope.so`: PyTorch's pluggable-allocator functions, name scopes,
+//! steps, dumps and statistics, for any process that can load a shared library.
+//!
+//! ```c
+//! void*  oomscope_malloc(ssize_t size, int device, void* stream);       // NULL on failure
+//! void*  oomscope_torch_malloc(ssize_t size, int device, void* stream); // throws std::runtime_error
+//! void   oomscope_free(void* ptr, ssize_t size, int device, void* stream);
+//! void   oomscope_record_stream(void* ptr, void* stream);
+//! int    oomscope_synchronize(void);                // frees held back for other streams, released
+//! void   oomscope_scope_push(const char* name);     // this thread's scope: "model/layer1" + ...
+//! void   oomscope_scope_pop(void);
+//! void   oomscope_scope_clear(void);              // leaves every scope of this thread
+//! void   oomscope_step(long step);
+//! int    oomscope_dump(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
+//! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
+//! size_t oomscope_last_error(char* buf, size_t len);  // this thread's last error; its length
+//! const char* oomscope_version(void);
+//! ```
+//!
+//! Settings come from the environment (`oomscope_core::config`). Every entry point catches panics and
+//! turns bad input (null pointers, negative sizes, double frees, unknown pointers) into an
+//! error value or a warning on stderr: nothing unwinds across the boundary except the
+//! exception `oomscope_torch_malloc` throws on purpose, which only a C++ caller sees.
+
+pub mod runtime;
+
+use runtime::{Failure, runtime};
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_error(message: &str) {
+    LAST_ERROR.with(|e| *e.borrow_mut() = message.to_string());
+}
+
+/// Runs `f`, turning a panic into `fallback` and an error message.
+fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            let msg = format!("oomscope: internal error: {what} (please report it)");
+            eprintln!("{msg}");
+            set_error(&msg);
+            fallback
+        }
+    }
+}
+
+fn malloc_inner(size: isize, device: c_int, stream: *mut c_void) -> Result<*mut c_void, Failure> {
+    let rt = runtime()?;
+    rt.malloc(size, device, stream as usize).map(|a| a as *mut c_void)
+}
+
+/// PyTorch's pluggable-allocator `malloc`. Returns NULL on failure, with the reason in
+/// [`oomscope_last_error`]; at an OOM the dump is written and the report printed first.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
+    guard(std::ptr::null_mut(), || match malloc_inner(size, device, stream) {
+        Ok(p) => p,
+        Err(f) => {
+            set_error(f.message());
+            std::ptr::null_mut()
+        }
+    })
+}
+
+unsafe extern "C-unwind" {
+    /// `src/throw.cpp`: throws `std::runtime_error(message)`.
+    fn oomscope_cxx_throw(message: *const c_char) -> !;
+}
+
+/// [`oomscope_malloc`] for PyTorch: on failure it throws a C++ `std::runtime_error` whose
+/// text starts `CUDA out of memory. Tried to allocate`, which PyTorch raises in Python as a
+/// `RuntimeError` that OOM handlers recognize. Only C++ callers may use it.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn oomscope_torch_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
+    let result = guard(Err(Failure::Error("oomscope: internal error".into())), || malloc_inner(size, device, stream));
+    match result {
+        Ok(p) => p,
+        Err(f) => {
+            set_error(f.message());
+            let text = match f {
+                Failure::Oom(m) => m,
+                // PyTorch reports a NULL as a generic error; say what went wrong instead.
+                Failure::Error(m) => format!("oomscope could not allocate: {m}"),
+            };
+            let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
+            // SAFETY: the C++ side copies the message before it throws; the exception
+            // unwinds through this `C-unwind` frame to PyTorch's C++ caller.
+            unsafe { oomscope_cxx_throw(c.as_ptr()) }
+        }
+    }
+}
+
+/// PyTorch's pluggable-allocator `free`. NULL is ignored; a double free or a pointer
+/// oomscope did not allocate is a warning on stderr.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_free(ptr: *mut c_void, _size: isize, device: c_int, _stream: *mut c_void) {
+    guard((), || {
+        if let Err(f) = runtime().and_then(|rt| rt.free(ptr as u64, device)) {
+            set_error(f.message());
+        }
+    })
+}
+
+/// PyTorch's `record_stream` hook: `ptr` is used on `stream` too, so when it is freed its
+/// memory is reused only after `stream` has passed that point.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_record_stream(ptr: *mut c_void, stream: *mut c_void) {
+    guard((), || {
+        if let Ok(rt) = runtime() {
+            rt.record_stream(ptr as u64, stream as usize);
+        }
+    })
+}
+
+/// Waits for the streams memory was held back for and releases it; returns how many
+/// allocations were released (-1 on error).
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_synchronize() -> c_int {
+    guard(-1, || match runtime() {
+        Ok(rt) => rt.synchronize() as c_int,
+        Err(f) => {
+            set_error(f.message());
+            -1
+        }
+    })
+}
+
+/// Reads a C string; NULL or invalid UTF-8 is reported, not trusted.
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<std::borrow::Cow<'a, str>, String> {
+    if s.is_null() {
+        return Err(format!("{what}: NULL instead of a string"));
+    }
+    // SAFETY: the caller promises a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy())
+}
+
+/// Enters name scope `name` on this thread: allocations are named `scope/.../op`.
+///
+/// # Safety
+/// `name` is NULL (a warning) or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_scope_push(name: *const c_char) {
+    guard((), || {
+        // SAFETY: the ABI's contract: NULL or a C string.
+        match unsafe { text(name, "oomscope_scope_push") } {
+            Ok(n) => oomscope_core::scope::push_unguarded(&n),
+            Err(e) => {
+                set_error(&e);
+                if let Ok(rt) = runtime() {
+                    rt.warn("scope", &format!("{e}: ignored"));
+                }
+            }
+        }
+    })
+}
+
+/// Leaves the innermost scope of this thread (nothing when there is none).
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_scope_pop() {
+    guard((), || {
+        if !oomscope_core::scope::pop()
+            && let Ok(rt) = runtime()
+        {
+            rt.warn("scope", "oomscope_scope_pop with no scope pushed on this thread: ignored");
+        }
+    })
+}
+
+/// Leaves every scope of this thread (a caller that lost count, after an exception, starts
+/// afresh).
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_scope_clear() {
+    guard((), || while oomscope_core::scope::pop() {})
+}
+
+/// Marks the start of training step `step` on every device.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_step(step: c_long) {
+    guard((), || {
+        if let Ok(rt) = runtime() {
+            // `long` is 64 bits on the platforms oomscope runs on (Linux, LP64).
+            #[allow(clippy::useless_conversion)]
+            rt.step(i64::from(step));
+        }
+    })
+}
+
+/// Writes the current state as a dump: to `path` (with `-gpuN` added when several devices
+/// are in use), or into the dump directory when `path` is NULL. 0 on success, -1 on error.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_dump(path: *const c_char) -> c_int {
+    guard(-1, || {
+        let target = if path.is_null() {
+            None
+        } else {
+            // SAFETY: the ABI's contract: NULL or a C string.
+            match unsafe { text(path, "oomscope_dump") } {
+                Ok(p) => Some(std::path::PathBuf::from(p.into_owned())),
+                Err(e) => {
+                    set_error(&e);
+                    return -1;
+                }
+            }
+        };
+        match runtime().and_then(|rt| rt.dump(target)) {
+            Ok(_) => 0,
+            Err(f) => {
+                set_error(f.message());
+                -1
+            }
+        }
+    })
+}
+
+/// Statistics of one device, as `oomscope_stats` fills them (all bytes unless named).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OomscopeStats {
+    /// Size of this struct, set by the caller (so later versions can add fields).
+    pub size: u64,
+    pub limit: u64,
+    pub bytes_in_use: u64,
+    pub peak_bytes_in_use: u64,
+    pub pool_bytes: u64,
+    pub peak_pool_bytes: u64,
+    pub largest_free_block: u64,
+    pub num_allocs: u64,
+    pub num_frees: u64,
+    pub num_ooms: u64,
+    pub live_allocations: u64,
+    pub fragmentation: f64,
+}
+
+/// Fills `out` for `device`: 0 on success, -1 when `out` is NULL or too small, or nothing
+/// was allocated on `device` yet.
+///
+/// # Safety
+/// `out` is NULL (an error) or points to an `oomscope_stats` whose `size` field says how
+/// large it is.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_stats(device: c_int, out: *mut OomscopeStats) -> c_int {
+    guard(-1, || {
+        if out.is_null() {
+            set_error("oomscope_stats: NULL instead of a struct");
+            return -1;
+        }
+        // SAFETY: `out` is non-null and, by contract, at least `size` bytes; read the size
+        // field first and refuse structs older than this one.
+        let size = unsafe { std::ptr::read_unaligned(out as *const u64) };
+        if size < std::mem::size_of::<OomscopeStats>() as u64 {
+            set_error(&format!(
+                "oomscope_stats: the struct is {size} bytes; this oomscope fills {} (set its `size` field)",
+                std::mem::size_of::<OomscopeStats>()
+            ));
+            return -1;
+        }
+        let Some(slot) = runtime().ok().and_then(|rt| rt.existing(device)) else {
+            set_error(&format!("oomscope_stats: nothing was allocated on device {device}"));
+            return -1;
+        };
+        let s = slot.allocator.stats();
+        let live = slot.allocator.with_core(|b| b.live_allocations()) as u64;
+        let stats = OomscopeStats {
+            size: std::mem::size_of::<OomscopeStats>() as u64,
+            limit: s.bytes_limit,
+            bytes_in_use: s.bytes_in_use,
+            peak_bytes_in_use: s.peak_bytes_in_use,
+            pool_bytes: s.pool_bytes,
+            peak_pool_bytes: s.peak_pool_bytes,
+            largest_free_block: s.largest_free_block,
+            num_allocs: s.num_allocs,
+            num_frees: s.num_frees,
+            num_ooms: s.num_ooms,
+            live_allocations: live,
+            fragmentation: s.fragmentation,
+        };
+        // SAFETY: checked non-null and large enough above.
+        unsafe { std::ptr::write_unaligned(out, stats) };
+        0
+    })
+}
+
+/// Copies this thread's last error (NUL-terminated, cut to fit) into `buf` and returns its
+/// full length; with a NULL `buf`, only the length.
+///
+/// # Safety
+/// `buf` is NULL or points to `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_last_error(buf: *mut c_char, len: usize) -> usize {
+    guard(0, || {
+        LAST_ERROR.with(|e| {
+            let e = e.borrow();
+            if !buf.is_null() && len > 0 {
+                let n = e.len().min(len - 1);
+                // SAFETY: `buf` holds `len` bytes by contract; we write n + 1 <= len.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(e.as_ptr(), buf as *mut u8, n);
+                    *buf.add(n) = 0;
+                }
+            }
+            e.len()
+        })
+    })
+}
+
+/// `oomscope 0.1.0`.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_version() -> *const c_char {
+    static VERSION: &CStr = c"oomscope 0.1.0";
+    VERSION.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_matches_the_package() {
+        // SAFETY: oomscope_version returns a pointer to a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(super::oomscope_version()) }.to_str().unwrap().to_string();
+        assert_eq!(v, format!("oomscope {}", env!("CARGO_PKG_VERSION")));
+    }
+}

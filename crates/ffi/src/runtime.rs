@@ -1,0 +1,510 @@
+//! The state behind the C ABI: one allocator per device, created on first use from the
+//! environment's settings, and what happens at an OOM (the dump written, the report on
+//! stderr, the message the caller's exception carries).
+
+use oomscope_analysis::live::{self, Publisher, Sampler};
+use oomscope_analysis::{render, verdict};
+use oomscope_base::size::human;
+use oomscope_core::bfc::Options;
+use oomscope_core::config::{Config, DeviceChoice};
+use oomscope_core::device::cuda::StreamEvent;
+use oomscope_core::device::{CudaDevice, Device, SimDevice};
+use oomscope_core::{Allocator, Oom, Recording, Request};
+use oomscope_dump::{self as dump, Source, SourceKind};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// No step marked yet.
+const NO_STEP: i64 = i64::MIN;
+/// Warnings of one kind printed before the rest are only counted.
+const WARNINGS_SHOWN: u64 = 5;
+
+/// Why a call failed: what the caller is told.
+#[derive(Debug)]
+pub enum Failure {
+    /// An allocation failed; the message starts `CUDA out of memory. Tried to allocate`.
+    Oom(String),
+    /// Bad input or an environment problem.
+    Error(String),
+}
+
+impl Failure {
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Oom(m) | Failure::Error(m) => m,
+        }
+    }
+}
+
+/// Work a freed chunk may still be part of: the streams that used it (PyTorch's
+/// `record_stream`), as events to wait for.
+enum Pending {
+    Cuda(StreamEvent),
+    /// The simulated device has no streams: done at the next synchronize.
+    Sim,
+}
+
+impl Pending {
+    fn done(&self) -> bool {
+        match self {
+            Pending::Cuda(e) => e.done(),
+            Pending::Sim => false,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Streams {
+    /// Pointers used on other streams than their own: the streams.
+    recorded: HashMap<u64, Vec<usize>>,
+    /// Frees waiting for those streams.
+    deferred: Vec<(u64, Vec<Pending>)>,
+}
+
+/// No stream seen yet.
+const NO_STREAM: usize = usize::MAX;
+
+/// One device's allocator and what goes with it.
+pub struct Slot {
+    pub device: i32,
+    pub allocator: Arc<Allocator>,
+    sim: bool,
+    /// The stream of the first allocation; `multi_stream` once another appears.
+    first_stream: AtomicUsize,
+    multi_stream: AtomicBool,
+    /// Sizes of `streams.recorded` and `streams.deferred`, read without the lock so that
+    /// the common case (one stream, no `record_stream`) takes no lock besides the
+    /// allocator's.
+    recorded: AtomicUsize,
+    held: AtomicUsize,
+    streams: Mutex<Streams>,
+    /// The live feed, running while the slot lives.
+    sampler: Option<Sampler>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("device", &self.device).field("sim", &self.sim).finish_non_exhaustive()
+    }
+}
+
+/// Devices a process may use (CUDA numbers them from 0).
+pub const MAX_DEVICES: usize = 64;
+
+pub struct Runtime {
+    config: Config,
+    /// One slot per device number, set once: looked up without a lock on every call.
+    slots: Vec<OnceLock<Slot>>,
+    /// Held while a device is opened, so that it is opened once.
+    opening: Mutex<()>,
+    step: AtomicI64,
+    ooms: AtomicU64,
+    warnings: Mutex<HashMap<&'static str, u64>>,
+    command: String,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+/// The process's runtime, set up from the environment on first use. A bad setting is an
+/// error on every call (and said once on stderr), never a crash.
+pub fn runtime() -> Result<&'static Runtime, Failure> {
+    let r = RUNTIME.get_or_init(|| {
+        let r = Config::from_vars(|k| std::env::var(k).ok()).map(Runtime::new);
+        if let Err(e) = &r {
+            eprintln!("oomscope: error: {e}; every allocation will fail until it is fixed");
+        }
+        r
+    });
+    r.as_ref().map_err(|e| Failure::Error(e.clone()))
+}
+
+fn command_line() -> String {
+    std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+impl Runtime {
+    pub fn new(config: Config) -> Runtime {
+        Runtime {
+            config,
+            slots: (0..MAX_DEVICES).map(|_| OnceLock::new()).collect(),
+            opening: Mutex::new(()),
+            step: AtomicI64::new(NO_STEP),
+            ooms: AtomicU64::new(0),
+            warnings: Mutex::new(HashMap::new()),
+            command: command_line(),
+        }
+    }
+
+    /// Prints a warning, the first few of each kind; later ones are counted.
+    pub fn warn(&self, kind: &'static str, message: &str) {
+        let n = {
+            let mut w = lock(&self.warnings);
+            let n = w.entry(kind).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if n <= WARNINGS_SHOWN {
+            let more = if n == WARNINGS_SHOWN { " (further warnings of this kind are not shown)" } else { "" };
+            let _ = writeln!(std::io::stderr().lock(), "oomscope: warning: {message}{more}");
+        }
+    }
+
+    /// The allocator of `device`, created on first use.
+    pub fn slot(&self, device: i32) -> Result<&Slot, Failure> {
+        let Some(cell) = usize::try_from(device).ok().and_then(|i| self.slots.get(i)) else {
+            return Err(Failure::Error(format!(
+                "device {device} is not a device number oomscope handles (0 to {})",
+                MAX_DEVICES - 1
+            )));
+        };
+        if let Some(s) = cell.get() {
+            return Ok(s);
+        }
+        let _opening = lock(&self.opening);
+        if let Some(s) = cell.get() {
+            return Ok(s);
+        }
+        let slot = self.open(device)?;
+        Ok(cell.get_or_init(|| slot))
+    }
+
+    /// An existing slot (no device is opened).
+    pub fn existing(&self, device: i32) -> Option<&Slot> {
+        self.slots.get(usize::try_from(device).ok()?)?.get()
+    }
+
+    fn all(&self) -> Vec<&Slot> {
+        self.slots.iter().filter_map(OnceLock::get).collect()
+    }
+
+    fn open(&self, ordinal: i32) -> Result<Slot, Failure> {
+        let (dev, sim): (Box<dyn Device>, bool) = match &self.config.device {
+            DeviceChoice::Cuda => {
+                (Box::new(CudaDevice::open(ordinal).map_err(|e| Failure::Error(e.to_string()))?), false)
+            }
+            DeviceChoice::Sim { total, model } => (Box::new(SimDevice::new(*total, 0).with_model(model)), true),
+        };
+        let mem = dev.mem_info();
+        let mut opts = Options::new(self.config.limit_for(mem.total, mem.free));
+        // Grow on demand up to the limit: never take the whole card up front.
+        opts.allow_growth = true;
+        opts.history = self.config.history;
+        opts.name = format!("GPU_{ordinal}_bfc");
+        opts.device_name = format!("/job:localhost/replica:0/task:0/device:GPU:{ordinal}");
+        let source = Source { kind: SourceKind::Run, command: Some(self.command.clone()), ..Source::default() };
+        let allocator = Arc::new(Allocator::with_recording(opts, dev, Recording::default()).with_source(source));
+        let step = self.step.load(Ordering::Relaxed);
+        if step != NO_STEP {
+            allocator.mark_step(step);
+        }
+        let sampler = if self.config.live { self.publish(ordinal, &allocator) } else { None };
+        Ok(Slot {
+            device: ordinal,
+            allocator,
+            sim,
+            first_stream: AtomicUsize::new(NO_STREAM),
+            multi_stream: AtomicBool::new(false),
+            recorded: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            streams: Mutex::new(Streams::default()),
+            sampler,
+        })
+    }
+
+    fn publish(&self, ordinal: i32, allocator: &Arc<Allocator>) -> Option<Sampler> {
+        let hello =
+            allocator.with_core(|b| live::hello_for_this_process(&self.command, b, live::sampler::DEFAULT_INTERVAL));
+        let path = live::socket_path(&live::default_dir(), std::process::id(), Some(ordinal as u32));
+        let started = Publisher::bind(&path, hello)
+            .and_then(|p| Sampler::start(Arc::clone(allocator), Arc::new(p), live::sampler::DEFAULT_INTERVAL));
+        match started {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.warn("live", &format!("the live feed is off: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Allocates `size` bytes on `device` for `stream`.
+    pub fn malloc(&self, size: isize, device: i32, stream: usize) -> Result<u64, Failure> {
+        if size < 0 {
+            return Err(Failure::Error(format!("a negative size ({size}) cannot be allocated")));
+        }
+        if size == 0 {
+            return Ok(0);
+        }
+        let slot = self.slot(device)?;
+        slot.note_stream(self, stream);
+        slot.release_deferred(false);
+        let req = Request::new(size as u64);
+        match slot.allocator.allocate(&req) {
+            Ok(addr) => Ok(addr),
+            Err(oom) => {
+                // Memory other streams still hold back: wait for it once before giving up,
+                // as PyTorch synchronizes before it reports an OOM.
+                if slot.release_deferred(true) > 0
+                    && let Ok(addr) = slot.allocator.allocate(&req)
+                {
+                    return Ok(addr);
+                }
+                Err(Failure::Oom(self.report_oom(slot, oom)))
+            }
+        }
+    }
+
+    /// Frees `ptr` (0 is ignored). Unknown pointers and double frees are warnings.
+    pub fn free(&self, ptr: u64, device: i32) -> Result<(), Failure> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let Some(slot) = self.existing(device) else {
+            self.warn("free", &format!("free of {ptr:#x} on device {device}, where nothing was allocated: ignored"));
+            return Ok(());
+        };
+        let recorded = if slot.recorded.load(Ordering::Acquire) == 0 {
+            None
+        } else {
+            let r = lock(&slot.streams).recorded.remove(&ptr);
+            if r.is_some() {
+                slot.recorded.fetch_sub(1, Ordering::AcqRel);
+            }
+            r
+        };
+        if let Some(streams) = recorded {
+            // Used on other streams: reusable once they have passed this point.
+            let pending: Vec<Pending> = streams
+                .iter()
+                .map(|&s| match slot.sim {
+                    true => Pending::Sim,
+                    false => StreamEvent::record(s).map_or(Pending::Sim, Pending::Cuda),
+                })
+                .collect();
+            if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
+                lock(&slot.streams).deferred.push((ptr, pending));
+                slot.held.fetch_add(1, Ordering::AcqRel);
+                return Ok(());
+            }
+        }
+        if let Err(e) = slot.allocator.free(ptr) {
+            self.warn("free", &format!("GPU {device}: {e}: ignored"));
+        }
+        Ok(())
+    }
+
+    /// PyTorch's `record_stream`: `ptr` is in use on `stream` too.
+    pub fn record_stream(&self, ptr: u64, stream: usize) {
+        for slot in self.all() {
+            if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
+                let mut st = lock(&slot.streams);
+                let streams = st.recorded.entry(ptr).or_default();
+                if streams.is_empty() {
+                    slot.recorded.fetch_add(1, Ordering::AcqRel);
+                }
+                if !streams.contains(&stream) {
+                    streams.push(stream);
+                }
+                return;
+            }
+        }
+        self.warn("record_stream", &format!("record_stream of {ptr:#x}, which oomscope did not allocate: ignored"));
+    }
+
+    /// Waits for every stream's pending work (as `cudaDeviceSynchronize`) and releases the
+    /// memory it held back.
+    pub fn synchronize(&self) -> usize {
+        self.all().iter().map(|s| s.release_deferred(true)).sum()
+    }
+
+    pub fn step(&self, step: i64) {
+        self.step.store(step, Ordering::Relaxed);
+        for s in self.all() {
+            s.allocator.mark_step(step);
+        }
+    }
+
+    /// Writes every device's dump: to `path` with one device, `path` with `-gpuN` before
+    /// the extension with several; to the dump directory when `path` is None.
+    pub fn dump(&self, path: Option<PathBuf>) -> Result<Vec<PathBuf>, Failure> {
+        let slots = self.all();
+        if slots.is_empty() {
+            return Err(Failure::Error("nothing has been allocated yet: there is nothing to dump".into()));
+        }
+        let mut written = Vec::new();
+        for s in &slots {
+            let target = match &path {
+                Some(p) if slots.len() == 1 => p.clone(),
+                Some(p) => with_device_suffix(p, s.device),
+                None => self.dump_path(s.device, "state"),
+            };
+            let d = s.allocator.dump(Source {
+                kind: SourceKind::Run,
+                command: Some(self.command.clone()),
+                ..Source::default()
+            });
+            if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
+            }
+            dump::write_atomic(&target, &d).map_err(|e| Failure::Error(e.to_string()))?;
+            written.push(target);
+        }
+        Ok(written)
+    }
+
+    fn dump_path(&self, device: i32, what: &str) -> PathBuf {
+        let n = self.ooms.load(Ordering::Relaxed);
+        self.config.dump_dir.join(format!("oomscope-{}-gpu{device}-{what}{n}.dump.json", std::process::id()))
+    }
+
+    /// At an OOM: the verdict attached, the dump written, the report on stderr (whole the
+    /// first time) and on the live feed, and the message for the caller, in PyTorch's words
+    /// first.
+    fn report_oom(&self, slot: &Slot, mut oom: Oom) -> String {
+        verdict::attach(&mut oom.dump);
+        let n = self.ooms.fetch_add(1, Ordering::Relaxed) + 1;
+        let path = self.dump_path(slot.device, "oom");
+        let written = std::fs::create_dir_all(&self.config.dump_dir)
+            .map_err(|e| format!("{}: {e}", self.config.dump_dir.display()))
+            .and_then(|()| dump::write_atomic(&path, &oom.dump).map_err(|e| e.to_string()));
+        let where_ = match &written {
+            Ok(()) => format!("dump: {}", path.display()),
+            Err(e) => format!("the dump could not be written: {e}"),
+        };
+        let d = &oom.dump;
+        let stats = &d.stats;
+        let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
+        let message = format!(
+            "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
+             {} in use, {} in its pool, and {} in its largest free block.{verdict} ({where_}; the report is on stderr)",
+            human(oom.requested()),
+            oom.requested(),
+            slot.device,
+            human(d.allocator.limit),
+            human(stats.bytes_in_use),
+            human(stats.pool_bytes),
+            human(stats.largest_free_block),
+        );
+        let report = render::render(d, render::Format::Tf);
+        let mut err = std::io::stderr().lock();
+        if n == 1 && !self.config.quiet {
+            let _ = err.write_all(report.as_bytes());
+            let _ = writeln!(err);
+            if let Ok(()) = written {
+                let _ = writeln!(
+                    err,
+                    "oomscope: dump written to {}\n  look inside: oomscope tui {}",
+                    path.display(),
+                    path.display()
+                );
+            }
+        } else {
+            let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
+            let _ = writeln!(err, "oomscope: OOM #{n} on GPU {}: {req}; {where_}", slot.device);
+        }
+        drop(err);
+        if let Some(sampler) = &slot.sampler {
+            sampler.oom(std::sync::Arc::from(oom.dump), report);
+        }
+        message
+    }
+}
+
+fn with_device_suffix(p: &std::path::Path, device: i32) -> PathBuf {
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (stem, ext) = match name.strip_suffix(".dump.json") {
+        Some(stem) => (stem, ".dump.json"),
+        None => match name.rsplit_once('.') {
+            Some((stem, _)) if !stem.is_empty() => (stem, &name[stem.len()..]),
+            _ => (name.as_str(), ""),
+        },
+    };
+    p.with_file_name(format!("{stem}-gpu{device}{ext}"))
+}
+
+impl Slot {
+    fn note_stream(&self, rt: &Runtime, stream: usize) {
+        let first = match self.first_stream.compare_exchange(NO_STREAM, stream, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(first) => first,
+        };
+        if first != stream && !self.multi_stream.swap(true, Ordering::AcqRel) {
+            rt.warn(
+                "streams",
+                &format!(
+                    "GPU {}: allocations on more than one CUDA stream; oomscope reuses a freed chunk on any \
+                     stream at once, which is safe only when streams are ordered (docs/torch.md)",
+                    self.device
+                ),
+            );
+        }
+    }
+
+    /// Frees what other streams no longer use; with `wait`, waits for them first.
+    fn release_deferred(&self, wait: bool) -> usize {
+        if self.held.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let ready: Vec<u64> = {
+            let mut st = lock(&self.streams);
+            if st.deferred.is_empty() {
+                return 0;
+            }
+            let mut ready = Vec::new();
+            st.deferred.retain(|(ptr, pending)| {
+                let done = wait || pending.iter().all(Pending::done);
+                if done {
+                    if wait {
+                        for p in pending {
+                            if let Pending::Cuda(e) = p {
+                                e.wait();
+                            }
+                        }
+                    }
+                    ready.push(*ptr);
+                }
+                !done
+            });
+            self.held.fetch_sub(ready.len(), Ordering::AcqRel);
+            ready
+        };
+        for ptr in &ready {
+            let _ = self.allocator.free(*ptr);
+        }
+        ready.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_suffixes() {
+        let p = |s: &str| with_device_suffix(std::path::Path::new(s), 1).display().to_string();
+        assert_eq!(p("out/x.dump.json"), "out/x-gpu1.dump.json");
+        assert_eq!(p("x.json"), "x-gpu1.json");
+        assert_eq!(p("x"), "x-gpu1");
+        assert_eq!(p("x.bin"), "x-gpu1.bin");
+    }
+}

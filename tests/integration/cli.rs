@@ -1,0 +1,266 @@
+//! The `oomscope` binary as a user meets it: exit codes, the dump round trip, and bad input
+//! (each refused with the file and line, exit code 2, and nothing written).
+
+use crate::common::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const REFERENCE: &str = "fixtures/traces/tf-reference.jsonl";
+
+#[test]
+fn replay_prints_the_report_writes_the_dump_and_report_re_renders_it() {
+    let dir = temp_dir("roundtrip");
+    let dump = dir.join("ref.dump.json");
+    let dump_s = dump.to_str().unwrap();
+    for format in ["tf", "summary", "json"] {
+        let replay = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "--format", format, "-o", dump_s]);
+        assert_eq!(replay.status.code(), Some(1), "an OOM exits 1: {}", stderr(&replay));
+        assert!(
+            stderr(&replay).contains("out of memory at fixtures/traces/tf-reference.jsonl:6"),
+            "{}",
+            stderr(&replay)
+        );
+        assert!(stderr(&replay).contains(&format!("dump written to {dump_s}")));
+        let report = oomscope(&["report", dump_s, "--format", format]);
+        assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+        assert_eq!(stdout(&report), stdout(&replay), "report --format {format} equals what replay printed");
+    }
+    assert_eq!(files_in(&dir), vec!["ref.dump.json"], "no temporary files are left");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    for key in ["version", "allocator", "stats", "oom", "ooms", "usage_by_node", "bins", "regions"] {
+        assert!(json.get(key).is_some(), "the dump has {key}");
+    }
+    assert_eq!(json["oom"]["requested"], 4_000_000_000u64);
+    assert_eq!(json["oom"]["op"], "model/decoder/MatMul");
+    assert_eq!(json["bins"].as_array().unwrap().len(), 21);
+}
+
+#[test]
+fn replay_without_an_oom_exits_zero() {
+    let out = oomscope(&["replay", REFERENCE, "--limit", "32GiB", "--format", "summary"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("No allocation failed in GPU_0_bfc: peak 18.63GiB in use of a 32.00GiB limit"));
+    assert!(stderr(&out).contains("replayed 7 events with no failed allocation"));
+}
+
+#[test]
+fn keep_going_lists_every_failure_and_ignores_frees_of_failed_ids() {
+    let dir = temp_dir("keep-going");
+    let trace = dir.join("t.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"ev\":\"alloc\",\"id\":\"big\",\"bytes\":2097152,\"op\":\"too/big\"}\n\
+         {\"ev\":\"free\",\"id\":\"big\"}\n\
+         {\"ev\":\"alloc\",\"id\":\"ok\",\"bytes\":1024,\"op\":\"fits\"}\n\
+         {\"ev\":\"alloc\",\"id\":\"big2\",\"bytes\":3145728,\"op\":\"too/big2\"}\n",
+    )
+    .unwrap();
+    let t = trace.to_str().unwrap();
+    let stop = oomscope(&["replay", t, "--limit", "1MiB", "--format", "json"]);
+    assert_eq!(stop.status.code(), Some(1));
+    let d: serde_json::Value = serde_json::from_slice(&stop.stdout).unwrap();
+    assert_eq!(d["ooms"].as_array().unwrap().len(), 1, "stops at the first failure");
+    assert_eq!(d["stats"]["num_allocs"], 0);
+
+    let go = oomscope(&["replay", t, "--limit", "1MiB", "--format", "json", "--keep-going"]);
+    assert_eq!(go.status.code(), Some(1));
+    let d: serde_json::Value = serde_json::from_slice(&go.stdout).unwrap();
+    let ops: Vec<&str> = d["ooms"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, vec!["too/big", "too/big2"]);
+    assert_eq!(d["oom"]["op"], "too/big", "oom is the first failure");
+    assert_eq!(d["stats"]["num_allocs"], 1, "the state at the end holds the allocation that fit");
+    assert!(stderr(&go).contains("2 of 3 allocations failed (the first on line 1)"), "{}", stderr(&go));
+}
+
+#[test]
+fn bad_traces_are_refused_with_file_line_and_no_output() {
+    let dir = temp_dir("bad-traces");
+    let dump = dir.join("out.json");
+    std::fs::write(&dump, "previous dump").unwrap();
+    let cases = [
+        ("malformed.jsonl", ":2: the line ends inside a JSON value (truncated?) at column 44"),
+        ("truncated.jsonl", ":2: the line ends inside a JSON value (truncated?) at column 26"),
+        ("unknown-event.jsonl", ":2: unknown event \"malloc\""),
+        ("negative-bytes.jsonl", ":1: \"bytes\" is -1024; a size must be a non-negative integer"),
+        ("reused-id.jsonl", ":3: id \"a\" is already live (allocated on line 1 and not freed)"),
+    ];
+    for (file, expected) in cases {
+        let path = format!("fixtures/traces/bad/{file}");
+        let out = oomscope(&["replay", &path, "--limit", "1GiB", "-o", dump.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{file}");
+        let err = stderr(&out);
+        assert!(err.contains(&format!("{path}{expected}")), "{file}: {err}");
+        assert!(err.contains("docs/trace-format.md"), "says where the format is documented: {err}");
+        assert!(out.stdout.is_empty(), "{file}: nothing on stdout");
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), "previous dump", "{file}: the old dump is untouched");
+        assert_eq!(files_in(&dir), vec!["out.json"], "{file}: no temporary file");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn usage_errors_exit_two_and_say_what_is_accepted() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["replay", "fixtures/traces/nope.jsonl", "--limit", "1GiB"],
+            "fixtures/traces/nope.jsonl: cannot open the trace",
+        ),
+        (&["replay", REFERENCE, "--limit", "16GB"], "ambiguous"),
+        (&["replay", REFERENCE, "--limit", "lots"], "is not a size"),
+        (&["replay", REFERENCE], "--limit <SIZE>"),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--format", "xml"], "possible values: tf, summary, json"),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--bogus"], "unexpected argument '--bogus'"),
+        (
+            &["replay", REFERENCE, "--limit", "1GiB", "--others", "2GiB"],
+            "--others 2.00GiB is more than the device's 1.00GiB",
+        ),
+        (&["replay", REFERENCE, "--limit", "1GiB", "--fragmentation-fraction", "3"], "not a fraction between 0 and 1"),
+        (&["report"], "<DUMP>"),
+        (&["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+    ];
+    for (args, expected) in cases {
+        let out = oomscope(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn writing_the_dump_into_a_missing_directory_fails_cleanly() {
+    let out = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "-o", "/nonexistent-dir/x.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/nonexistent-dir/x.json"), "{}", stderr(&out));
+}
+
+#[test]
+fn corrupt_dumps_are_refused_with_file_line_and_column() {
+    let dir = temp_dir("bad-dumps");
+    let good = dir.join("good.json");
+    let out = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "-o", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = std::fs::read_to_string(&good).unwrap();
+    let newer = text.replacen("\"version\":1", "\"version\":99", 1);
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("empty.json", String::new(), ":1:0: the file is empty"),
+        ("truncated.json", text[..text.len() / 2].to_string(), "the dump ends early (truncated file?)"),
+        ("notjson.json", "Bin (256): \tTotal Chunks: 0".into(), ":1:1: not JSON, so not an oomscope dump"),
+        ("otherjson.json", "{\"traceEvents\": []}".into(), "JSON, but not an oomscope dump: missing field `version`"),
+        ("newer.json", newer, "dump format version 99 is newer than this oomscope reads (version 1); upgrade oomscope"),
+    ];
+    for (name, content, expected) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        let out = oomscope(&["report", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = stderr(&out);
+        assert!(err.contains(path.to_str().unwrap()) && err.contains(expected), "{name}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    let missing = oomscope(&["report", "no/such/dump.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no/such/dump.json: No such file or directory"), "{}", stderr(&missing));
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    // A report far larger than a pipe's buffer, read by nobody.
+    let dir = temp_dir("pipe");
+    let trace = dir.join("many.jsonl");
+    let mut f = std::fs::File::create(&trace).unwrap();
+    for i in 0..20_000 {
+        writeln!(f, "{{\"ev\":\"alloc\",\"id\":{i},\"bytes\":{},\"op\":\"layer_{i}/Conv2D\"}}", 1024 + i).unwrap();
+    }
+    drop(f);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["replay", trace.to_str().unwrap(), "--limit", "1GiB", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+/// The terminal UI's entry points refuse bad input and a missing terminal with what to do,
+/// before touching the terminal.
+#[test]
+fn tui_refuses_bad_input_and_a_missing_terminal_clearly() {
+    let dir = temp_dir("tui-cli");
+    let no_args = oomscope(&["tui"]);
+    assert_eq!(no_args.status.code(), Some(2));
+    assert!(stderr(&no_args).contains("oomscope tui --attach"), "{}", stderr(&no_args));
+
+    let bad = dir.join("bad.dump.json");
+    std::fs::write(&bad, "{\"version\": 1,\n  \"tool\": ").unwrap();
+    let o = oomscope(&["tui", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.dump.json:2"), "the file and line: {}", stderr(&o));
+
+    // Tests run without a terminal: a good dump is refused for that reason, not another.
+    let o = oomscope(&["tui", "fixtures/dumps/unet-b2.dump.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs a terminal") && stderr(&o).contains("oomscope report"), "{}", stderr(&o));
+    let o = oomscope(&["demo", "--tui"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
+
+    // Not a dump: imported as `oomscope import` would, with its errors.
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "epoch 1 loss 0.3\nepoch 2 loss 0.2\n").unwrap();
+    let o = oomscope(&["tui", text.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("notes.txt") && stderr(&o).contains("Bin ("),
+        "says what it looked for: {}",
+        stderr(&o)
+    );
+    let o = oomscope(&["tui", "fixtures/logs/seed-001-mnist.txt"]);
+    assert!(stderr(&o).contains("needs a terminal"), "a log is read, then the terminal is missing: {}", stderr(&o));
+
+    let o = oomscope(&["tui", "--attach", "/nonexistent/oomscope.sock"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/oomscope.sock"), "{}", stderr(&o));
+    let live = dir.join("live");
+    oomscope_analysis::live::private_dir(&live).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["tui", "--attach", "4242424"])
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("process 4242424 does not publish"), "{}", stderr(&o));
+    // A socket nobody serves any more (its process died).
+    let stale = live.join("1.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let o = oomscope(&["tui", "--attach", stale.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the process has exited"), "{}", stderr(&o));
+    let o = oomscope(&["tui", "fixtures/dumps/unet-b2.dump.json", "--attach"]);
+    assert_eq!(o.status.code(), Some(2), "a dump and --attach do not go together");
+    let o = oomscope(&["demo", "--publish", "--seconds", "99999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("between 0 and 3600"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `demo --publish` plays the run on the live feed and still prints the report, the same
+/// as without it.
+#[test]
+fn demo_publish_prints_the_same_report() {
+    let dir = temp_dir("publish");
+    let live = dir.join("live");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["demo", "--publish", "--seconds", "0.5"])
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("publishing on") && stderr(&o).contains("oomscope tui --attach"), "{}", stderr(&o));
+    let plain = oomscope(&["demo"]);
+    assert_eq!(stdout(&o), stdout(&plain), "the played run ends in the same report");
+    assert!(files_in(&live).is_empty(), "the socket is removed at the end");
+    std::fs::remove_dir_all(dir).unwrap();
+}

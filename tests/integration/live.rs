@@ -1,0 +1,276 @@
+//! The live feed over a real Unix socket: a publisher in one thread, viewers in others.
+
+use crate::common::temp_dir;
+use oomscope_analysis::live::{self, Feed, Publisher, Sampler};
+use oomscope_analysis::{render, verdict};
+use oomscope_core::Allocator;
+use oomscope_core::Recording;
+use oomscope_core::Request;
+use oomscope_core::bfc::Options;
+use oomscope_core::device::SimDevice;
+use oomscope_core::scope;
+use oomscope_dump::live::{Hello, Message, PROTOCOL};
+use oomscope_tui::model::Status;
+use oomscope_tui::source::Live;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A private directory for one test's sockets.
+fn live_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name).join("live");
+    live::private_dir(&dir).unwrap();
+    dir
+}
+
+fn allocator(limit: u64, stacks: bool) -> Arc<Allocator> {
+    let mut o = Options::new(limit);
+    o.allow_growth = true;
+    Arc::new(Allocator::with_recording(o, Box::new(SimDevice::new(limit, 0)), Recording { ops: true, stacks }))
+}
+
+fn hello() -> Hello {
+    Hello { protocol: PROTOCOL.into(), pid: std::process::id(), command: "test".into(), ..Hello::default() }
+}
+
+/// Reads messages on a thread until `until` says stop or the feed ends; gives them back.
+fn read_until(path: &Path, until: impl Fn(&Message) -> bool + Send + 'static) -> mpsc::Receiver<Vec<Message>> {
+    let (tx, rx) = mpsc::channel();
+    let mut feed = Feed::connect(path).unwrap();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(Some(m)) = feed.next_message() {
+            let stop = until(&m);
+            got.push(m);
+            if stop {
+                break;
+            }
+        }
+        let _ = tx.send(got);
+    });
+    rx
+}
+
+#[test]
+fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
+    let dir = live_dir("live-follow");
+    let path = live::socket_path(&dir, std::process::id(), None);
+    let alloc = allocator(64 << 20, true);
+    let publisher = Arc::new(Publisher::bind(&path, hello()).unwrap());
+    let sampler = Sampler::start(Arc::clone(&alloc), Arc::clone(&publisher), Duration::from_millis(10)).unwrap();
+    let seen = read_until(&path, |m| matches!(m, Message::Bye { .. }));
+    // The viewer is registered once the publisher has accepted it; what was sent before
+    // is not replayed (except the hello, the latest state and the OOMs).
+    while publisher.viewers() == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let mut held = Vec::new();
+    for step in 0..3 {
+        alloc.mark_step(step);
+        scope::with("model/layer1", || {
+            held.push(alloc.allocate(&Request::new(4 << 20).op("Conv2D").shape(&[8, 64, 32, 32])).unwrap());
+        });
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut oom = scope::with("model/head", || alloc.allocate(&Request::new(60 << 20).op("MatMul"))).unwrap_err();
+    // The caller attaches the verdict, renders, and hands the OOM to the feed.
+    verdict::attach(&mut oom.dump);
+    let report = render::render(&oom.dump, render::Format::Tf);
+    sampler.oom(Arc::from(oom.dump.clone()), report);
+    // Let the sampler publish the OOM, then stop it and the feed.
+    std::thread::sleep(Duration::from_millis(60));
+    drop(sampler);
+    drop(publisher);
+    assert!(!path.exists(), "the socket is removed when the feed stops");
+
+    let msgs = seen.recv_timeout(Duration::from_secs(20)).expect("the viewer ends with the feed");
+    let Message::Hello(h) = &msgs[0] else { panic!("the first message is the hello: {:?}", msgs[0]) };
+    assert_eq!(h.protocol, PROTOCOL);
+    assert_eq!(h.pid, std::process::id());
+    let states: Vec<&oomscope_dump::live::State> =
+        msgs.iter().filter_map(|m| if let Message::State(s) = m { Some(&**s) } else { None }).collect();
+    assert!(states.len() >= 3, "{} states", states.len());
+    assert!(states.windows(2).all(|w| w[0].seq < w[1].seq), "frames in order");
+    let last = states.last().unwrap();
+    assert_eq!(last.nodes[0].op, "model/layer1/Conv2D", "scoped names reach the viewer");
+    assert_eq!(last.nodes[0].count, 3);
+    assert!(last.samples.iter().any(|s| s[1] >= 12 << 20), "the samples saw the 12 MiB");
+    assert!(!last.stacks.is_empty() && last.stacks.iter().skip(1).all(|s| !s.is_empty()), "stacks are symbolized");
+    let steps: Vec<i64> =
+        msgs.iter().filter_map(|m| if let Message::Step(s) = m { Some(s.step) } else { None }).collect();
+    assert_eq!(steps, [0, 1, 2], "every step mark, once");
+    let ooms: Vec<_> = msgs.iter().filter_map(|m| if let Message::Oom(o) = m { Some(o) } else { None }).collect();
+    assert_eq!(ooms.len(), 1);
+    assert_eq!(ooms[0].dump.oom.as_ref().unwrap().op, "model/head/MatMul");
+    assert_eq!(ooms[0].dump, *oom.dump, "the feed carries the dump the caller got");
+    assert!(ooms[0].report.contains("12.00MiB from model/layer1/Conv2D"), "{}", ooms[0].report);
+    assert!(matches!(msgs.last(), Some(Message::Bye { .. })));
+
+    // The viewer's model: the post-mortem with the verdict, and a clear goodbye.
+    let mut view = Live::new("", Status::Live);
+    for m in msgs {
+        view.apply(m);
+    }
+    let d = view.device();
+    assert_eq!(d.oom.as_ref().unwrap().op, "model/head/MatMul");
+    assert!(d.verdict.is_some() && d.report.is_some());
+    assert!(matches!(d.status, Status::Disconnected(_)));
+    assert!(d.timeline.samples.len() >= 3 && d.timeline.steps.len() == 3);
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_stalled_viewer_does_not_block_allocation_and_learns_what_it_missed() {
+    let dir = live_dir("live-stall");
+    let path = dir.join("stall.sock");
+    let alloc = allocator(1 << 30, false);
+    // Thousands of live chunks make frames of a few hundred KiB: the socket fills fast.
+    let names: Vec<String> = (0..300).map(|i| format!("model/block{}/op{}", i % 30, i)).collect();
+    let keep: Vec<u64> = (0..6000)
+        .map(|i| alloc.allocate(&Request::new(4096 + (i % 7) * 512).op(&names[i as usize % 300])).unwrap())
+        .collect();
+    let publisher = Arc::new(Publisher::bind(&path, hello()).unwrap());
+    let stalled = UnixStream::connect(&path).unwrap(); // connected, never read (yet)
+    let sampler = Sampler::start(Arc::clone(&alloc), Arc::clone(&publisher), Duration::from_millis(1)).unwrap();
+
+    // The training loop, watched by a watchdog: publishing must never make it wait.
+    let (done_tx, done_rx) = mpsc::channel();
+    let a = Arc::clone(&alloc);
+    std::thread::spawn(move || {
+        for i in 0..200_000u64 {
+            let p = a.allocate(&Request::new(256 + (i % 64) * 256).op("loop/op")).unwrap();
+            a.free(p).unwrap();
+        }
+        let _ = done_tx.send(());
+    });
+    done_rx.recv_timeout(Duration::from_secs(120)).expect("allocation went on while the viewer stalled");
+    // Give the sampler a few more frames so the stalled queue overflows for sure.
+    let mut waited = 0;
+    while publisher.dropped() == 0 && waited < 200 {
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    assert!(publisher.dropped() > 0, "frames for the stalled viewer were dropped, not queued without end");
+    assert_eq!(publisher.viewers(), 1, "a slow viewer is not disconnected for dropped state frames");
+    drop(sampler);
+
+    // The stalled viewer starts reading: it is told how many frames it missed.
+    let mut lines = BufReader::new(stalled).lines();
+    let mut missed = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Ok(Message::Dropped { frames }) = serde_json::from_str::<Message>(&line) {
+            missed = Some(frames);
+            break;
+        }
+    }
+    assert!(missed.unwrap_or(0) > 0, "a dropped notice with a count");
+    drop(publisher);
+    for p in keep {
+        alloc.free(p).unwrap();
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn viewers_come_and_go_and_a_late_one_gets_the_state_at_once() {
+    let dir = live_dir("live-late");
+    let path = dir.join("late.sock");
+    let alloc = allocator(64 << 20, false);
+    let _x = alloc.allocate(&Request::new(1 << 20).op("weights")).unwrap();
+    let publisher = Arc::new(Publisher::bind(&path, hello()).unwrap());
+    // One frame now, the next only in a minute.
+    let sampler = Sampler::start(Arc::clone(&alloc), Arc::clone(&publisher), Duration::from_secs(60)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+
+    for _ in 0..3 {
+        let mut feed = Feed::connect(&path).unwrap();
+        assert!(matches!(feed.next_message().unwrap(), Some(Message::Hello(_))));
+        let Some(Message::State(s)) = feed.next_message().unwrap() else { panic!("the latest state comes at once") };
+        assert_eq!(s.nodes[0].op, "weights");
+        drop(feed);
+    }
+    // Departed viewers are noticed when a write to them fails, and forgotten.
+    let mut tries = 0;
+    while publisher.viewers() > 0 && tries < 500 {
+        publisher.send(&Message::Step(Default::default()));
+        std::thread::sleep(Duration::from_millis(10));
+        tries += 1;
+    }
+    assert_eq!(publisher.viewers(), 0);
+    drop(sampler);
+    drop(publisher);
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn the_socket_directory_and_path_are_checked() {
+    let base = temp_dir("live-dir");
+    // A directory others can open is refused, with what to do.
+    std::fs::create_dir_all(base.join("open")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(base.join("open"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = Publisher::bind(&base.join("open/x.sock"), hello()).unwrap_err().to_string();
+    assert!(e.contains("chmod 700"), "{e}");
+
+    let dir = live_dir("live-path");
+    let path = dir.join("p.sock");
+    // A socket left by a dead process is replaced.
+    drop(UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let p = Publisher::bind(&path, hello()).unwrap();
+    // One still served is not taken over.
+    let e = Publisher::bind(&path, hello()).unwrap_err().to_string();
+    assert!(e.contains("another process publishes"), "{e}");
+    drop(p);
+    let e = Feed::connect(&path).unwrap_err().to_string();
+    assert!(e.contains("p.sock") && e.contains("no such socket"), "{e}");
+    std::fs::remove_dir_all(base).unwrap();
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A feed that is not an oomscope feed, or a newer one, or cut short: a clear error naming
+/// the socket and the line, never a panic.
+#[test]
+fn bad_feeds_give_errors_with_the_line() {
+    let dir = live_dir("live-bad");
+    for (name, content, expect) in [
+        ("garbage", "hello there\n", "line 1: not an oomscope-live/1 message"),
+        (
+            "newer",
+            "{\"type\":\"hello\",\"protocol\":\"oomscope-live/2\",\"pid\":1,\"command\":\"x\",\"device\":{\"kind\":\"\",\"name\":\"\",\"model\":\"\",\"total\":0,\"free\":0,\"others\":0},\"allocator\":{\"name\":\"\",\"limit\":0,\"allow_growth\":false,\"garbage_collection\":false,\"fragmentation_fraction\":0.0,\"max_internal_fragmentation\":0,\"curr_region_allocation_bytes\":0},\"started_unix\":0,\"interval_ms\":0}\n",
+            "use the same oomscope version",
+        ),
+        ("cut", "{\"type\":\"step\",\"step\":1,", "ended in the middle of a message"),
+        ("wrong", "{\"type\":\"state\",\"seq\":\"x\"}\n", "line 1"),
+    ] {
+        let path = dir.join(format!("{name}.sock"));
+        let listener = UnixListener::bind(&path).unwrap();
+        let content = content.to_string();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(content.as_bytes()).unwrap();
+        });
+        let mut feed = Feed::connect(&path).unwrap();
+        server.join().unwrap();
+        let e = feed.next_message().unwrap_err().to_string();
+        assert!(e.contains(&format!("{name}.sock")) && e.contains(expect), "{name}: {e}");
+    }
+    // A type from a newer publisher is skipped, not an error.
+    let path = dir.join("future.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(b"{\"type\":\"hologram\",\"x\":1}\n{\"type\":\"bye\",\"reason\":\"done\"}\n").unwrap();
+    });
+    let mut feed = Feed::connect(&path).unwrap();
+    server.join().unwrap();
+    assert_eq!(feed.next_message().unwrap(), Some(Message::Unknown));
+    assert_eq!(feed.next_message().unwrap(), Some(Message::Bye { reason: "done".into() }));
+    assert_eq!(feed.next_message().unwrap(), None);
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}

@@ -1,0 +1,220 @@
+//! The real binary driven in tmux (`send-keys`, `capture-pane`): what a user sees, and that
+//! the terminal is usable afterwards whether the user quits, presses Ctrl-C, the attached
+//! process dies, or the UI panics. Skipped, loudly, when tmux is missing (`.ci/run`
+//! installs it).
+
+use crate::common::{root, temp_dir};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A tmux server of our own, or None when tmux is not installed.
+    fn new() -> Option<Tmux> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        if Command::new("tmux").arg("-V").output().map(|o| !o.status.success()).unwrap_or(true) {
+            eprintln!("tmux not found: the end-to-end UI tests are skipped (.ci/run installs it)");
+            return None;
+        }
+        Some(Tmux { socket: format!("oomscope-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)) })
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env("TERM", "xterm-256color")
+            .current_dir(root())
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// Starts `command` in a detached session of `w`×`h`; the pane stays after it exits.
+    fn start(&self, w: u16, h: u16, command: &str) {
+        let cmd = format!("{command}; echo \"EXIT=$?\"; sleep 600");
+        let o = self.run(&["new-session", "-d", "-s", "t", "-x", &w.to_string(), "-y", &h.to_string(), &cmd]);
+        assert!(o.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.run(&["send-keys", "-t", "t", k]);
+        }
+    }
+
+    /// Waits until the screen contains `text`; returns the screen.
+    fn wait_for(&self, text: &str, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("waited {secs}s for {text:?}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn format(&self, f: &str) -> String {
+        String::from_utf8_lossy(&self.run(&["display-message", "-p", "-t", "t", f]).stdout).trim().to_string()
+    }
+
+    /// The terminal is back to normal: main screen, cursor shown.
+    fn assert_restored(&self) {
+        assert_eq!(self.format("#{alternate_on}"), "0", "left the alternate screen");
+        assert_eq!(self.format("#{cursor_flag}"), "1", "the cursor is visible");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_oomscope")
+}
+
+#[test]
+fn demo_tui_shows_memory_climb_to_the_oom_then_prints_the_report() {
+    let Some(t) = Tmux::new() else { return };
+    t.start(100, 30, &format!("{} demo --tui --seconds 4", bin()));
+    let climbing = t.wait_for("REPLAYING", 20);
+    assert!(climbing.contains("in use and pool"), "{climbing}");
+    let done = t.wait_for("FINISHED", 30);
+    assert!(done.contains("OOM: 450.00MiB requested by shared_model/unet_10/FusedBatchNorm"), "{done}");
+    assert!(done.contains("verdict: true peak") && done.contains("fix: train at batch 1"), "{done}");
+    t.keys(&["2"]);
+    let nodes = t.wait_for("ResizeBilinear", 10);
+    assert!(nodes.contains("900.00MiB"), "{nodes}");
+    t.keys(&["4"]);
+    t.wait_for("memory map: 8.00GiB", 10);
+    t.keys(&["6"]);
+    t.wait_for("BFCAllocator dump for GPU_0_bfc", 10);
+    t.keys(&["q"]);
+    let after = t.wait_for("EXIT=0", 10);
+    // The report is printed once the UI is gone, as without --tui.
+    assert!(after.contains("Verdict: true peak") && after.contains("out of memory after"), "{after}");
+    t.assert_restored();
+}
+
+#[test]
+fn attach_follows_a_live_process_and_keeps_its_last_state_when_it_dies() {
+    let Some(t) = Tmux::new() else { return };
+    let base = temp_dir("tmux-attach");
+    let dir = base.join("live");
+    oomscope_analysis::live::private_dir(&dir).unwrap();
+    t.start(100, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
+    t.wait_for("waiting for a process to publish", 20);
+    let mut publisher = Command::new(bin())
+        .args(["demo", "--publish", "--seconds", "3"])
+        .env("OOMSCOPE_LIVE_DIR", &dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let live = t.wait_for(" LIVE ", 20);
+    assert!(live.contains(&format!("pid {}", publisher.id())), "{live}");
+    assert!(publisher.wait().unwrap().success());
+    let gone = t.wait_for("DISCONNECTED", 20);
+    assert!(gone.contains("OOM: 450.00MiB"), "the post-mortem stays on screen: {gone}");
+    assert!(gone.contains("verdict: true peak"), "{gone}");
+    t.keys(&["C-c"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+    std::fs::remove_dir_all(base).unwrap();
+}
+
+#[test]
+fn a_dump_opens_redraws_on_resize_and_shows_help() {
+    let Some(t) = Tmux::new() else { return };
+    t.start(160, 48, &format!("{} tui fixtures/dumps/unet-b2.dump.json", bin()));
+    let big = t.wait_for("POST-MORTEM", 20);
+    assert!(big.contains("verdict: true peak"), "{big}");
+    t.run(&["resize-window", "-t", "t", "-x", "80", "-y", "24"]);
+    let small = t.wait_for("fix: train at batch 1", 10);
+    assert!(small.lines().all(|l| l.chars().count() <= 80), "redrawn for 80 columns:\n{small}");
+    t.keys(&["?"]);
+    t.wait_for("any key closes this help", 10);
+    t.keys(&["Escape"]);
+    let closed = {
+        std::thread::sleep(Duration::from_millis(300));
+        t.screen()
+    };
+    assert!(!closed.contains("any key closes this help"), "{closed}");
+    t.keys(&["5", "/", "u", "n", "e", "t", "_", "0", "5", "Enter"]);
+    t.wait_for("filter \"unet_05\": 18", 10);
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+}
+
+/// `oomscope run --tui`: the wrapped program's allocator appears live, its OOM stays on
+/// screen after it exits, and the program's output went to the log file named at the end.
+#[test]
+fn run_tui_watches_a_wrapped_program() {
+    let Some(t) = Tmux::new() else { return };
+    if std::process::Command::new("python3").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("python3 not found: skipped");
+        return;
+    }
+    let dumps = temp_dir("tmux-run");
+    t.start(
+        100,
+        30,
+        &format!(
+            "PYTHONPATH=tests/python {} run --tui --device sim:1GiB --dump-dir {} -- python3 tests/python/slow_oom.py",
+            bin(),
+            dumps.display()
+        ),
+    );
+    let live = t.wait_for(" LIVE ", 30);
+    assert!(live.contains("GPU_0_bfc"), "{live}");
+    let gone = t.wait_for("DISCONNECTED", 30);
+    assert!(gone.contains("OOM: 64.00MiB requested by model/block"), "{gone}");
+    t.keys(&["2"]);
+    t.wait_for("model/block0", 10);
+    t.keys(&["q"]);
+    let after = t.wait_for("EXIT=0", 20);
+    assert!(after.contains("the program's output is in") && after.contains("an OOM dump was written"), "{after}");
+    t.assert_restored();
+    let log = crate::common::files_in(&dumps).into_iter().find(|f| f.ends_with(".log")).expect("a log file");
+    let text = std::fs::read_to_string(dumps.join(log)).unwrap();
+    assert!(text.contains("out of memory at step 16"), "the program's output: {text}");
+    std::fs::remove_dir_all(dumps).unwrap();
+}
+
+/// A TF log pasted from an issue is a TUI session in one command.
+#[test]
+fn a_tf_log_opens_in_one_command() {
+    let Some(t) = Tmux::new() else { return };
+    t.start(100, 30, &format!("{} tui fixtures/logs/seed-001-mnist.txt", bin()));
+    let s = t.wait_for("POST-MORTEM", 20);
+    assert!(s.contains("TF log fixtures/logs/seed-001-mnist.txt"), "{s}");
+    assert!(s.contains("OOM: 957.03MiB requested by Conv2D"), "{s}");
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+}
+
+#[test]
+fn a_panic_leaves_the_terminal_usable() {
+    let Some(t) = Tmux::new() else { return };
+    t.start(100, 30, &format!("OOMSCOPE_TUI_TEST_PANIC=1 {} tui fixtures/dumps/unet-b2.dump.json", bin()));
+    let s = t.wait_for("EXIT=", 20);
+    assert!(s.contains("panicking on purpose"), "the panic message is readable: {s}");
+    assert!(!s.contains("EXIT=0"), "a panic is a failure: {s}");
+    t.assert_restored();
+}
