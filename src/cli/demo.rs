@@ -52,14 +52,14 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     let batch = a.batch.unwrap_or(w.model.batch);
     let steps = a.steps.unwrap_or(w.model.steps);
 
-    let jsonl = w
-        .jsonl(batch, steps)
+    let t = w
+        .trace(batch, steps)
         .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
     if let Some(path) = &a.save_trace {
+        let jsonl = oomscope_analysis::trace::to_jsonl(&t);
         oomscope_dump::atomic::write_file(path, |out| out.write_all(jsonl.as_bytes()))
             .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     }
-    let t = w.trace(batch, steps).map_err(|e| CliError(e.to_string()))?;
     let m = &w.model;
     eprintln!(
         "oomscope demo {}{}\n  {} at batch {batch} ({}, {}) on {} with {} (limit {}{}{}); {} events",
@@ -86,10 +86,9 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
             created_unix: None,
         };
         d.workload = Some(w.info(batch));
-        verdict::attach(&mut d);
-        if let Some(v) = d.verdict.as_mut() {
-            fit::refine(v, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
-        }
+        let mut diagnosis = verdict::analyze(&d);
+        fit::refine(&mut diagnosis, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
+        d.verdict = Some(render::verdict::words(&diagnosis));
         if let Some(path) = &a.output {
             dump::write_atomic(path, &d)?;
         }

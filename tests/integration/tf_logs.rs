@@ -238,7 +238,7 @@ fn seed_003s_listing_imports_and_the_layout_copies_are_found() {
             .collect::<Vec<_>>()
     };
     assert_eq!(listing(&tf::render(&d)), listing(&text), "the listing prints back as it was");
-    let v = oomscope_analysis::verdict::analyze(&d);
+    let v = oomscope_analysis::render::verdict::words(&oomscope_analysis::verdict::analyze(&d));
     assert!(v.evidence.iter().any(|e| e.contains("(60%) is held by *-LayoutOptimizer nodes")), "{v:?}");
     assert!(v.fix.contains("channels-first"), "{}", v.fix);
 }

@@ -294,6 +294,168 @@ impl Parser<'_> {
     }
 }
 
+/// Builds a trace in code (the simulator), as if each event were one line of a file: the
+/// same checked [`Trace`], without writing text and parsing it back.
+#[derive(Debug)]
+pub struct Builder {
+    trace: Trace,
+    step: i64,
+    /// Whether each allocation (by number) was taken outside the pool.
+    outside: Vec<bool>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder { trace: Trace::default(), step: -1, outside: Vec::new() }
+    }
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    fn push(&mut self, event: Event) {
+        self.trace.events.push(event);
+        self.trace.lines.push(u32::try_from(self.trace.events.len()).unwrap_or(u32::MAX));
+    }
+
+    /// A training step begins; later allocations are recorded in it.
+    pub fn step(&mut self, step: i64) {
+        self.step = step;
+        self.push(Event::Step { step, t_ns: 0 });
+    }
+
+    /// Allocates; returns the allocation's number, for [`Builder::free`].
+    pub fn alloc(
+        &mut self,
+        bytes: u64,
+        op: &str,
+        shape: Option<&[i64]>,
+        dtype: Option<&str>,
+        kind: Kind,
+        outside: bool,
+    ) -> u32 {
+        let alloc = self.trace.allocs;
+        self.trace.allocs = alloc.saturating_add(1);
+        let names = &mut self.trace.names;
+        let meta = Meta {
+            op: names.ops.intern(op),
+            shape: shape.map_or(0, |s| names.shapes.intern(s)),
+            dtype: dtype.map_or(0, |d| names.dtypes.intern(d)),
+            step: self.step,
+            kind,
+            ..Meta::default()
+        };
+        self.outside.push(outside);
+        self.push(Event::Alloc { alloc, bytes, meta, outside });
+        alloc
+    }
+
+    /// Frees allocation number `alloc`.
+    pub fn free(&mut self, alloc: u32) {
+        let outside = self.outside.get(alloc as usize).copied().unwrap_or(false);
+        self.push(Event::Free { alloc, t_ns: 0, outside });
+    }
+
+    /// Events so far.
+    pub fn len(&self) -> usize {
+        self.trace.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trace.events.is_empty()
+    }
+
+    pub fn finish(self) -> Trace {
+        self.trace
+    }
+}
+
+/// One line of the file form, fields in the documented order.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    ev: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<&'a [i64]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dtype: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<i64>,
+    /// Microseconds, written when the clock moved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    t: Option<f64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    outside: bool,
+}
+
+/// The trace as JSON Lines, the form [`parse`] reads: allocation `n` has id `n + 1`; an
+/// allocation's step is written only where it is not the current step, a time only where
+/// the clock moved.
+pub fn to_jsonl(t: &Trace) -> String {
+    let mut out = String::new();
+    let (mut step, mut clock) = (-1i64, 0u64);
+    let mut moved = |t_ns: u64| {
+        let m = (t_ns != clock).then_some(t_ns as f64 / 1000.0);
+        clock = t_ns;
+        m
+    };
+    for e in &t.events {
+        let line = match *e {
+            Event::Alloc { alloc, bytes, ref meta, outside } => Line {
+                ev: "alloc",
+                id: Some(u64::from(alloc) + 1),
+                bytes: Some(bytes),
+                op: t.names.ops.get(meta.op).map(String::as_str),
+                shape: t.names.shapes.get(meta.shape).map(Vec::as_slice),
+                dtype: t.names.dtypes.get(meta.dtype).map(String::as_str),
+                kind: (meta.kind != Kind::Unknown).then(|| meta.kind.name()),
+                step: (meta.step != step).then_some(meta.step),
+                t: moved(meta.t_ns),
+                outside,
+            },
+            Event::Free { alloc, t_ns, .. } => {
+                Line { id: Some(u64::from(alloc) + 1), t: moved(t_ns), ..Line::new("free") }
+            }
+            Event::Step { step: s, t_ns } => {
+                step = s;
+                Line { step: Some(s), t: moved(t_ns), ..Line::new("step") }
+            }
+        };
+        // Plain data with string keys: serializing cannot fail.
+        if let Ok(text) = serde_json::to_string(&line) {
+            out.push_str(&text);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+impl Line<'_> {
+    fn new(ev: &'static str) -> Self {
+        Line {
+            ev,
+            id: None,
+            bytes: None,
+            op: None,
+            shape: None,
+            dtype: None,
+            kind: None,
+            step: None,
+            t: None,
+            outside: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

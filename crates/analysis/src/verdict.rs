@@ -1,7 +1,9 @@
-//! Why the memory ran out, and what to change: a verdict read from a [`Dump`] alone, so it
-//! works the same for replayed, simulated, imported and live dumps.
+//! Why the memory ran out, and what to change: a [`Diagnosis`] read from a [`Dump`] alone,
+//! so it works the same for replayed, simulated, imported and live dumps. A diagnosis is
+//! data — the [`Cause`] with its figures and the [`Fix`] with its figures — and
+//! [`crate::render::verdict`] writes the words.
 //!
-//! The classes, checked in this order (the first that holds is the cause):
+//! The causes, checked in this order (the first that holds is the cause):
 //! 1. **others** — the request was for memory outside the pool (cuDNN) and the pool, or
 //!    other processes, had taken the device; or the allocator's limit allowed the request
 //!    but the device did not have it;
@@ -12,15 +14,237 @@
 //! 4. **fragmentation** — enough bytes are free, but not in one block;
 //! 5. **peak** — the working set is simply larger than the device.
 //!
-//! Headlines are sentences, capitalized here unless they begin with an op name or a size.
 //! A fix is never one that is already on (garbage collection when it is enabled, growth
 //! when the pool already grows). Fixes here are estimates from the dump; with a workload at
 //! hand, [`crate::workload::fit::refine`] replaces them with replayed answers.
 
-use oomscope_base::size::human;
 use oomscope_core::record::Kind;
-use oomscope_dump::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, Verdict, VerdictKind};
+use oomscope_dump::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, VerdictKind};
 use std::collections::BTreeMap;
+
+/// The cause of an OOM (or of its absence), the change that fixes it, and the live bytes
+/// by kind at the failure (at the end when nothing failed), largest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnosis {
+    pub cause: Cause,
+    pub fix: Fix,
+    pub breakdown: Vec<KindBytes>,
+}
+
+impl Diagnosis {
+    pub fn kind(&self) -> VerdictKind {
+        self.cause.kind()
+    }
+}
+
+/// A failed request as a verdict names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    pub op: String,
+    pub requested: u64,
+    pub rounded: u64,
+    pub shape: Option<Vec<i64>>,
+}
+
+impl Request {
+    fn of(o: &OomRecord) -> Request {
+        Request { op: o.op.clone(), requested: o.requested, rounded: o.rounded, shape: o.shape.clone() }
+    }
+}
+
+/// Memory held outside this allocator, as far as the dump shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Bytes other processes held when the device was opened (0: none or unknown).
+    pub others: u64,
+    /// The device's size.
+    pub total: u64,
+    /// Region sizes the device refused the pool.
+    pub refused: Vec<u64>,
+    /// The pool's peak: what the device gave after the refusals.
+    pub pool_peak: u64,
+}
+
+/// Live bytes at a step boundary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepBytes {
+    pub step: i64,
+    pub bytes: u64,
+}
+
+/// Tensors of one op made in earlier steps and still live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    pub op: String,
+    pub tensors: u64,
+    pub bytes: u64,
+    pub first_step: i64,
+    pub last_step: i64,
+}
+
+/// What happened, with the figures that show it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cause {
+    /// A library asked the device for memory outside the allocator's pool (cuDNN, cuBLAS),
+    /// and the pool and other processes had taken the rest.
+    OutsideRequest {
+        request: Request,
+        device_free: u64,
+        pool: u64,
+        pool_free: u64,
+        /// The pool took the device up front (allow_growth off).
+        preallocated: bool,
+        elsewhere: Elsewhere,
+    },
+    /// The allocator's limit allowed the request, but the device did not have it.
+    DeviceRefused { request: Request, limit: u64, limit_headroom: u64, device_free: u64, elsewhere: Elsewhere },
+    /// A log that shows the driver refusing TensorFlow's first regions: the pool took all the
+    /// device would give, and other processes held the rest.
+    PoolTookDevice {
+        /// The failed request's op, when the log has one; `outside` when it was for memory
+        /// outside the pool (cuDNN's handle).
+        op: Option<String>,
+        outside: bool,
+        refused: Vec<u64>,
+        /// The region size after the last refusal: what the device gave.
+        taken: u64,
+        /// TF's limit, the whole card (0: not in the log).
+        card: u64,
+    },
+    /// A partial log with the usage listing but neither the limit nor the free memory.
+    PartialUsage {
+        request: Option<Request>,
+        live: u64,
+        /// Nodes listed, with those the listing summed up.
+        nodes: u64,
+        /// The largest nodes (up to three).
+        top: Vec<(String, u64)>,
+        /// Bytes held by TF's layout optimizer's transposed copies, when they are a tenth of
+        /// the live bytes or more.
+        layout_copies: Option<u64>,
+    },
+    /// A partial log with only the failed request.
+    PartialRequest { request: Option<Request> },
+    /// One tensor is larger than all the memory the process could ever have free.
+    SingleTensor {
+        request: Request,
+        /// Pool plus what the device could still give.
+        capacity: u64,
+        /// Weights, optimizer state and inputs: what does not shrink with the batch.
+        fixed: u64,
+    },
+    /// Live bytes rise from step to step until the OOM.
+    Growth { first: StepBytes, last: StepBytes, per_step: u64, oom_step: i64, survivors: Vec<Survivor> },
+    /// Enough bytes are free, but not in one block.
+    Fragmentation {
+        request: Request,
+        pool_free: u64,
+        /// Free chunks.
+        pieces: u64,
+        /// TensorBoard's `1 - largest free / free`, in [0, 1].
+        fragmentation: f64,
+        largest_free: u64,
+        /// Ops of live tensors that sit between two free chunks, with how many, most first.
+        pinning: Vec<(String, u64)>,
+    },
+    /// The working set at the failure is larger than what can be had.
+    Peak { request: Request, in_use: u64, capacity: u64, top: Vec<(String, u64)> },
+    /// Nothing failed, but live bytes grow every step.
+    GrowingNoOom { first: StepBytes, last: StepBytes, per_step: u64, limit: u64, pool_peak: u64, reached_near: i64 },
+    /// Nothing failed.
+    Fits {
+        peak: u64,
+        limit: u64,
+        pool_peak: u64,
+        /// Region sizes the device refused (the pool got less than its limit).
+        refused: Vec<u64>,
+        others: u64,
+    },
+}
+
+impl Cause {
+    /// The class a dump's `verdict.kind` names.
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            Cause::OutsideRequest { .. } | Cause::DeviceRefused { .. } | Cause::PoolTookDevice { .. } => {
+                VerdictKind::Others
+            }
+            Cause::PartialUsage { .. } | Cause::PartialRequest { .. } => VerdictKind::Undetermined,
+            Cause::SingleTensor { .. } => VerdictKind::SingleTensor,
+            Cause::Growth { .. } | Cause::GrowingNoOom { .. } => VerdictKind::Growth,
+            Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
+            Cause::Peak { .. } => VerdictKind::Peak,
+            Cause::Fits { .. } => VerdictKind::Fits,
+        }
+    }
+}
+
+/// What to change, with the figures that size it; never something already on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fix {
+    /// Nothing failed and nothing is short.
+    Nothing,
+    /// Nothing failed, but the device refused regions: with growth on, others share the
+    /// device; with it off, let the pool grow on demand.
+    DeviceShort { allow_growth: bool },
+    /// The pool took the device up front: let it grow on demand (`peak_in_use` was enough),
+    /// or cap it at `fraction` of the device.
+    AllowGrowth { peak_in_use: u64, fraction: f64, total: u64 },
+    /// The pool already grows: free what other processes hold, or cap below what is free.
+    FreeDevice { others: u64, fraction: f64 },
+    /// From a log of refusals: grow on demand, or cap at `fraction` of the card (0: unknown).
+    GrowOrCap { fraction: f64, card: u64 },
+    /// From a partial usage listing: what dominates says what to cut; channels-first when
+    /// the layout optimizer's copies are large.
+    FromUsage { dominant: Option<Kind>, layout_copies: Option<u64> },
+    /// Give oomscope the whole log; if the first dimension is the batch, split it.
+    WholeLog { split: Option<SplitFirst> },
+    /// One request too large: at most `at_most` of the `batch` rows fit (`known`: the
+    /// workload says it is the batch; `eval`: evaluation, averaged over chunks).
+    SplitBatch { batch: u64, at_most: u64, known: bool, eval: bool },
+    /// Even one row of the tensor (`row` bytes) does not fit.
+    RowTooLarge { row: u64 },
+    /// No batch dimension to cut: make the tensor smaller than `below`.
+    ShrinkTensor { below: u64 },
+    /// Growth: free what `culprit` keeps each step.
+    KeepNumbers { culprit: Option<String> },
+    /// Growth without an OOM yet.
+    FreeBeforeLimit { culprit: Option<String> },
+    /// PyTorch fragmentation: expandable segments.
+    ExpandableSegments,
+    /// PyTorch fragmentation with expandable segments already on.
+    MaxSplitSize,
+    /// TF fragmentation with empty regions: garbage collection returns them.
+    GarbageCollection { empty_regions: usize },
+    /// TF fragmentation across grown regions: preallocate one.
+    OneRegion { regions: usize },
+    /// Fragmentation otherwise: allocation order, or the driver's allocator.
+    Reorder { pinning: Option<String>, rounded: u64 },
+    /// A true peak with the batch known: from `from` to `to` (the batch-sized part to
+    /// `fraction`).
+    ReduceBatch { from: u64, to: u64, fraction: f64, optimizer_dominates: bool },
+    /// A true peak where even a batch of 1 does not fit.
+    EvenBatchOne { optimizer_dominates: bool },
+    /// A true peak, batch unknown: cut the batch-sized memory to `fraction`.
+    CutBatchSized { fraction: f64, optimizer_dominates: bool },
+    /// Replayed: train at `batch` instead of `from` (gradient accumulation keeps the batch).
+    TrainAt { batch: u64, from: u64, free_at_peak: u64 },
+    /// Replayed: evaluate `samples` in chunks of at most `chunk`.
+    EvalInChunks { chunk: u64, samples: u64, free_at_peak: u64 },
+    /// Replayed: not even batch 1 fits (`needed` at batch 1, `capacity` to be had).
+    NothingFits { needed: u64, capacity: u64 },
+    /// Replayed with growth on: the pool peaks at `peak_pool`; a cap at `fraction` of the
+    /// device (`bytes`) also replays without an OOM, when it does.
+    GrowthReplayed { peak_pool: u64, cap: Option<(f64, u64)> },
+}
+
+/// If the first dimension (`n`) of a shape is the batch: chunks of `rows`, `part` bytes each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitFirst {
+    pub n: i64,
+    pub rows: u64,
+    pub part: u64,
+}
 
 /// Bytes the process could have in one piece at the failure beyond what the pool holds:
 /// a new region within both the limit and what the device had free.
@@ -31,17 +255,6 @@ fn growable(o: &OomRecord) -> u64 {
 /// All the memory the process could have had: its pool plus what it could still obtain.
 fn capacity(o: &OomRecord) -> u64 {
     o.pool_bytes + growable(o)
-}
-
-fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
-}
-
-fn shape_text(shape: &Option<Vec<i64>>) -> String {
-    match shape {
-        Some(s) => format!(", shape [{}]", s.iter().map(i64::to_string).collect::<Vec<_>>().join(",")),
-        None => String::new(),
-    }
 }
 
 /// Live bytes by kind (recorded, or inferred from op names), largest first. From the chunks
@@ -69,15 +282,15 @@ fn bytes_of(b: &[KindBytes], kinds: &[Kind]) -> u64 {
     b.iter().filter(|k| kinds.contains(&k.kind)).map(|k| k.bytes).sum()
 }
 
-/// Sets `dump.verdict` when it has none.
+/// Sets `dump.verdict` (the diagnosis in the renderer's words) when it has none.
 pub fn attach(d: &mut Dump) {
     if d.verdict.is_none() {
-        d.verdict = Some(analyze(d));
+        d.verdict = Some(crate::render::verdict::words(&analyze(d)));
     }
 }
 
-/// The verdict for a dump.
-pub fn analyze(d: &Dump) -> Verdict {
+/// The diagnosis of a dump.
+pub fn analyze(d: &Dump) -> Diagnosis {
     let b = breakdown(d);
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
         return partial_log(d, b);
@@ -102,93 +315,56 @@ pub fn analyze(d: &Dump) -> Verdict {
     peak(d, o, b)
 }
 
-fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
+fn elsewhere(d: &Dump) -> Elsewhere {
+    Elsewhere {
+        others: d.device.others,
+        total: d.device.total,
+        refused: d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect(),
+        pool_peak: d.stats.peak_pool_bytes,
+    }
+}
+
+/// Let the pool grow, or cap it; or, when it already grows, free the device. `need` is
+/// what must stay free besides.
+fn growth_or_fraction(d: &Dump, need: u64) -> Fix {
     let dev = &d.device;
+    let usable = dev.total.saturating_sub(dev.others).saturating_sub(need);
+    let fraction = (usable as f64 / dev.total.max(1) as f64 * 20.0).floor() / 20.0;
+    if d.allocator.allow_growth {
+        Fix::FreeDevice { others: dev.others, fraction }
+    } else {
+        Fix::AllowGrowth { peak_in_use: d.stats.peak_bytes_in_use, fraction, total: dev.total }
+    }
+}
+
+fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
     let a = &d.allocator;
-    let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
-    let refused: Vec<String> =
-        d.refusals.iter().filter(|r| !r.outside).map(|r| oomscope_base::size::human_bytes_driver(r.bytes)).collect();
-    let mut evidence = Vec::new();
-    if dev.others > 0 {
-        evidence.push(format!(
-            "other processes hold {} of the {} device ({:.0}%)",
-            human(dev.others),
-            human(dev.total),
-            pct(dev.others, dev.total)
-        ));
-    }
-    if !refused.is_empty() {
-        evidence.push(format!(
-            "the device refused the allocator's region requests of {} before giving {}",
-            refused.join(" and "),
-            human(d.stats.peak_pool_bytes)
-        ));
-    }
-    let fix_growth_or_fraction = |need: u64| -> String {
-        let usable = dev.total.saturating_sub(dev.others).saturating_sub(need);
-        let fraction = (usable as f64 / dev.total.max(1) as f64 * 20.0).floor() / 20.0;
-        let mut fix = String::new();
-        if !a.allow_growth {
-            fix.push_str(&format!(
-                "let the pool grow on demand instead of taking the device up front: TF_FORCE_GPU_ALLOW_GROWTH=true \
-                 (config.gpu_options.allow_growth = True); this run had {} in use at its peak",
-                human(d.stats.peak_bytes_in_use)
-            ));
-            fix.push_str(&format!(
-                ", or cap the pool: per_process_gpu_memory_fraction={fraction:.2} ({})",
-                human((fraction * dev.total as f64) as u64)
-            ));
-        } else {
-            fix.push_str(&format!(
-                "free device memory: other processes hold {} (nvidia-smi lists them), or cap this process below what is free: \
-                 per_process_gpu_memory_fraction={fraction:.2}",
-                human(dev.others)
-            ));
-        }
-        fix
-    };
     if o.outside {
-        evidence.insert(
-            0,
-            format!(
-                "the allocator's pool holds {} ({} of it free){}",
-                human(o.pool_bytes),
-                human(pool_free),
-                if a.allow_growth { "" } else { ", taken up front because allow_growth is off" }
-            ),
-        );
-        return Some(Verdict {
-            kind: VerdictKind::Others,
-            headline: format!(
-                "{} asked the device for {} outside the allocator's pool, and the device had only {} free: \
-                 the pool and other processes had taken the rest",
-                o.op,
-                human(o.requested),
-                human(o.device_free)
-            ),
-            evidence,
-            fix: fix_growth_or_fraction(o.requested),
+        return Some(Diagnosis {
+            cause: Cause::OutsideRequest {
+                request: Request::of(o),
+                device_free: o.device_free,
+                pool: o.pool_bytes,
+                pool_free: o.pool_bytes.saturating_sub(o.bytes_in_use),
+                preallocated: !a.allow_growth,
+                elsewhere: elsewhere(d),
+            },
+            fix: growth_or_fraction(d, o.requested),
             breakdown: b.to_vec(),
         });
     }
     // The limit allowed the request; the device did not have it.
     let grow = growable(o);
     if grow < o.rounded && o.limit_headroom >= o.rounded && o.largest_free_block < o.rounded {
-        evidence.push(format!(
-            "the limit ({}) allowed {} more, but the device had {} free",
-            human(a.limit),
-            human(o.limit_headroom),
-            human(o.device_free)
-        ));
-        return Some(Verdict {
-            kind: VerdictKind::Others,
-            headline: format!(
-                "{} for {} was refused by the device, not by the allocator's limit: memory is held outside this allocator",
-                human(o.requested),
-                o.op
-            ),
-            evidence,
-            fix: fix_growth_or_fraction(0),
+        return Some(Diagnosis {
+            cause: Cause::DeviceRefused {
+                request: Request::of(o),
+                limit: a.limit,
+                limit_headroom: o.limit_headroom,
+                device_free: o.device_free,
+                elsewhere: elsewhere(d),
+            },
+            fix: growth_or_fraction(d, 0),
             breakdown: b.to_vec(),
         });
     }
@@ -205,7 +381,7 @@ fn complete_log(d: &Dump) -> bool {
 
 /// What a partial TF log allows: the preallocation story when the device refused regions,
 /// else what the usage listing or the request show, said to be partial.
-fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Verdict {
+fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
     let o = d.oom.as_ref();
     let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
     let card = d.allocator.limit;
@@ -213,103 +389,46 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Verdict {
         // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
         // after the last logged one is the one the device gave.
         let taken = oomscope_core::bfc::rounded_bytes((last as f32 * 0.9f32) as u64);
-        let mut evidence = vec![format!(
-            "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
-            refused.iter().map(|r| oomscope_base::size::human_bytes_driver(*r)).collect::<Vec<_>>().join(" and "),
-            oomscope_base::size::human_bytes_driver(taken)
-        )];
-        if card > 0 {
-            evidence.push(format!(
-                "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
-                human(card),
-                human(card.saturating_sub(last)),
-                human(card.saturating_sub(taken))
-            ));
-        }
         let fraction = if card > 0 { (taken as f64 * 0.9 / card as f64 * 20.0).floor() / 20.0 } else { 0.7 };
-        let who = o.map_or("the run".to_string(), |o| o.op.clone());
-        return Verdict {
-            kind: VerdictKind::Others,
-            headline: if o.is_some_and(|o| o.outside) {
-                format!(
-                    "{who} could not get memory outside TensorFlow's pool (CUDNN_STATUS_ALLOC_FAILED): the pool had taken everything the device would give, and other processes held the rest"
-                )
-            } else {
-                "TensorFlow's pool took everything the device would give, and other processes held the rest".to_string()
+        return Diagnosis {
+            cause: Cause::PoolTookDevice {
+                op: o.map(|o| o.op.clone()),
+                outside: o.is_some_and(|o| o.outside),
+                refused,
+                taken,
+                card,
             },
-            evidence,
-            fix: format!(
-                "let the pool grow on demand: config.gpu_options.allow_growth = True (or TF_FORCE_GPU_ALLOW_GROWTH=true); or cap it so cuDNN and the desktop keep room: per_process_gpu_memory_fraction={fraction:.2}{}",
-                if card > 0 { format!(" ({})", human((fraction * card as f64) as u64)) } else { String::new() }
-            ),
+            fix: Fix::GrowOrCap { fraction, card },
             breakdown: b,
         };
     }
-    let request =
-        o.filter(|o| o.requested > 0).map(|o| format!("{} for {}{}", human(o.requested), o.op, shape_text(&o.shape)));
-    let live = d.usage_total();
+    let request = o.filter(|o| o.requested > 0).map(Request::of);
     if !d.usage_by_node.is_empty() {
-        let listed =
+        let nodes =
             d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
-        let mut evidence = vec![format!("live by kind: {}", describe_breakdown(&b, live))];
-        for n in d.usage_by_node.iter().take(3) {
-            evidence.push(format!("{} holds {}", n.op, human(n.bytes)));
-        }
+        let live = d.usage_total();
         let layout: u64 = d.usage_by_node.iter().filter(|n| n.op.contains("LayoutOptimizer")).map(|n| n.bytes).sum();
-        let mut fix = match b.first().map(|k| k.kind) {
-            Some(Kind::Activation) | Some(Kind::Gradient) | None => {
-                "reduce the batch: activations and gradients scale with it".to_string()
-            }
-            Some(Kind::Optimizer) => {
-                "optimizer state dominates: momentum keeps one slot per weight where Adam keeps two".into()
-            }
-            Some(_) => "reduce the model or its precision (float16 halves every tensor)".into(),
-        };
-        if layout * 10 > live {
-            evidence.push(format!(
-                "{} ({:.0}%) is held by *-LayoutOptimizer nodes: copies TF's layout optimizer made to turn NHWC tensors into the NCHW cuDNN wants, and back",
-                human(layout),
-                pct(layout, live)
-            ));
-            fix.push_str(&format!(
-                "; and build the model channels-first (data_format=\"NCHW\" / \"channels_first\") so the GPU needs no transposed copies ({} here)",
-                human(layout)
-            ));
-        }
-        return Verdict {
-            kind: VerdictKind::Undetermined,
-            headline: format!(
-                "{}{} was in use in {listed} nodes{}; the log shows neither the limit nor the free memory, so a true peak cannot be told from fragmentation",
-                request.map_or(String::new(), |r| format!("{r} failed; ")),
-                human(live),
-                b.first().map_or(String::new(), |k| format!(", {} the most ({})", k.kind.plural(), human(k.bytes)))
-            ),
-            evidence,
-            fix,
+        let dominant = b.first().map(|k| k.kind);
+        let layout_copies = (layout * 10 > live).then_some(layout);
+        return Diagnosis {
+            cause: Cause::PartialUsage {
+                request,
+                live,
+                nodes,
+                top: d.usage_by_node.iter().take(3).map(|n| (n.op.clone(), n.bytes)).collect(),
+                layout_copies,
+            },
+            fix: Fix::FromUsage { dominant, layout_copies },
             breakdown: b,
         };
     }
-    let mut fix =
-        "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of memory\""
-            .to_string();
-    if let Some(n) = o.and_then(|o| o.shape.as_ref()).and_then(|s| s.first()).copied().filter(|&n| n >= 10) {
-        let rows = n as u64 / 10;
-        let part = o.map_or(0, |o| o.requested) / 10;
-        fix = format!(
-            "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",
-            human(part)
-        );
-    }
-    Verdict {
-        kind: VerdictKind::Undetermined,
-        headline: format!(
-            "{} could not be allocated; the log shows neither the limit nor what else was in use",
-            request.unwrap_or_else(|| "an allocation".to_string())
-        ),
-        evidence: Vec::new(),
-        fix,
-        breakdown: b,
-    }
+    let split = o
+        .and_then(|o| o.shape.as_ref())
+        .and_then(|s| s.first())
+        .copied()
+        .filter(|&n| n >= 10)
+        .map(|n| SplitFirst { n, rows: n as u64 / 10, part: o.map_or(0, |o| o.requested) / 10 });
+    Diagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split }, breakdown: b }
 }
 
 /// The data came from a PyTorch snapshot: fixes are PyTorch's.
@@ -322,7 +441,7 @@ fn fixed_bytes(b: &[KindBytes]) -> u64 {
     bytes_of(b, &[Kind::Weight, Kind::Optimizer, Kind::Input])
 }
 
-fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
+fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
     let cap = capacity(o);
     let fixed = fixed_bytes(b);
     let room = cap.saturating_sub(fixed);
@@ -333,44 +452,18 @@ fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
     let batch = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
     let fix = match batch {
         Some(n) => {
-            let chunk = (n as u128 * room as u128 / o.rounded as u128) as u64;
-            let known = d.workload.as_ref().is_some_and(|w| w.batch == n);
-            let along = if known { String::new() } else { format!(" (if its first dimension, {n}, is the batch)") };
-            if chunk == 0 {
-                format!(
-                    "even one row of this tensor ({}) does not fit: make the sample smaller (resolution, sequence length) or use float16",
-                    human(o.rounded / n)
-                )
-            } else if eval {
-                format!(
-                    "split the evaluation into chunks of at most {chunk}{along}: this tensor alone allows {chunk} of the {n}; \
-                     `oomscope fit` finds the largest chunk by replay; average the results"
-                )
+            let at_most = (n as u128 * room as u128 / o.rounded as u128) as u64;
+            if at_most == 0 {
+                Fix::RowTooLarge { row: o.rounded / n }
             } else {
-                format!(
-                    "reduce the batch from {n} to at most {chunk}{along}: this tensor alone allows {chunk}; `oomscope fit` checks by replay"
-                )
+                let known = d.workload.as_ref().is_some_and(|w| w.batch == n);
+                Fix::SplitBatch { batch: n, at_most, known, eval }
             }
         }
-        None => format!(
-            "make this tensor smaller than {}: fewer samples per call, a smaller resolution, or float16",
-            human(room)
-        ),
+        None => Fix::ShrinkTensor { below: room },
     };
-    Some(Verdict {
-        kind: VerdictKind::SingleTensor,
-        headline: format!(
-            "One tensor of {} ({}{}) is larger than all the memory this process can ever have free: {}",
-            human(o.requested),
-            o.op,
-            shape_text(&o.shape),
-            human(room)
-        ),
-        evidence: vec![format!(
-            "{} can be had in all (pool and what the device could still give), of which weights, optimizer state and inputs take {}",
-            human(cap),
-            human(fixed)
-        )],
+    Some(Diagnosis {
+        cause: Cause::SingleTensor { request: Request::of(o), capacity: cap, fixed },
         fix,
         breakdown: b.to_vec(),
     })
@@ -378,8 +471,8 @@ fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
 
 /// Live bytes rising across step boundaries.
 struct Growth {
-    first: (i64, u64),
-    last: (i64, u64),
+    first: StepBytes,
+    last: StepBytes,
     per_step: f64,
 }
 
@@ -397,11 +490,15 @@ fn growth(d: &Dump, until: i64) -> Option<Growth> {
         return None;
     }
     let per_step = (l.bytes_in_use - f.bytes_in_use) as f64 / (l.step - f.step) as f64;
-    Some(Growth { first: (f.step, f.bytes_in_use), last: (l.step, l.bytes_in_use), per_step })
+    Some(Growth {
+        first: StepBytes { step: f.step, bytes: f.bytes_in_use },
+        last: StepBytes { step: l.step, bytes: l.bytes_in_use },
+        per_step,
+    })
 }
 
-/// Ops whose tensors survive their step: (op, count, bytes, first step, last step).
-fn survivors(d: &Dump, current: i64) -> Vec<(String, u64, u64, i64, i64)> {
+/// Ops whose tensors survive their step, most bytes first.
+fn survivors(d: &Dump, current: i64) -> Vec<Survivor> {
     let mut by: BTreeMap<&str, (u64, u64, i64, i64)> = BTreeMap::new();
     for c in d.live_chunks() {
         let step = c.step.unwrap_or(-1);
@@ -414,50 +511,45 @@ fn survivors(d: &Dump, current: i64) -> Vec<(String, u64, u64, i64, i64)> {
         e.2 = e.2.min(step);
         e.3 = e.3.max(step);
     }
-    let mut v: Vec<_> = by.into_iter().map(|(op, (n, bytes, a, z))| (op.to_string(), n, bytes, a, z)).collect();
-    v.sort_by_key(|s| std::cmp::Reverse(s.2));
+    let mut v: Vec<Survivor> = by
+        .into_iter()
+        .map(|(op, (tensors, bytes, first_step, last_step))| Survivor {
+            op: op.to_string(),
+            tensors,
+            bytes,
+            first_step,
+            last_step,
+        })
+        .collect();
+    v.sort_by_key(|s| std::cmp::Reverse(s.bytes));
     v
 }
 
-fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> Verdict {
+fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> Diagnosis {
     let current = o.step.max(d.steps.last().map_or(0, |s| s.step));
-    let surv = survivors(d, current);
-    let mut evidence = vec![format!(
-        "live bytes at step boundaries went from {} at step {} to {} at step {}: {} per step",
-        human(g.first.1),
-        g.first.0,
-        human(g.last.1),
-        g.last.0,
-        human(g.per_step as u64)
-    )];
-    for (op, n, bytes, a, z) in surv.iter().take(5) {
-        evidence.push(format!("{op}: {n} tensors from steps {a}..{z} are still live ({})", human(*bytes)));
-    }
-    let culprit = surv.first().map_or("the growing tensors".to_string(), |s| s.0.clone());
-    Verdict {
-        kind: VerdictKind::Growth,
-        headline: format!(
-            "Live memory grows by {} every step until the OOM at step {}: tensors made in earlier steps are never freed",
-            human(g.per_step as u64),
-            o.step
-        ),
-        evidence,
-        fix: format!(
-            "free what {culprit} keeps each step: in Python, keep a number (loss.item(), float(x)) instead of the tensor, and do \
-             not append tensors to a list across steps; a larger device only delays the OOM"
-        ),
+    let survivors = survivors(d, current);
+    let culprit = survivors.first().map(|s| s.op.clone());
+    Diagnosis {
+        cause: Cause::Growth {
+            first: g.first,
+            last: g.last,
+            per_step: g.per_step as u64,
+            oom_step: o.step,
+            survivors: survivors.into_iter().take(5).collect(),
+        },
+        fix: Fix::KeepNumbers { culprit },
         breakdown: b,
     }
 }
 
-fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
+fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
     let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
     let grow = growable(o);
     if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= o.rounded {
         return None;
     }
     let a = &d.allocator;
-    let free_chunks = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).count();
+    let pieces = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).count() as u64;
     let empty_regions: Vec<u64> =
         d.regions.iter().filter(|r| r.chunks.iter().all(|c| !c.in_use)).map(|r| r.size).collect();
     // Live tensors that sit between two free chunks: they are what splits the free space.
@@ -469,193 +561,296 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Verdict> {
             }
         }
     }
-    let mut pins: Vec<(&str, u64)> = pinning.into_iter().collect();
+    let mut pins: Vec<(String, u64)> = pinning.into_iter().map(|(op, n)| (op.to_string(), n)).collect();
     pins.sort_by_key(|p| std::cmp::Reverse(p.1));
-    let mut evidence = vec![format!(
-        "{} free in {} pieces ({:.1}% fragmentation); the request needs {} in one piece",
-        human(pool_free),
-        free_chunks,
-        d.stats.fragmentation * 100.0,
-        human(o.rounded)
-    )];
-    if !pins.is_empty() {
-        let names: Vec<String> = pins.iter().take(4).map(|(op, n)| format!("{op} ({n})")).collect();
-        evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
-    }
     let fix = if torch(d) {
-        if a.name.contains("expandable_segments") {
-            "cap splitting of large blocks: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128, or call torch.cuda.empty_cache() \
-             between phases that allocate different sizes"
-                .to_string()
-        } else {
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place and free pieces can merge \
-             (PyTorch's own OOM message suggests it)"
-                .to_string()
-        }
+        if a.expandable_segments { Fix::MaxSplitSize } else { Fix::ExpandableSegments }
     } else if !a.garbage_collection
         && !empty_regions.is_empty()
         && empty_regions.iter().sum::<u64>() + grow >= o.rounded
     {
-        format!(
-            "turn on garbage collection of empty regions (TF_ENABLE_GPU_GARBAGE_COLLECTION=true): {} region(s) hold nothing and \
-             would be returned for one large enough",
-            empty_regions.len()
-        )
+        Fix::GarbageCollection { empty_regions: empty_regions.len() }
     } else if a.allow_growth && d.regions.len() > 1 {
-        format!(
-            "preallocate one region (allow_growth off): free blocks in different regions cannot merge, and this pool is {} regions",
-            d.regions.len()
-        )
+        Fix::OneRegion { regions: d.regions.len() }
     } else {
-        let who = pins.first().map_or(String::new(), |(op, _)| format!(" ({op} here)"));
-        format!(
-            "allocate long-lived tensors before short-lived ones, or free the tensors that split the free space{who} before \
-             asking for {}; or let the driver place each tensor: TF_GPU_ALLOCATOR=cuda_malloc_async",
-            human(o.rounded)
-        )
+        Fix::Reorder { pinning: pins.first().map(|p| p.0.clone()), rounded: o.rounded }
     };
-    Some(Verdict {
-        kind: VerdictKind::Fragmentation,
-        headline: format!(
-            "{} is free in the pool, but the largest free block is {}: the {} request does not fit in any piece",
-            human(pool_free),
-            human(o.largest_free_block),
-            human(o.rounded)
-        ),
-        evidence,
+    Some(Diagnosis {
+        cause: Cause::Fragmentation {
+            request: Request::of(o),
+            pool_free,
+            pieces,
+            fragmentation: d.stats.fragmentation,
+            largest_free: o.largest_free_block,
+            pinning: pins.into_iter().take(4).collect(),
+        },
         fix,
         breakdown: b.to_vec(),
     })
 }
 
-fn describe_breakdown(b: &[KindBytes], total: u64) -> String {
-    b.iter()
-        .filter(|k| k.bytes > 0)
-        .map(|k| format!("{} {} ({:.0}%)", k.kind.plural(), human(k.bytes), pct(k.bytes, total)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Verdict {
+fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
     let cap = capacity(o);
     let need = o.bytes_in_use + o.rounded;
-    let live: u64 = b.iter().map(|k| k.bytes).sum();
     let fixed = bytes_of(&b, &[Kind::Weight, Kind::Optimizer]);
-    let dominant = b.first().map(|k| k.kind).unwrap_or(Kind::Activation);
-    let mut evidence = vec![format!(
-        "{} live + {} requested = {} needed; {} can be had",
-        human(o.bytes_in_use),
-        human(o.rounded),
-        human(need),
-        human(cap)
-    )];
-    evidence.push(format!("live by kind: {}", describe_breakdown(&b, live)));
-    for n in d.usage_by_node.iter().take(3) {
-        evidence.push(format!("{} holds {}", n.op, human(n.bytes)));
-    }
+    let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
     // Activations, gradients, inputs and temporaries scale with the batch; weights and
     // optimizer state do not.
     let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
-    let batch = d.workload.as_ref().map(|w| w.batch);
-    let mut fix = match batch {
-        Some(n) if (n as f64 * fraction).floor() >= 1.0 => format!(
-            "reduce the batch from {n} to {} (estimated: the batch-sized part must shrink to {:.0}%; `oomscope fit` checks by replay)",
-            (n as f64 * fraction).floor() as u64,
-            // Down, not to nearest: 99.6% must read 99%, or the fix would not fit.
-            (fraction * 100.0).floor()
-        ),
-        Some(_) => "even a batch of 1 would not fit: use float16 activations (half the bytes), gradient checkpointing, or a smaller input".to_string(),
-        None => format!(
-            "cut the batch-sized memory to {:.0}% (a smaller batch, resolution or sequence length)",
-            (fraction.min(1.0) * 100.0).floor()
-        ),
+    let fix = match d.workload.as_ref().map(|w| w.batch) {
+        Some(n) if (n as f64 * fraction).floor() >= 1.0 => {
+            Fix::ReduceBatch { from: n, to: (n as f64 * fraction).floor() as u64, fraction, optimizer_dominates }
+        }
+        Some(_) => Fix::EvenBatchOne { optimizer_dominates },
+        None => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
     };
-    if matches!(dominant, Kind::Optimizer) {
-        fix.push_str("; optimizer state dominates: momentum keeps one slot per weight where Adam keeps two");
-    }
-    Verdict {
-        kind: VerdictKind::Peak,
-        headline: format!(
-            "A true peak: {} is needed at this point and {} can be had; {} take {} of the {} live",
-            human(need),
-            human(cap),
-            dominant.plural(),
-            human(b.first().map_or(0, |k| k.bytes)),
-            human(live)
-        ),
-        evidence,
+    Diagnosis {
+        cause: Cause::Peak {
+            request: Request::of(o),
+            in_use: o.bytes_in_use,
+            capacity: cap,
+            top: d.usage_by_node.iter().take(3).map(|n| (n.op.clone(), n.bytes)).collect(),
+        },
         fix,
         breakdown: b,
     }
 }
 
-fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Verdict {
+fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
     let s = &d.stats;
     let limit = d.allocator.limit;
-    let spare = limit.saturating_sub(s.peak_bytes_in_use);
-    let mut evidence = vec![format!("peak pool {} of the {} limit", human(s.peak_pool_bytes), human(limit))];
-    let (kind, headline, fix) = match growth {
+    match growth {
         Some(g) => {
             let steps_left =
-                if g.per_step > 0.0 { (limit.saturating_sub(g.last.1) as f64 / g.per_step) as i64 } else { 0 };
-            evidence.push(format!(
-                "live bytes at step boundaries went from {} at step {} to {} at step {}",
-                human(g.first.1),
-                g.first.0,
-                human(g.last.1),
-                g.last.0
-            ));
-            let culprit = survivors(d, g.last.0 + 1).first().map_or("the growing tensors".to_string(), |s| s.0.clone());
-            (
-                VerdictKind::Growth,
-                format!(
-                    "No allocation failed, but live memory grows by {} per step: at this rate the limit is reached near step {}",
-                    human(g.per_step as u64),
-                    g.last.0 + steps_left
-                ),
-                format!("free what {culprit} keeps each step before it reaches the limit"),
-            )
+                if g.per_step > 0.0 { (limit.saturating_sub(g.last.bytes) as f64 / g.per_step) as i64 } else { 0 };
+            let culprit = survivors(d, g.last.step + 1).first().map(|s| s.op.clone());
+            Diagnosis {
+                cause: Cause::GrowingNoOom {
+                    first: g.first,
+                    last: g.last,
+                    per_step: g.per_step as u64,
+                    limit,
+                    pool_peak: s.peak_pool_bytes,
+                    reached_near: g.last.step + steps_left,
+                },
+                fix: Fix::FreeBeforeLimit { culprit },
+                breakdown: b,
+            }
         }
         None => {
-            let refused: Vec<String> = d
-                .refusals
-                .iter()
-                .filter(|r| !r.outside)
-                .map(|r| oomscope_base::size::human_bytes_driver(r.bytes))
-                .collect();
+            let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
             let fix = if refused.is_empty() {
-                "nothing to change".to_string()
+                Fix::Nothing
             } else {
-                evidence.push(format!(
-                    "the device refused region requests of {}: the pool got {} of its {} limit{}",
-                    refused.join(" and "),
-                    human(s.peak_pool_bytes),
-                    human(limit),
-                    if d.device.others > 0 {
-                        format!(" (other processes hold {})", human(d.device.others))
-                    } else {
-                        String::new()
-                    }
-                ));
-                if d.allocator.allow_growth {
-                    "nothing failed, but the device is short: keep in mind that other processes share it".to_string()
-                } else {
-                    "nothing failed, but the pool took everything the device would give: let it grow on demand \
-                     (TF_FORCE_GPU_ALLOW_GROWTH=true) to leave memory to other processes and to libraries such as cuDNN"
-                        .to_string()
-                }
+                Fix::DeviceShort { allow_growth: d.allocator.allow_growth }
             };
-            (
-                VerdictKind::Fits,
-                format!(
-                    "No allocation failed: the peak was {} of the {} limit, {} to spare",
-                    human(s.peak_bytes_in_use),
-                    human(limit),
-                    human(spare)
-                ),
+            Diagnosis {
+                cause: Cause::Fits {
+                    peak: s.peak_bytes_in_use,
+                    limit,
+                    pool_peak: s.peak_pool_bytes,
+                    refused,
+                    others: d.device.others,
+                },
                 fix,
-            )
+                breakdown: b,
+            }
         }
-    };
-    Verdict { kind, headline, evidence, fix, breakdown: b }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_dump::{AllocatorInfo, ChunkInfo, DeviceInfo, RegionInfo, StepMark};
+
+    const MIB: u64 = 1 << 20;
+
+    /// A dump of one region of `limit` bytes holding `chunks` (size, in use, op, kind) in
+    /// address order, and a failed request of `request` bytes.
+    fn dump(limit: u64, chunks: &[(u64, bool, &str, Kind)], request: u64) -> Dump {
+        let mut addr = 0x7f00_0000_0000;
+        let chunks: Vec<ChunkInfo> = chunks
+            .iter()
+            .map(|&(size, in_use, op, kind)| {
+                let c = ChunkInfo {
+                    address: addr,
+                    size,
+                    requested: size,
+                    in_use,
+                    op: in_use.then(|| op.to_string()),
+                    kind: in_use.then_some(kind),
+                    step: in_use.then_some(0),
+                    ..ChunkInfo::default()
+                };
+                addr += size;
+                c
+            })
+            .collect();
+        let in_use: u64 = chunks.iter().filter(|c| c.in_use).map(|c| c.size).sum();
+        let largest_free = chunks.iter().filter(|c| !c.in_use).map(|c| c.size).max().unwrap_or(0);
+        let pool: u64 = chunks.iter().map(|c| c.size).sum();
+        let mut d = Dump {
+            version: oomscope_dump::DUMP_VERSION,
+            tool: String::new(),
+            source: Default::default(),
+            device: DeviceInfo { total: limit, free: limit - pool, ..DeviceInfo::default() },
+            allocator: AllocatorInfo { name: "GPU_0_bfc".into(), limit, ..AllocatorInfo::default() },
+            stats: oomscope_dump::Stats {
+                bytes_limit: limit,
+                bytes_in_use: in_use,
+                peak_bytes_in_use: in_use,
+                pool_bytes: pool,
+                peak_pool_bytes: pool,
+                largest_free_block: largest_free,
+                free_bytes: pool - in_use,
+                fragmentation: if pool == in_use { 0.0 } else { 1.0 - largest_free as f64 / (pool - in_use) as f64 },
+                ..Default::default()
+            },
+            oom: None,
+            ooms: Vec::new(),
+            ooms_total: 0,
+            usage_by_node: Vec::new(),
+            bins: Vec::new(),
+            regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks }],
+            stacks: Vec::new(),
+            events: Vec::new(),
+            events_total: 0,
+            steps: Vec::new(),
+            refusals: Vec::new(),
+            outside: Vec::new(),
+            workload: None,
+            verdict: None,
+            imported: None,
+        };
+        d.usage_by_node = oomscope_dump::NodeUsage::rank(
+            d.live_chunks().map(|c| (c.op.as_deref().unwrap_or(""), c.size, c.requested)),
+            str::to_string,
+        );
+        if request > 0 {
+            d.oom = Some(OomRecord {
+                op: "model/next".into(),
+                requested: request,
+                rounded: request,
+                bytes_in_use: in_use,
+                pool_bytes: pool,
+                largest_free_block: largest_free,
+                limit_headroom: limit - pool,
+                device_free: limit - pool,
+                device_total: limit,
+                ..OomRecord::default()
+            });
+        }
+        d
+    }
+
+    #[test]
+    fn a_full_device_is_a_true_peak_with_the_batch_sized_share() {
+        let d = dump(
+            100 * MIB,
+            &[(10 * MIB, true, "model/kernel", Kind::Weight), (80 * MIB, true, "model/Relu", Kind::Activation)],
+            20 * MIB,
+        );
+        let v = analyze(&d);
+        let Cause::Peak { in_use, capacity, ref request, .. } = v.cause else { panic!("{v:?}") };
+        assert_eq!((in_use, capacity, request.rounded), (90 * MIB, 100 * MIB, 20 * MIB));
+        // 100 - 10 fixed = 90 MiB for the 80 + 20 MiB that scale with the batch: 90%.
+        let Fix::CutBatchSized { fraction, optimizer_dominates: false } = v.fix else { panic!("{v:?}") };
+        assert!((fraction - 0.9).abs() < 1e-9, "{fraction}");
+        assert_eq!(v.breakdown[0], KindBytes { kind: Kind::Activation, bytes: 80 * MIB });
+        assert_eq!(v.kind(), VerdictKind::Peak);
+    }
+
+    #[test]
+    fn free_bytes_in_pieces_are_fragmentation_with_what_pins_them() {
+        let d = dump(
+            64 * MIB,
+            &[
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "model/keep", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "model/keep", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+            ],
+            24 * MIB,
+        );
+        let v = analyze(&d);
+        let Cause::Fragmentation { pool_free, pieces, largest_free, ref pinning, .. } = v.cause else {
+            panic!("{v:?}")
+        };
+        assert_eq!((pool_free, pieces, largest_free), (48 * MIB, 3, 16 * MIB));
+        assert_eq!(pinning, &[("model/keep".to_string(), 2)]);
+        assert_eq!(v.fix, Fix::Reorder { pinning: Some("model/keep".into()), rounded: 24 * MIB });
+    }
+
+    #[test]
+    fn a_request_larger_than_all_free_memory_is_a_single_tensor() {
+        let mut d = dump(100 * MIB, &[(30 * MIB, true, "model/kernel", Kind::Weight)], 200 * MIB);
+        d.oom.as_mut().unwrap().shape = Some(vec![1000, 200]);
+        let v = analyze(&d);
+        assert_eq!(
+            v.cause,
+            Cause::SingleTensor {
+                request: Request {
+                    op: "model/next".into(),
+                    requested: 200 * MIB,
+                    rounded: 200 * MIB,
+                    shape: Some(vec![1000, 200])
+                },
+                capacity: 100 * MIB,
+                fixed: 30 * MIB,
+            }
+        );
+        // 70 MiB of room for a 200 MiB tensor of 1000 rows: 350 rows.
+        assert_eq!(v.fix, Fix::SplitBatch { batch: 1000, at_most: 350, known: false, eval: false });
+    }
+
+    #[test]
+    fn rising_step_marks_are_growth_with_the_survivors() {
+        let mut d = dump(
+            100 * MIB,
+            &[(30 * MIB, true, "loss_history", Kind::Activation), (60 * MIB, true, "model/Relu", Kind::Activation)],
+            20 * MIB,
+        );
+        for c in &mut d.regions[0].chunks {
+            // The history survives from step 1; the activations are this step's.
+            c.step = Some(if c.op.as_deref() == Some("loss_history") { 1 } else { 5 });
+        }
+        d.oom.as_mut().unwrap().step = 5;
+        d.steps = (0..5)
+            .map(|s| StepMark { step: s, t_ns: 0, bytes_in_use: s as u64 * 10 * MIB, pool_bytes: 0, live: 0 })
+            .collect();
+        let v = analyze(&d);
+        let Cause::Growth { first, last, per_step, oom_step, ref survivors } = v.cause else { panic!("{v:?}") };
+        assert_eq!((first.step, last.step, per_step, oom_step), (1, 4, 10 * MIB, 5));
+        assert_eq!(survivors[0].op, "loss_history");
+        assert_eq!(v.fix, Fix::KeepNumbers { culprit: Some("loss_history".into()) });
+    }
+
+    #[test]
+    fn fixes_are_never_already_on() {
+        let mut d = dump(
+            64 * MIB,
+            &[
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "x", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+            ],
+            24 * MIB,
+        );
+        d.imported = Some(oomscope_dump::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
+        // The headroom to grow is gone: the pool is the device.
+        d.oom.as_mut().unwrap().limit_headroom = 0;
+        assert_eq!(analyze(&d).fix, Fix::ExpandableSegments);
+        d.allocator.expandable_segments = true;
+        assert_eq!(analyze(&d).fix, Fix::MaxSplitSize, "expandable segments are on already");
+    }
+
+    #[test]
+    fn nothing_failed_fits() {
+        let d = dump(64 * MIB, &[(16 * MIB, true, "x", Kind::Activation)], 0);
+        let v = analyze(&d);
+        assert_eq!(v.kind(), VerdictKind::Fits);
+        assert_eq!(v.fix, Fix::Nothing);
+    }
 }

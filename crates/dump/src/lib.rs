@@ -175,6 +175,9 @@ pub struct AllocatorInfo {
     /// Waste above which a chunk is split even when it is less than twice the request.
     pub max_internal_fragmentation: u64,
     pub curr_region_allocation_bytes: u64,
+    /// PyTorch's `expandable_segments` was on (segments grow in place).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expandable_segments: bool,
 }
 
 /// A failed allocation request.

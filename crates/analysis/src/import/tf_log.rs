@@ -654,6 +654,7 @@ fn build(path: &Path, p: Parsed) -> Dump {
             fragmentation_fraction: 0.0,
             max_internal_fragmentation: oomscope_core::bfc::DEFAULT_MAX_INTERNAL_FRAGMENTATION,
             curr_region_allocation_bytes: curr,
+            expandable_segments: false,
         },
         stats,
         ooms: oom.iter().cloned().collect(),

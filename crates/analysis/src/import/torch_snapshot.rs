@@ -285,6 +285,7 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
             },
             limit,
             allow_growth: true,
+            expandable_segments: expandable,
             ..AllocatorInfo::default()
         },
         stats,

@@ -17,9 +17,10 @@
 //! - memory other libraries take from the device (`outside`) is taken when step 0 starts.
 
 use super::model::{DataFormat, Layer, LayerOp, Mode, Model, ModelError, Padding};
+use crate::trace::{self, Trace};
+use oomscope_base::shape;
 use oomscope_core::record::Kind;
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::path::Path;
 
 /// How one output of a node gets its buffer.
@@ -119,10 +120,6 @@ fn join(parts: &[&str]) -> String {
 
 fn error(path: &Path, line: usize, message: String) -> ModelError {
     ModelError { path: path.to_path_buf(), line, message }
-}
-
-fn show(shape: &[u64]) -> String {
-    format!("[{}]", shape.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
 }
 
 fn out_size(input: u64, k: u64, stride: u64, padding: Padding) -> Option<u64> {
@@ -288,8 +285,10 @@ impl Builder<'_> {
         if s.len() == 4 {
             Ok(s)
         } else {
-            Err(self
-                .error(line, format!("{what} needs a 4-D input [batch, height, width, channels]; got {}", show(&s))))
+            Err(self.error(
+                line,
+                format!("{what} needs a 4-D input [batch, height, width, channels]; got {}", shape::text(&s)),
+            ))
         }
     }
 
@@ -340,7 +339,7 @@ impl Builder<'_> {
                             "conv2d: a {}x{} kernel does not fit the input {} with \"valid\" padding",
                             kernel[0],
                             kernel[1],
-                            show(&s)
+                            shape::text(&s)
                         ),
                     ));
                 };
@@ -371,7 +370,7 @@ impl Builder<'_> {
                         line,
                         format!(
                             "dense needs a 2-D input [batch, features] (add a flatten layer before it); got {}",
-                            show(&s)
+                            shape::text(&s)
                         ),
                     ));
                 }
@@ -410,8 +409,10 @@ impl Builder<'_> {
                 let (Some(h), Some(w)) =
                     (out_size(s[1], *size, *stride, *padding), out_size(s[2], *size, *stride, *padding))
                 else {
-                    return Err(self
-                        .error(line, format!("pooling: a {size}x{size} window does not fit the input {}", show(&s))));
+                    return Err(self.error(
+                        line,
+                        format!("pooling: a {size}x{size} window does not fit the input {}", shape::text(&s)),
+                    ));
                 };
                 let (op, keep, grad) = if *max {
                     ("MaxPool", Keep::Both, "MaxPoolGrad")
@@ -443,7 +444,7 @@ impl Builder<'_> {
                     if si != s0 {
                         return Err(self.error(
                             line,
-                            format!("add: inputs have different shapes, {} and {}", show(&s0), show(&si)),
+                            format!("add: inputs have different shapes, {} and {}", shape::text(&s0), shape::text(&si)),
                         ));
                     }
                 }
@@ -459,7 +460,11 @@ impl Builder<'_> {
                     if si[..3] != s0[..3] {
                         return Err(self.error(
                             line,
-                            format!("concat: inputs differ in batch, height or width: {} and {}", show(&s0), show(&si)),
+                            format!(
+                                "concat: inputs differ in batch, height or width: {} and {}",
+                                shape::text(&s0),
+                                shape::text(&si)
+                            ),
                         ));
                     }
                     channels += si[3];
@@ -528,8 +533,8 @@ impl Builder<'_> {
                         line,
                         format!(
                             "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
-                            show(&s),
-                            show(&ls)
+                            shape::text(&s),
+                            shape::text(&ls)
                         ),
                     ));
                 }
@@ -555,7 +560,11 @@ impl Builder<'_> {
                 if ls != s {
                     return Err(self.error(
                         line,
-                        format!("l2_loss: the output {} and the labels {} differ in shape", show(&s), show(&ls)),
+                        format!(
+                            "l2_loss: the output {} and the labels {} differ in shape",
+                            shape::text(&s),
+                            shape::text(&ls)
+                        ),
                     ));
                 }
                 let diff = self.g.tensor(s, true);
@@ -613,46 +622,30 @@ fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
     Ok(b.g)
 }
 
-/// Writes trace lines with ids and the current step.
+/// Emits the trace's events: buffers with reference counts, freed at zero.
 struct Out<'m> {
-    text: String,
-    next_id: u64,
-    events: usize,
+    trace: trace::Builder,
     model: &'m Model,
-    /// Buffers: (trace id, references).
-    buffers: Vec<(u64, u32)>,
+    /// Buffers: (allocation number, references).
+    buffers: Vec<(u32, u32)>,
 }
 
 impl Out<'_> {
-    fn shape_for_report(&self, shape: &[u64], activation: bool) -> Vec<u64> {
+    fn shape_for_report(&self, shape: &[u64], activation: bool) -> Vec<i64> {
+        let shape: Vec<i64> = shape.iter().map(|&d| i64::try_from(d).unwrap_or(i64::MAX)).collect();
         if activation && shape.len() == 4 && self.model.data_format == DataFormat::Nchw {
             vec![shape[0], shape[3], shape[1], shape[2]]
         } else {
-            shape.to_vec()
+            shape
         }
-    }
-
-    fn line(&mut self, line: std::fmt::Arguments<'_>) {
-        let _ = self.text.write_fmt(line);
-        self.text.push('\n');
-        self.events += 1;
     }
 
     /// A new buffer with one reference; returns its index.
     fn alloc(&mut self, op: &str, shape: &[u64], kind: Kind, outside: bool) -> usize {
         let bytes = shape.iter().product::<u64>() * self.model.dtype.bytes();
-        let id = self.next_id;
-        self.next_id += 1;
         let shown = self.shape_for_report(shape, matches!(kind, Kind::Activation | Kind::Gradient | Kind::Input));
-        let op = serde_json::to_string(op).unwrap_or_default();
-        let outside = if outside { ",\"outside\":true" } else { "" };
-        self.line(format_args!(
-            "{{\"ev\":\"alloc\",\"id\":{id},\"bytes\":{bytes},\"op\":{op},\"shape\":{},\"dtype\":\"{}\",\"kind\":\"{}\"{outside}}}",
-            show(&shown),
-            self.model.dtype.name(),
-            kind.name()
-        ));
-        self.buffers.push((id, 1));
+        let alloc = self.trace.alloc(bytes, op, Some(&shown), Some(self.model.dtype.name()), kind, outside);
+        self.buffers.push((alloc, 1));
         self.buffers.len() - 1
     }
 
@@ -664,8 +657,8 @@ impl Out<'_> {
         let b = &mut self.buffers[buf];
         b.1 -= 1;
         if b.1 == 0 {
-            let id = b.0;
-            self.line(format_args!("{{\"ev\":\"free\",\"id\":{id}}}"));
+            let alloc = b.0;
+            self.trace.free(alloc);
         }
     }
 
@@ -684,12 +677,12 @@ fn consume(out: &mut Out<'_>, uses: &mut [u32], buf: &[Option<usize>], t: usize)
     }
 }
 
-/// A trace of `model` run at `batch` for `steps` steps (JSON Lines, the replay format).
-pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<String, ModelError> {
+/// A trace of `model` run at `batch` for `steps` steps.
+pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trace, ModelError> {
     let g = build(model, batch, path)?;
     let train = model.mode == Mode::Train;
-    let mut out = Out { text: String::new(), next_id: 1, events: 0, model, buffers: Vec::new() };
-    out.line(format_args!("{{\"ev\":\"step\",\"step\":-1}}"));
+    let mut out = Out { trace: trace::Builder::new(), model, buffers: Vec::new() };
+    out.trace.step(-1);
     // Weights in creation order, then the optimizer's slots per trainable weight.
     for w in &g.weights {
         out.alloc(&w.name, &w.shape, Kind::Weight, false);
@@ -720,7 +713,7 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Stri
     }
 
     for step in 0..steps {
-        out.line(format_args!("{{\"ev\":\"step\",\"step\":{step}}}"));
+        out.trace.step(i64::from(step));
         let mut uses = uses_total.clone();
         let mut buf: Vec<Option<usize>> = vec![None; g.tensors.len()];
         buf[g.input] = Some(out.alloc(&model.input_name, &g.tensors[g.input].shape, Kind::Input, false));
@@ -730,13 +723,7 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Stri
         if step == 0 {
             for o in &model.outside {
                 // Taken once, for the session, like a cuDNN handle.
-                let bytes = o.bytes;
-                let id = out.next_id;
-                out.next_id += 1;
-                let op = serde_json::to_string(&o.op).unwrap_or_default();
-                out.line(format_args!(
-                    "{{\"ev\":\"alloc\",\"id\":{id},\"bytes\":{bytes},\"op\":{op},\"kind\":\"temporary\",\"outside\":true}}"
-                ));
+                out.trace.alloc(o.bytes, &o.op, None, None, Kind::Temporary, true);
             }
         }
         for n in &g.nodes {
@@ -839,7 +826,7 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Stri
         debug_assert!(uses.iter().all(|&u| u == 0), "every use was consumed");
         debug_assert_eq!(out.live_buffers(), weights_live, "only weights and slots outlive a step");
     }
-    Ok(out.text)
+    Ok(out.trace.finish())
 }
 
 #[cfg(test)]
@@ -889,7 +876,7 @@ mod tests {
                 {"op": "conv2d", "filters": 8, "kernel": 3, "bias": false, "activation": "relu"},
                 {"op": "max_pool"}]}"#,
         );
-        let jsonl = expand(&m, 1, 1, Path::new("m.json")).unwrap();
+        let jsonl = trace::to_jsonl(&expand(&m, 1, 1, Path::new("m.json")).unwrap());
         assert!(jsonl.contains("\"op\":\"Conv2D\""));
         assert!(!jsonl.contains("\"op\":\"Relu\""), "relu works in place: {jsonl}");
         let (peak, _) = live_curve(&jsonl);
@@ -906,7 +893,7 @@ mod tests {
                 {"op": "conv2d", "name": "d", "filters": 8, "kernel": 1, "bias": false},
                 {"op": "l2_loss"}]}"#,
         );
-        let jsonl = expand(&m, 2, 1, Path::new("m.json")).unwrap();
+        let jsonl = trace::to_jsonl(&expand(&m, 2, 1, Path::new("m.json")).unwrap());
         // Each weight has two Adam slots; the first conv needs no input gradient.
         assert!(jsonl.contains("\"op\":\"c/kernel/Adam_1\""));
         assert!(jsonl.contains("\"op\":\"gradients/d/Conv2D_grad/Conv2DBackpropInput\""));
@@ -925,9 +912,37 @@ mod tests {
                 {"op": "add", "inputs": ["a", "b"], "activation": "relu"},
                 {"op": "l2_loss"}]}"#,
         );
-        let jsonl = expand(&m, 1, 2, Path::new("m.json")).unwrap();
+        let jsonl = trace::to_jsonl(&expand(&m, 1, 2, Path::new("m.json")).unwrap());
         assert!(jsonl.contains("\"op\":\"gradients/AddN\""), "a's gradient from b and from add is summed");
         assert_eq!(jsonl.matches("\"ev\":\"step\"").count(), 3, "setup and two steps");
+    }
+
+    #[test]
+    fn the_file_form_reads_back_as_the_same_trace() {
+        let m = model(
+            r#"{"input": [4, 4, 1], "labels": [4, 4, 8], "batch": 2, "mode": "train", "optimizer": "adam", "outside": [{"op": "cudnn", "bytes": 1024}], "layers": [
+                {"op": "conv2d", "name": "c", "filters": 8, "kernel": 1, "bias": false},
+                {"op": "l2_loss"}]}"#,
+        );
+        let built = expand(&m, 2, 2, Path::new("m.json")).unwrap();
+        let read = trace::parse_str(Path::new("t"), &trace::to_jsonl(&built)).unwrap();
+        assert_eq!(read.events.len(), built.events.len());
+        for (a, b) in read.events.iter().zip(&built.events) {
+            match (a, b) {
+                (
+                    trace::Event::Alloc { alloc: na, bytes: ba, meta: ma, outside: oa },
+                    trace::Event::Alloc { alloc: nb, bytes: bb, meta: mb, outside: ob },
+                ) => {
+                    assert_eq!(read.names.op(ma.op), built.names.op(mb.op));
+                    assert_eq!(read.names.shapes.get(ma.shape), built.names.shapes.get(mb.shape));
+                    assert_eq!(read.names.dtypes.get(ma.dtype), built.names.dtypes.get(mb.dtype));
+                    assert_eq!((ma.step, ma.kind), (mb.step, mb.kind));
+                    assert_eq!((na, ba, oa), (nb, bb, ob));
+                }
+                _ => assert_eq!(a, b),
+            }
+        }
+        assert!(read.events.iter().any(|e| matches!(e, trace::Event::Alloc { outside: true, .. })));
     }
 
     #[test]

@@ -7,10 +7,10 @@
 use super::{Workload, model::Mode};
 use crate::replay::{Settings, replay};
 use crate::trace::Trace;
+use crate::verdict::{Diagnosis, Fix};
 use crate::workload::ModelError;
-use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
-use oomscope_dump::{Verdict, VerdictKind};
+use oomscope_dump::VerdictKind;
 use serde::Serialize;
 
 /// Steps simulated per probe: the second step shows what the first left behind.
@@ -210,45 +210,23 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
     LimitFit { needed, min_limit: hi, fits, capacity: capacity(s) }
 }
 
-fn eval_chunks(samples: u64, chunk: u64) -> String {
-    let k = samples.div_ceil(chunk.max(1));
-    let m = samples.div_ceil(k);
-    format!("for example {k} chunks of {m}")
-}
-
-/// Replaces an estimated fix with one checked by replay, when the workload is at hand.
-pub fn refine(v: &mut Verdict, w: &Workload, s: &Settings, batch: u64) -> Result<(), ModelError> {
+/// Replaces an estimated fix with one checked by replay, when the workload is at hand: the
+/// figures change, the renderer writes the words.
+pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Result<(), ModelError> {
     let eval = w.model.mode == Mode::Eval;
-    match v.kind {
+    match v.kind() {
         VerdictKind::Peak | VerdictKind::SingleTensor if batch > 1 => {
             let f = largest_batch(w, s, batch - 1)?;
             v.fix = match &f.largest {
-                Some(p) if eval => {
-                    let samples = w.model.samples.unwrap_or(batch);
-                    format!(
-                        "split the evaluation into chunks of at most {} ({}), and average the results; replayed through the \
-                         allocator, a chunk of {} fits with {} free at its peak",
-                        p.batch,
-                        eval_chunks(samples, p.batch),
-                        p.batch,
-                        human(f.capacity.saturating_sub(p.peak_in_use))
-                    )
+                Some(p) if eval => Fix::EvalInChunks {
+                    chunk: p.batch,
+                    samples: w.model.samples.unwrap_or(batch),
+                    free_at_peak: f.capacity.saturating_sub(p.peak_in_use),
+                },
+                Some(p) => {
+                    Fix::TrainAt { batch: p.batch, from: batch, free_at_peak: f.capacity.saturating_sub(p.peak_in_use) }
                 }
-                Some(p) => format!(
-                    "train at batch {} (or keep batch {batch} with gradient accumulation over {} steps): replayed through the \
-                     allocator, batch {} fits with {} free at its peak and batch {} does not",
-                    p.batch,
-                    batch.div_ceil(p.batch),
-                    p.batch,
-                    human(f.capacity.saturating_sub(p.peak_in_use)),
-                    p.batch + 1
-                ),
-                None => format!(
-                    "even batch 1 does not fit: it needs {} and {} can be had; use float16 activations, gradient \
-                     checkpointing, or a smaller input",
-                    human(f.probes.first().map_or(0, |p| p.needed)),
-                    human(f.capacity)
-                ),
+                None => Fix::NothingFits { needed: f.probes.first().map_or(0, |p| p.needed), capacity: f.capacity },
             };
         }
         VerdictKind::Others if !s.allocator.allow_growth => {
@@ -264,18 +242,10 @@ pub fn refine(v: &mut Verdict, w: &Workload, s: &Settings, batch: u64) -> Result
                 let mut capped = s.clone();
                 capped.allocator.limit = (fraction * total as f64) as u64;
                 let with_cap = replay(&t, &quiet(&capped), None, |_| {});
-                let mut fix = format!(
-                    "let the pool grow on demand: TF_FORCE_GPU_ALLOW_GROWTH=true (config.gpu_options.allow_growth = True); \
-                     replayed with it, the pool peaks at {} and everything else gets the memory it asks for",
-                    human(with_growth.dump.stats.peak_pool_bytes)
-                );
-                if with_cap.failures == 0 {
-                    fix.push_str(&format!(
-                        "; or cap the pool: per_process_gpu_memory_fraction={fraction:.2} ({}), which also replays without an OOM",
-                        human(capped.allocator.limit)
-                    ));
-                }
-                v.fix = fix;
+                v.fix = Fix::GrowthReplayed {
+                    peak_pool: with_growth.dump.stats.peak_pool_bytes,
+                    cap: (with_cap.failures == 0).then_some((fraction, capped.allocator.limit)),
+                };
             }
         }
         _ => {}

@@ -14,7 +14,7 @@ pub mod model;
 
 pub use model::{Model, ModelError};
 
-use crate::trace::{self, Trace};
+use crate::trace::Trace;
 use oomscope_dump::WorkloadInfo;
 use std::path::{Path, PathBuf};
 
@@ -41,20 +41,9 @@ impl Workload {
         Ok(Workload { model: model::parse(path, &text)?, path: path.to_path_buf() })
     }
 
-    /// The trace of this workload at `batch` (JSON Lines).
-    pub fn jsonl(&self, batch: u64, steps: u32) -> Result<String, ModelError> {
-        expand::expand(&self.model, batch, steps, &self.path)
-    }
-
-    /// The trace of this workload at `batch`, parsed for replay.
+    /// The trace of this workload at `batch`, for replay (`trace::to_jsonl` writes it out).
     pub fn trace(&self, batch: u64, steps: u32) -> Result<Trace, ModelError> {
-        let text = self.jsonl(batch, steps)?;
-        // The expansion writes only valid events; a failure here is a bug, reported as such.
-        trace::parse_str(&self.path, &text).map_err(|e| ModelError {
-            path: self.path.clone(),
-            line: 0,
-            message: format!("internal error: the simulated trace does not parse: {e}"),
-        })
+        expand::expand(&self.model, batch, steps, &self.path)
     }
 
     /// What a dump says about this workload at `batch`.

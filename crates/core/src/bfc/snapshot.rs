@@ -139,6 +139,7 @@ impl Bfc {
             fragmentation_fraction: self.opts.fragmentation_fraction,
             max_internal_fragmentation: self.max_internal_fragmentation,
             curr_region_allocation_bytes: self.curr_region_allocation_bytes,
+            expandable_segments: false,
         }
     }
 }
