@@ -93,13 +93,12 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         FitFormat::Text => {
             let mut o = String::new();
             let what = if eval { "evaluating" } else { "training" };
-            let shape: Vec<String> = m.input.iter().map(u64::to_string).collect();
             let _ = writeln!(
                 o,
-                "{}: {what}, {}, input [{}] {}, on {on}, limit {}\n",
+                "{}: {what}, {}, input {} {}, on {on}, limit {}\n",
                 m.name,
                 m.optimizer.name(),
-                shape.join(","),
+                oomscope_base::shape::text(&m.input),
                 m.dtype.name(),
                 human(s.allocator.limit)
             );

@@ -5,6 +5,38 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Fails the test, with what to do, when `tool` cannot run. Tests that need a tool are
+/// also `#[ignore]`d where the build found it missing (`build.rs`), except under CI, where
+/// this is what reports it.
+pub fn require(tool: &str) {
+    let ok = Command::new(tool)
+        .arg(if tool == "tmux" { "-V" } else { "--version" })
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "{tool} is needed by this test and cannot run here; install it (.ci/run does)");
+}
+
+/// The Python with PyTorch named by `OOMSCOPE_TEST_PYTHON`; fails the test, with what to
+/// do, when there is none.
+pub fn torch_python() -> String {
+    let py = std::env::var("OOMSCOPE_TEST_PYTHON")
+        .unwrap_or_else(|_| panic!("set OOMSCOPE_TEST_PYTHON to a Python with PyTorch (.ci/run makes one)"));
+    let ok = Command::new(&py).args(["-c", "import torch"]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "OOMSCOPE_TEST_PYTHON={py} cannot import torch");
+    py
+}
+
+/// `../shared`, with the real snapshots and the TF reference; fails the test when absent.
+pub fn shared() -> PathBuf {
+    let dir = root().join("../shared");
+    assert!(
+        dir.join("data/torch-snapshots").is_dir() && dir.join("reference/tf-bfc.md").is_file(),
+        "{}: the shared real data is not here",
+        dir.display()
+    );
+    dir
+}
+
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -8,26 +8,22 @@ use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 
-fn python() -> Option<&'static str> {
-    ["python3", "python"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
-}
-
-/// Runs a Python script; `None` (with a note) when there is no Python.
-fn run_python(script: &str) -> Option<String> {
-    let Some(py) = python() else {
-        eprintln!("python3 not found: skipped (.ci/run installs it)");
-        return None;
-    };
-    let out = Command::new(py).arg("-c").arg(script).current_dir(root()).output().unwrap();
+/// Runs a Python script with `python` and returns what it printed; fails the test when it fails.
+fn run_python_with(python: &str, script: &str) -> String {
+    let out = Command::new(python).arg("-c").arg(script).current_dir(root()).output().unwrap();
     assert!(
         out.status.success(),
         "python failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a Python script with python3 (the test fails where it cannot run).
+fn run_python(script: &str) -> String {
+    require("python3");
+    run_python_with("python3", script)
 }
 
 const SNAPSHOT_PY: &str = r#"
@@ -81,10 +77,9 @@ fn import_json(path: &str, extra: &[&str]) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn snapshots_pickled_by_python_import() {
-    if run_python(SNAPSHOT_PY).is_none() {
-        return;
-    }
+    run_python(SNAPSHOT_PY);
     for proto in 2..=5 {
         let path = format!("target/snapshots/snap{proto}.pickle");
         let d = import_json(&path, &[]);
@@ -157,6 +152,7 @@ fn exported(name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::P
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn the_exported_snapshot_loads_in_python_and_memory_viz_reads_its_opcodes() {
     let (dump, pickle, _) = exported("export-pickle");
     let script = format!(
@@ -192,17 +188,10 @@ used = {{op.name for op, arg, pos in pickletools.genops(data)}}
 assert used <= allowed, used - allowed
 proto = next(arg for op, arg, pos in pickletools.genops(data) if op.name == 'PROTO')
 assert 2 <= proto <= 4, proto
-try:
-    import torch.cuda._memory_viz as mv
-except Exception:
-    print('torch not installed: _memory_viz not run')
-else:
-    print(mv.segsum(s).splitlines()[0])
-    mv.trace(s)
 print('ok')
 "#
     );
-    let Some(out) = run_python(&script) else { return };
+    let out = run_python(&script);
     assert!(out.contains("ok"), "{out}");
     // And back: the snapshot imports with the same nodes and bytes.
     let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
@@ -299,4 +288,30 @@ fn diff_names_what_grew_between_two_dumps() {
     let missing = oomscope(&["diff", a.to_str().unwrap(), "nope.json"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(Path::new(&a).exists());
+}
+
+/// PyTorch's own memory_viz tools read the exported snapshot: the summary of segments and
+/// the trace print without an error.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn pytorchs_memory_viz_reads_the_export() {
+    let python = torch_python();
+    let (_, pickle, _) = exported("export-memory-viz");
+    let script = format!(
+        r#"
+import pickle
+import torch.cuda._memory_viz as mv
+s = pickle.load(open({pickle:?}, 'rb'))
+summary = mv.segsum(s)
+assert 'segment' in summary.lower(), summary[:200]
+print(summary.splitlines()[0])
+print(mv.trace(s).splitlines()[0])
+print('ok')
+"#
+    );
+    let out = run_python_with(&python, &script);
+    assert!(out.trim_end().ends_with("ok"), "{out}");
 }

@@ -1,9 +1,9 @@
 //! The real binary driven in tmux (`send-keys`, `capture-pane`): what a user sees, and that
 //! the terminal is usable afterwards whether the user quits, presses Ctrl-C, the attached
-//! process dies, or the UI panics. Skipped, loudly, when tmux is missing (`.ci/run`
+//! process dies, or the UI panics. Ignored, with the reason, where tmux is missing (`.ci/run`
 //! installs it).
 
-use crate::common::{root, temp_dir};
+use crate::common::{require, root, temp_dir};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -13,14 +13,11 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// A tmux server of our own, or None when tmux is not installed.
-    fn new() -> Option<Tmux> {
+    /// A tmux server of our own (the test fails when tmux cannot run).
+    fn new() -> Tmux {
         static N: AtomicUsize = AtomicUsize::new(0);
-        if Command::new("tmux").arg("-V").output().map(|o| !o.status.success()).unwrap_or(true) {
-            eprintln!("tmux not found: the end-to-end UI tests are skipped (.ci/run installs it)");
-            return None;
-        }
-        Some(Tmux { socket: format!("oomscope-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)) })
+        require("tmux");
+        Tmux { socket: format!("oomscope-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)) }
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -88,8 +85,9 @@ fn bin() -> &'static str {
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn demo_tui_shows_memory_climb_to_the_oom_then_prints_the_report() {
-    let Some(t) = Tmux::new() else { return };
+    let t = Tmux::new();
     t.start(100, 30, &format!("{} demo --tui --seconds 4", bin()));
     let climbing = t.wait_for("REPLAYING", 20);
     assert!(climbing.contains("in use and pool"), "{climbing}");
@@ -111,8 +109,9 @@ fn demo_tui_shows_memory_climb_to_the_oom_then_prints_the_report() {
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn attach_follows_a_live_process_and_keeps_its_last_state_when_it_dies() {
-    let Some(t) = Tmux::new() else { return };
+    let t = Tmux::new();
     let base = temp_dir("tmux-attach");
     let dir = base.join("live");
     oomscope_analysis::live::private_dir(&dir).unwrap();
@@ -138,8 +137,9 @@ fn attach_follows_a_live_process_and_keeps_its_last_state_when_it_dies() {
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn a_dump_opens_redraws_on_resize_and_shows_help() {
-    let Some(t) = Tmux::new() else { return };
+    let t = Tmux::new();
     t.start(160, 48, &format!("{} tui fixtures/dumps/unet-b2.dump.json", bin()));
     let big = t.wait_for("POST-MORTEM", 20);
     assert!(big.contains("verdict: true peak"), "{big}");
@@ -164,12 +164,11 @@ fn a_dump_opens_redraws_on_resize_and_shows_help() {
 /// `oomscope run --tui`: the wrapped program's allocator appears live, its OOM stays on
 /// screen after it exits, and the program's output went to the log file named at the end.
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn run_tui_watches_a_wrapped_program() {
-    let Some(t) = Tmux::new() else { return };
-    if std::process::Command::new("python3").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
-        eprintln!("python3 not found: skipped");
-        return;
-    }
+    let t = Tmux::new();
+    require("python3");
     let dumps = temp_dir("tmux-run");
     t.start(
         100,
@@ -198,8 +197,9 @@ fn run_tui_watches_a_wrapped_program() {
 
 /// A TF log pasted from an issue is a TUI session in one command.
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn a_tf_log_opens_in_one_command() {
-    let Some(t) = Tmux::new() else { return };
+    let t = Tmux::new();
     t.start(100, 30, &format!("{} tui fixtures/logs/seed-001-mnist.txt", bin()));
     let s = t.wait_for("POST-MORTEM", 20);
     assert!(s.contains("TF log fixtures/logs/seed-001-mnist.txt"), "{s}");
@@ -210,8 +210,9 @@ fn a_tf_log_opens_in_one_command() {
 }
 
 #[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn a_panic_leaves_the_terminal_usable() {
-    let Some(t) = Tmux::new() else { return };
+    let t = Tmux::new();
     t.start(100, 30, &format!("OOMSCOPE_TUI_TEST_PANIC=1 {} tui fixtures/dumps/unet-b2.dump.json", bin()));
     let s = t.wait_for("EXIT=", 20);
     assert!(s.contains("panicking on purpose"), "the panic message is readable: {s}");

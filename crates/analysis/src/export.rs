@@ -27,7 +27,7 @@ fn int(n: u64) -> Out {
 /// One frame, which memory_viz shows as `filename:line:name` (keeping the file's last path
 /// component only): `step:3:shared_model/unet_00/Conv2D float32[2,720,1280,64]`.
 fn op_frame(op: &str, shape: Option<&[i64]>, dtype: Option<&str>, step: i64) -> Out {
-    let dims = shape.map(|s| format!("[{}]", s.iter().map(i64::to_string).collect::<Vec<_>>().join(",")));
+    let dims = shape.map(oomscope_base::shape::text);
     let tensor = match (dtype, dims) {
         (Some(d), Some(s)) => format!(" {d}{s}"),
         (None, Some(s)) => format!(" {s}"),

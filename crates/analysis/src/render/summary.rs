@@ -165,8 +165,7 @@ pub fn request_line(oom: &OomRecord) -> String {
         (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), oom.op),
     };
     if let Some(shape) = &oom.shape {
-        let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-        let _ = write!(s, ", shape [{}]", dims.join(","));
+        let _ = write!(s, ", shape {}", oomscope_base::shape::text(shape));
     }
     if let Some(dtype) = &oom.dtype {
         let _ = write!(s, " {dtype}");
