@@ -76,7 +76,7 @@ pub struct Dump {
     /// The simulated workload, when the dump comes from one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadInfo>,
-    /// Why the memory ran out and what to change (see `src/verdict.rs`).
+    /// Why the memory ran out and what to change (the renderer's words for `oomscope_analysis::verdict`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
     /// Set by importers: the origin, and the sections the input did not have.

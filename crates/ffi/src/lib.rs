@@ -74,7 +74,7 @@ pub extern "C" fn oomscope_malloc(size: isize, device: c_int, stream: *mut c_voi
 }
 
 unsafe extern "C-unwind" {
-    /// `src/throw.cpp`: throws `std::runtime_error(message)`.
+    /// `throw.cpp`: throws `std::runtime_error(message)`.
     fn oomscope_cxx_throw(message: *const c_char) -> !;
 }
 
