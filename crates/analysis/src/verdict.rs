@@ -130,8 +130,9 @@ pub enum Cause {
         request: Request,
         /// Pool plus what the device could still give.
         capacity: u64,
-        /// Weights, optimizer state and inputs: what does not shrink with the batch.
-        fixed: u64,
+        /// Weights, optimizer state and inputs: what does not shrink with the batch (`None`:
+        /// the input does not say what the live tensors are).
+        fixed: Option<u64>,
     },
     /// Live bytes rise from step to step until the OOM.
     Growth { first: StepBytes, last: StepBytes, per_step: u64, oom_step: i64, survivors: Vec<Survivor> },
@@ -303,8 +304,14 @@ pub fn analyze(d: &Dump) -> Diagnosis {
     if let Some(v) = others(d, o, &b) {
         return v;
     }
-    if let Some(v) = single_tensor(d, o, &b) {
-        return v;
+    // Requests of parallel ops fail at the same moment: one that no memory could ever hold
+    // is the cause, whichever of them the log happened to print first.
+    let mut at_once: Vec<&OomRecord> = d.ooms.iter().filter(|x| x.step == o.step && !x.outside && *x != o).collect();
+    at_once.sort_by_key(|x| std::cmp::Reverse(x.rounded));
+    for candidate in std::iter::once(o).chain(at_once) {
+        if let Some(v) = single_tensor(d, candidate, &b) {
+            return v;
+        }
     }
     if let Some(g) = growth {
         return growth_verdict(d, o, b, g);
@@ -462,8 +469,9 @@ fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
         }
         None => Fix::ShrinkTensor { below: room },
     };
+    let known = b.iter().any(|k| k.kind != Kind::Unknown && k.bytes > 0);
     Some(Diagnosis {
-        cause: Cause::SingleTensor { request: Request::of(o), capacity: cap, fixed },
+        cause: Cause::SingleTensor { request: Request::of(o), capacity: cap, fixed: known.then_some(fixed) },
         fix,
         breakdown: b.to_vec(),
     })
@@ -798,7 +806,7 @@ mod tests {
                     shape: Some(vec![1000, 200])
                 },
                 capacity: 100 * MIB,
-                fixed: 30 * MIB,
+                fixed: Some(30 * MIB),
             }
         );
         // 70 MiB of room for a 200 MiB tensor of 1000 rows: 350 rows.
@@ -844,6 +852,26 @@ mod tests {
         assert_eq!(analyze(&d).fix, Fix::ExpandableSegments);
         d.allocator.expandable_segments = true;
         assert_eq!(analyze(&d).fix, Fix::MaxSplitSize, "expandable segments are on already");
+    }
+
+    #[test]
+    fn of_requests_that_fail_together_the_one_nothing_could_hold_is_the_cause() {
+        // A small request failed first (the pool is full), while a parallel op asked for more
+        // than the limit.
+        let mut d = dump(
+            100 * MIB,
+            &[(90 * MIB, true, "model/Relu", Kind::Activation), (10 * MIB, false, "", Kind::Unknown)],
+            20 * MIB,
+        );
+        let small = d.oom.clone().unwrap();
+        let mut big = small.clone();
+        big.requested = 200 * MIB;
+        big.rounded = 200 * MIB;
+        big.op = "model/conv/Relu".into();
+        d.ooms = vec![small, big];
+        let v = analyze(&d);
+        let Cause::SingleTensor { ref request, .. } = v.cause else { panic!("{v:?}") };
+        assert_eq!((request.op.as_str(), request.requested), ("model/conv/Relu", 200 * MIB));
     }
 
     #[test]

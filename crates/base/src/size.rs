@@ -8,12 +8,27 @@ use std::fmt;
 
 const KIB: u64 = 1024;
 
+/// How the C runtime that printed a log rounds a halfway `%.1f` / `%.2f`: glibc (Linux,
+/// macOS) rounds the exact binary value to even, so 1280 bytes (1.25 KiB) print `1.2KiB`;
+/// Microsoft's runtime (TF on Windows) rounds half away from zero: `1.3KiB`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rounding {
+    #[default]
+    Glibc,
+    Msvc,
+}
+
 /// TensorFlow's `strings::HumanReadableNumBytes`: `1023B`, `1.0KiB`, `957.03MiB`.
 ///
 /// The value is divided by 1024 with integer division while it is at least 1 MiB and
 /// only the last step is done in floating point, exactly as TF does; so
 /// `human_bytes(1610612735)` is `1.50GiB`, not a rounded-up `1.50GiB` by luck.
 pub fn human_bytes(n: i64) -> String {
+    human_bytes_with(n, Rounding::Glibc)
+}
+
+/// [`human_bytes`] as printed by a given C runtime.
+pub fn human_bytes_with(n: i64, rounding: Rounding) -> String {
     if n == i64::MIN {
         return "-8E".to_string();
     }
@@ -28,9 +43,21 @@ pub fn human_bytes(n: i64) -> String {
         v /= KIB;
         unit += 1;
     }
-    let value = v as f64 / 1024.0;
+    let mut value = v as f64 / 1024.0;
+    let decimals = if unit == 0 { 1 } else { 2 };
+    if rounding == Rounding::Msvc {
+        // `value` has at most ten binary fraction digits, so scaling it is exact and
+        // `round` (half away from zero) decides the tie as MSVC's printf does.
+        let scale = if decimals == 1 { 10.0 } else { 100.0 };
+        value = (value * scale).round() / scale;
+    }
     let u = units[unit] as char;
-    if unit == 0 { format!("{neg}{value:.1}{u}iB") } else { format!("{neg}{value:.2}{u}iB") }
+    format!("{neg}{value:.decimals$}{u}iB")
+}
+
+/// [`human`] as printed by a given C runtime.
+pub fn human_with(n: u64, rounding: Rounding) -> String {
+    human_bytes_with(i64::try_from(n).unwrap_or(i64::MAX), rounding)
 }
 
 /// [`human_bytes`] for unsigned sizes (saturating at `i64::MAX`, beyond any device).
@@ -154,6 +181,18 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_logs_round_halfway_values_away_from_zero() {
+        assert_eq!(human(1280), "1.2KiB");
+        assert_eq!(human_with(1280, Rounding::Msvc), "1.3KiB");
+        assert_eq!(human_with(1331, Rounding::Msvc), "1.3KiB");
+        // 2.125 MiB: an exact tie at two decimals.
+        assert_eq!(human(2228224), "2.12MiB");
+        assert_eq!(human_with(2228224, Rounding::Msvc), "2.13MiB");
+        assert_eq!(human_with(1003520000, Rounding::Msvc), human(1003520000), "no tie, no difference");
+        assert_eq!(human_with(1023, Rounding::Msvc), "1023B");
+    }
 
     #[test]
     fn human_bytes_matches_tensorflow() {

@@ -143,10 +143,16 @@ pub struct TfVariant {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HeaderStyle {
-    /// TF 2.4+: `Allocator (X) ran out of memory trying to allocate H (rounded to N)requested by op OP`,
-    /// the fragmentation hint, and `BFCAllocator dump for X`.
+    /// TF 2.13+ and XLA: `Allocator (X) ran out of memory trying to allocate H (rounded to N)requested by op OP`,
+    /// the fragmentation hint, `Current allocation summary follows.` twice, and
+    /// `BFCAllocator dump for X`.
+    Repeated,
+    /// TF 2.6–2.12: as `Repeated`, with `Current allocation summary follows.` once.
     #[default]
     Modern,
+    /// TF 2.4–2.5: `Allocator (X) ran out of memory trying to allocate H (rounded to N)`, then
+    /// `Current allocation summary follows.` on its own line, and `BFCAllocator dump for X`.
+    Rounded,
     /// TF 1.13–2.3: `Allocator (X) ran out of memory trying to allocate H (rounded to N).  Current allocation summary follows.`
     Mid,
     /// TF ≤ 1.12: `Ran out of memory trying to allocate H.  See logs for memory state.`, after the dump.
@@ -181,7 +187,9 @@ pub enum ChunkStyle {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StatsStyle {
-    /// TF 2.3+: eight rows, labels 18 wide.
+    /// TF 2.16+ and XLA: eight rows, labels 18 wide, sizes as `256.00MiB`.
+    EightHuman,
+    /// TF 2.3–2.15: eight rows, labels 18 wide, sizes in bytes.
     #[default]
     Eight,
     /// TF ≤ 2.2: five rows (Limit to MaxAllocSize), labels 14 wide.
@@ -192,6 +200,8 @@ pub enum StatsStyle {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TotalsStyle {
+    /// TF 2.16+ and XLA: `Total size in pool: 256.00MiB memory_limit_: 256.00MiB available size: 0B curr_region_allocation_bytes_: 256.00MiB`.
+    Size,
     /// TSL from 2022-11: `Total bytes in pool: P memory_limit_: L available bytes: A curr_region_allocation_bytes_: C`.
     #[default]
     Pool,
@@ -214,10 +224,26 @@ pub enum PrefixStyle {
     Absl,
     /// A GitHub quote of a glog line: `> I tensorflow/core/common_runtime/bfc_allocator.cc:643] `.
     Quoted,
+    /// The C++ logger's own line (TF 2.16+, XLA): level, date, time, thread, file:
+    /// `I0000 00:00:1795433278.865093   23376 bfc_allocator.cc:1049] `.
+    Native,
 }
 
 impl TfVariant {
-    /// TF 2.12+ and today's XLA/TSL: the default.
+    /// TF 2.16+ and today's XLA/TSL, as TF 2.21 prints it.
+    pub const TF_2_21: TfVariant = TfVariant {
+        header: HeaderStyle::Repeated,
+        bins: BinStyle::Modern,
+        chunks: ChunkStyle::Modern,
+        stats: StatsStyle::EightHuman,
+        totals: TotalsStyle::Size,
+        windows: false,
+        prefix: PrefixStyle::None,
+    };
+    /// TF 2.13–2.15.
+    pub const TF_2_13: TfVariant =
+        TfVariant { stats: StatsStyle::Eight, totals: TotalsStyle::Pool, ..TfVariant::TF_2_21 };
+    /// TF 2.12 (the default of reports oomscope writes itself).
     pub const TF_2_12: TfVariant = TfVariant {
         header: HeaderStyle::Modern,
         bins: BinStyle::Modern,
@@ -227,8 +253,10 @@ impl TfVariant {
         windows: false,
         prefix: PrefixStyle::None,
     };
-    /// TF 2.4–2.11.
-    pub const TF_2_4: TfVariant = TfVariant { totals: TotalsStyle::Region, ..TfVariant::TF_2_12 };
+    /// TF 2.6–2.11.
+    pub const TF_2_6: TfVariant = TfVariant { totals: TotalsStyle::Region, ..TfVariant::TF_2_12 };
+    /// TF 2.4–2.5.
+    pub const TF_2_4: TfVariant = TfVariant { header: HeaderStyle::Rounded, ..TfVariant::TF_2_6 };
     /// TF 2.3.
     pub const TF_2_3: TfVariant = TfVariant {
         header: HeaderStyle::Mid,
@@ -250,8 +278,11 @@ impl TfVariant {
     pub const TF_1_0: TfVariant = TfVariant { bins: BinStyle::Ancient, ..TfVariant::TF_1_3 };
 
     /// The releases' combinations, newest first, with their names.
-    pub const PRESETS: [(&'static str, TfVariant); 6] = [
+    pub const PRESETS: [(&'static str, TfVariant); 9] = [
+        ("tf-2.21", TfVariant::TF_2_21),
+        ("tf-2.13", TfVariant::TF_2_13),
         ("tf-2.12", TfVariant::TF_2_12),
+        ("tf-2.6", TfVariant::TF_2_6),
         ("tf-2.4", TfVariant::TF_2_4),
         ("tf-2.3", TfVariant::TF_2_3),
         ("tf-1.13", TfVariant::TF_1_13),

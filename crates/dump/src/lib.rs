@@ -295,9 +295,14 @@ pub struct ChunkInfo {
 }
 
 impl ChunkInfo {
-    /// The recorded kind, or the one inferred from the op name.
+    /// The recorded kind, or the one inferred from the op name; unknown without either (a
+    /// TF log's chunk lines name no op).
     pub fn kind(&self) -> Kind {
-        self.kind.unwrap_or_default().or_infer(self.op.as_deref().unwrap_or(""))
+        match (&self.kind, &self.op) {
+            (Some(k), _) if *k != Kind::Unknown => *k,
+            (_, Some(op)) => Kind::infer(op),
+            _ => Kind::Unknown,
+        }
     }
 }
 

@@ -75,12 +75,14 @@ pub fn render(d: &Dump) -> String {
         );
     }
     if d.has(Section::Regions) && !d.regions.is_empty() && (imported.is_none() || has_totals) {
+        // From the chunks: TF's own LargestFreeBlock row is always 0.
+        let largest = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).map(|c| c.size).max();
         let _ = writeln!(
             o,
             "  fragmentation    {:.1}% ({} free in the pool, largest free block {})",
             s.fragmentation * 100.0,
             human(s.free_bytes),
-            human(s.largest_free_block)
+            human(largest.unwrap_or(0))
         );
     }
     if d.device.total > 0 || imported.is_none() {

@@ -10,7 +10,7 @@
 //! TF's figures are kept where they differ from oomscope's other reports: sizes are chunk
 //! sizes, `Reserved` rows stay 0; only `LargestFreeBlock`, which TF leaves at 0, is filled in.
 
-use oomscope_base::size::{human, human_bytes_driver};
+use oomscope_base::size::{Rounding, human_bytes_driver, human_with};
 use oomscope_core::bfc::{bin_for_size, bin_size};
 use oomscope_dump::{
     BinStyle, ChunkInfo, ChunkStyle, Dump, HeaderStyle, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
@@ -35,10 +35,16 @@ pub fn render(d: &Dump) -> String {
 
 /// The allocator dump and the usage by node in the given variant.
 pub fn render_variant(d: &Dump, v: &TfVariant) -> String {
-    let mut out = Log { text: String::new(), prefix: v.prefix };
+    let rounding = rounding(v);
+    let mut out = Log { text: String::new(), prefix: v.prefix, rounding };
     allocator_dump(d, v, &mut out);
-    out.text.push_str(&usage_by_node(d));
+    out.text.push_str(&usage_listing(d, rounding));
     out.text
+}
+
+/// TF on Windows prints with Microsoft's C runtime, which rounds halfway sizes up.
+fn rounding(v: &TfVariant) -> Rounding {
+    if v.windows { Rounding::Msvc } else { Rounding::Glibc }
 }
 
 /// Lines as TF logs them: a LOG statement's first line carries the prefix, the lines of a
@@ -46,6 +52,7 @@ pub fn render_variant(d: &Dump, v: &TfVariant) -> String {
 struct Log {
     text: String,
     prefix: PrefixStyle,
+    rounding: Rounding,
 }
 
 impl Log {
@@ -57,7 +64,16 @@ impl Log {
             PrefixStyle::Absl => {
                 write!(self.text, "2025-01-05 09:48:28.754302: {level} external/local_xla/xla/tsl/{file}] ")
             }
+            PrefixStyle::Native => {
+                let file = file.rsplit('/').next().unwrap_or(file);
+                write!(self.text, "{level}0000 00:00:1735689600.000000   12345 {file}] ")
+            }
         };
+    }
+
+    /// A size as this log's TF printed it.
+    fn h(&self, n: u64) -> String {
+        human_with(n, self.rounding)
     }
 
     /// One log statement; `message` may span lines.
@@ -96,30 +112,42 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
     // "ran out of memory" for it, only the driver's line (above) and, here, the state.
     let oom = d.oom.as_ref().filter(|o| !o.outside && d.has(Section::Request));
     match (v.header, oom) {
-        (HeaderStyle::Modern, Some(oom)) => o.log(
-            'W',
-            // No space before "requested": TF's own text.
-            &format!(
+        (HeaderStyle::Modern | HeaderStyle::Repeated, Some(oom)) => {
+            // No space before "requested": TF's own text; since 2.13 it says the last
+            // sentence twice.
+            let mut text = format!(
                 "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {})requested by op {}\n\
                  If the cause is memory fragmentation maybe the environment variable \
                  'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. \n\
                  Current allocation summary follows.",
-                human(oom.requested),
+                o.h(oom.requested),
                 oom.rounded,
                 oom.op
+            );
+            if v.header == HeaderStyle::Repeated {
+                text.push_str("\nCurrent allocation summary follows.");
+            }
+            o.log('W', &text);
+        }
+        (HeaderStyle::Rounded, Some(oom)) => o.log(
+            'W',
+            &format!(
+                "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {})\nCurrent allocation summary follows.",
+                o.h(oom.requested),
+                oom.rounded
             ),
         ),
         (HeaderStyle::Mid, Some(oom)) => o.log(
             'W',
             &format!(
                 "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {}).  Current allocation summary follows.",
-                human(oom.requested),
+                o.h(oom.requested),
                 oom.rounded
             ),
         ),
         _ => {}
     }
-    if v.header == HeaderStyle::Modern && d.has(Section::Bins) {
+    if matches!(v.header, HeaderStyle::Modern | HeaderStyle::Repeated | HeaderStyle::Rounded) && d.has(Section::Bins) {
         o.log('I', &format!("BFCAllocator dump for {name}"));
     }
     if d.has(Section::Bins) {
@@ -130,19 +158,19 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
                     b.size,
                     b.total_chunks,
                     b.chunks_in_use,
-                    human(b.bytes),
-                    human(b.bytes_in_use),
-                    human(b.requested_in_use)
+                    o.h(b.bytes),
+                    o.h(b.bytes_in_use),
+                    o.h(b.requested_in_use)
                 ),
                 BinStyle::Ancient => format!(
                     "Bin ({}): \tTotal Chunks: {}, Chunks in use: {} {} allocated for chunks. {} client-requested for chunks. {} in use in bin. {} client-requested in use in bin.",
                     b.size,
                     b.total_chunks,
                     b.chunks_in_use,
-                    human(b.bytes),
-                    human(b.requested.unwrap_or(b.requested_in_use)),
-                    human(b.bytes_in_use),
-                    human(b.requested_in_use)
+                    o.h(b.bytes),
+                    o.h(b.requested.unwrap_or(b.requested_in_use)),
+                    o.h(b.bytes_in_use),
+                    o.h(b.requested_in_use)
                 ),
             };
             o.log('I', &line);
@@ -175,22 +203,37 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
     if d.has(Section::Summary) {
         o.log('I', "     Summary of in-use Chunks by size: ");
         for (size, count) in in_use_by_size(d) {
-            o.log('I', &format!("{count} Chunks of size {size} totalling {}", human(size.saturating_mul(count))));
+            let total = o.h(size.saturating_mul(count));
+            o.log('I', &format!("{count} Chunks of size {size} totalling {total}"));
         }
     }
     if d.has(Section::Totals) {
         let sum = d.imported.as_ref().and_then(|i| i.sum_total).unwrap_or_else(|| {
             in_use_by_size(d).iter().fold(0u64, |t, (size, count)| t.saturating_add(size.saturating_mul(*count)))
         });
-        o.log('I', &format!("Sum Total of in-use chunks: {}", human(sum)));
+        let sum = o.h(sum);
+        o.log('I', &format!("Sum Total of in-use chunks: {sum}"));
+        let a = &d.allocator;
         let pool = d.stats.pool_bytes;
         let rest = format!(
             "memory_limit_: {} available bytes: {} curr_region_allocation_bytes_: {}",
-            d.allocator.limit,
-            d.allocator.limit.wrapping_sub(pool),
-            d.allocator.curr_region_allocation_bytes
+            a.limit,
+            a.limit.wrapping_sub(pool),
+            a.curr_region_allocation_bytes
         );
         match v.totals {
+            TotalsStyle::Size => {
+                // TF's `available`: what the limit leaves, rounded down to its 256-byte unit.
+                let available = a.limit.saturating_sub(pool) / 256 * 256;
+                let line = format!(
+                    "Total size in pool: {} memory_limit_: {} available size: {} curr_region_allocation_bytes_: {}",
+                    o.h(pool),
+                    o.h(a.limit),
+                    o.h(available),
+                    o.h(a.curr_region_allocation_bytes)
+                );
+                o.log('I', &line);
+            }
             TotalsStyle::Pool => o.log('I', &format!("Total bytes in pool: {pool} {rest}")),
             TotalsStyle::Region => o.log('I', &format!("total_region_allocated_bytes_: {pool} {rest}")),
             TotalsStyle::None => {}
@@ -206,7 +249,7 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
             ("MaxAllocSize:", s.largest_alloc_size),
         ];
         let width = match v.stats {
-            StatsStyle::Eight => {
+            StatsStyle::Eight | StatsStyle::EightHuman => {
                 rows.extend([
                     ("Reserved:", s.bytes_reserved),
                     ("PeakReserved:", s.peak_bytes_reserved),
@@ -219,6 +262,9 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
         // One log statement: "Stats: \n" and the rows, which end with a newline of their own.
         let mut message = String::from("Stats: \n");
         for (label, value) in rows {
+            // Since TF 2.16 the sizes print as sizes; the count stays a count.
+            let value =
+                if v.stats == StatsStyle::EightHuman && label != "NumAllocs:" { o.h(value) } else { value.to_string() };
             let _ = writeln!(message, "{label:<width$}{value:>20}");
         }
         o.log('I', &message);
@@ -230,7 +276,7 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
     if let (HeaderStyle::Old, Some(oom)) = (v.header, oom) {
         o.log(
             'W',
-            &format!("Ran out of memory trying to allocate {}.  See logs for memory state.", human(oom.requested)),
+            &format!("Ran out of memory trying to allocate {}.  See logs for memory state.", o.h(oom.requested)),
         );
     }
 }
@@ -246,7 +292,8 @@ fn chunk_state(d: &Dump, o: &mut Log) {
     let Some((rounded, size)) = imported.and_then(|i| i.bin_for).map(|b| (b[0], b[1])).or(for_request) else {
         return;
     };
-    o.log('I', &format!("Bin for {} was {}, Chunk State: ", human(rounded), human(size)));
+    let (rounded_text, size_text) = (o.h(rounded), o.h(size));
+    o.log('I', &format!("Bin for {rounded_text} was {size_text}, Chunk State: "));
     if let Some(lines) = imported.and_then(|i| i.chunk_state.as_ref()) {
         for line in lines {
             o.log('I', line);
@@ -254,14 +301,14 @@ fn chunk_state(d: &Dump, o: &mut Log) {
         return;
     }
     for s in free_chunks_of_bin_for(d, rounded) {
-        let mut line = chunk_debug(s.chunk);
+        let mut line = chunk_debug(s.chunk, o.rounding);
         if let Some(p) = s.prev {
             line.push_str(", prev: ");
-            line.push_str(&chunk_debug(p));
+            line.push_str(&chunk_debug(p, o.rounding));
         }
         if let Some(n) = s.next {
             line.push_str(", next: ");
-            line.push_str(&chunk_debug(n));
+            line.push_str(&chunk_debug(n, o.rounding));
         }
         o.log('I', &line);
     }
@@ -304,12 +351,12 @@ fn in_use_by_size(d: &Dump) -> Vec<(u64, u64)> {
 }
 
 /// TF's `Chunk::DebugString` without recursion.
-fn chunk_debug(c: &ChunkInfo) -> String {
+fn chunk_debug(c: &ChunkInfo, rounding: Rounding) -> String {
     let bin: i64 = if c.in_use { -1 } else { bin_for_size(c.size) as i64 };
     format!(
         "  Size: {} | Requested Size: {} | in_use: {} | bin_num: {bin}",
-        human(c.size),
-        human(c.requested),
+        human_with(c.size, rounding),
+        human_with(c.requested, rounding),
         u8::from(c.in_use)
     )
 }
@@ -356,6 +403,12 @@ pub fn occupancy(d: &Dump) -> String {
 /// the text looks as in a TF log: one blank line, then the listing. An imported listing is
 /// printed as it was, with its own "Remaining" line.
 pub fn usage_by_node(d: &Dump) -> String {
+    let v = d.imported.as_ref().and_then(|i| i.variant).unwrap_or_default();
+    usage_listing(d, rounding(&v))
+}
+
+fn usage_listing(d: &Dump, rounding: Rounding) -> String {
+    let human = |n: u64| human_with(n, rounding);
     let mut o = String::new();
     if !d.has(Section::Usage) {
         return o;

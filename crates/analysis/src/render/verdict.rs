@@ -164,13 +164,19 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 human(request.requested),
                 request.op,
                 shape_text(&request.shape),
-                human(capacity.saturating_sub(*fixed))
+                human(capacity.saturating_sub(fixed.unwrap_or(0)))
             ),
-            vec![format!(
-                "{} can be had in all (pool and what the device could still give), of which weights, optimizer state and inputs take {}",
-                human(*capacity),
-                human(*fixed)
-            )],
+            vec![match fixed {
+                Some(fixed) => format!(
+                    "{} can be had in all (pool and what the device could still give), of which weights, optimizer state and inputs take {}",
+                    human(*capacity),
+                    human(*fixed)
+                ),
+                None => format!(
+                    "{} can be had in all (pool and what the device could still give); the input does not say which live tensors are weights or inputs",
+                    human(*capacity)
+                ),
+            }],
         ),
         Cause::Growth { first, last, per_step, oom_step, survivors } => {
             let mut evidence = vec![format!(
