@@ -1,5 +1,5 @@
 //! Finds what some integration tests need beyond Rust — python3, tmux, a Python with
-//! PyTorch, the real data in `../shared` — and marks each such test `#[ignore]` with the
+//! PyTorch, one with TensorFlow, the real data in `../shared` — and marks each such test `#[ignore]` with the
 //! reason where it is missing, so `cargo test` reports it as skipped instead of passing it.
 //! Under CI (`CI` set) nothing is ignored: a missing tool fails its tests.
 //!
@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 /// What the tests may need.
-const NEEDS: [&str; 4] = ["python3", "tmux", "torch", "shared"];
+const NEEDS: [&str; 5] = ["python3", "tmux", "torch", "tensorflow", "shared"];
 
 fn on_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -17,8 +17,10 @@ fn on_path(tool: &str) -> Option<PathBuf> {
 }
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"torch\", \"shared\"))");
-    for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON"] {
+    println!(
+        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"torch\", \"tensorflow\", \"shared\"))"
+    );
+    for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON", "OOMSCOPE_TEST_TF_PYTHON"] {
         println!("cargo::rerun-if-env-changed={var}");
     }
     println!("cargo::rerun-if-changed=build.rs");
@@ -40,6 +42,7 @@ fn main() {
             "python3" | "tmux" => on_path(need).is_some(),
             // A Python with PyTorch is named, not searched for: importing torch takes seconds.
             "torch" => std::env::var_os("OOMSCOPE_TEST_PYTHON").is_some_and(|v| !v.is_empty()),
+            "tensorflow" => std::env::var_os("OOMSCOPE_TEST_TF_PYTHON").is_some_and(|v| !v.is_empty()),
             _ => shared.join("data/torch-snapshots").is_dir() && shared.join("reference/tf-bfc.md").is_file(),
         };
         if !present {

@@ -115,6 +115,15 @@ fn seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A TensorFlow version whose text `--format tf` prints.
+fn tf_style(s: &str) -> Result<oomscope_dump::TfVariant, String> {
+    let wanted = if s.starts_with("tf-") { s.to_string() } else { format!("tf-{s}") };
+    oomscope_dump::TfVariant::PRESETS.iter().find(|(name, _)| *name == wanted).map(|(_, v)| *v).ok_or_else(|| {
+        let names: Vec<&str> = oomscope_dump::TfVariant::PRESETS.iter().map(|(n, _)| *n).collect();
+        format!("{s:?} is not a TensorFlow text oomscope prints; one of {}", names.join(", "))
+    })
+}
+
 fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
@@ -156,6 +165,13 @@ pub struct ReplayArgs {
     /// Events kept in the dump's history
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub history: usize,
+    /// The allocator's name in reports [default: GPU_0_bfc]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print TF's text as this TensorFlow version did: tf-2.21 (2.16 and later), tf-2.13,
+    /// tf-2.12, tf-2.6, tf-2.4, tf-2.3, tf-1.13, tf-1.3, tf-1.0 [default: tf-2.12]
+    #[arg(long, value_name = "VERSION", value_parser = tf_style)]
+    pub tf_style: Option<oomscope_dump::TfVariant>,
 }
 
 #[derive(Args, Debug)]
@@ -165,6 +181,10 @@ pub struct ReportArgs {
     /// Report format
     #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
     pub format: FormatArg,
+    /// Print TF's text as this TensorFlow version did (tf-2.21, tf-2.13, ..., tf-1.0)
+    /// [default: an imported log's own, else tf-2.12]
+    #[arg(long, value_name = "VERSION", value_parser = tf_style)]
+    pub tf_style: Option<oomscope_dump::TfVariant>,
 }
 
 #[derive(Args, Debug)]

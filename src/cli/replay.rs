@@ -26,6 +26,9 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     opts.garbage_collection = a.gc;
     opts.fragmentation_fraction = a.fragmentation_fraction.unwrap_or(0.0);
     opts.history = a.history;
+    if let Some(name) = &a.name {
+        opts.name.clone_from(name);
+    }
     let mut settings = Settings::new(opts);
     settings.device_total = a.device.unwrap_or(a.limit);
     settings.device_others = a.others;
@@ -47,7 +50,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
-    output::print(&render::render(&d, a.format.into()))?;
+    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
 
     let events = t.events.len();
     match outcome.first_failure_line {

@@ -10,6 +10,6 @@ pub fn run(a: ReportArgs) -> Result<u8, CliError> {
     let mut d = dump::read(&a.dump)?;
     // Dumps written without a verdict (older or foreign ones) get one now.
     verdict::attach(&mut d);
-    output::print(&render::render(&d, a.format.into()))?;
+    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
     Ok(0)
 }

@@ -26,6 +26,16 @@ pub fn torch_python() -> String {
     py
 }
 
+/// The Python with TensorFlow named by `OOMSCOPE_TEST_TF_PYTHON`; fails the test, with what
+/// to do, when there is none.
+pub fn tf_python() -> String {
+    let py = std::env::var("OOMSCOPE_TEST_TF_PYTHON")
+        .unwrap_or_else(|_| panic!("set OOMSCOPE_TEST_TF_PYTHON to a Python with tensorflow-cpu (.ci/run makes one)"));
+    let ok = Command::new(&py).args(["-c", "import tensorflow"]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "OOMSCOPE_TEST_TF_PYTHON={py} cannot import tensorflow");
+    py
+}
+
 /// `../shared`, with the real snapshots and the TF reference; fails the test when absent.
 pub fn shared() -> PathBuf {
     let dir = root().join("../shared");

@@ -16,6 +16,7 @@ mod golden;
 mod live;
 mod properties;
 mod snapshots;
+mod tensorflow;
 mod tf_logs;
 mod tf_scenarios;
 mod threads;

@@ -36,6 +36,11 @@ impl Settings {
     pub fn device(&self) -> SimDevice {
         SimDevice::new(self.device_total, self.device_others).with_model(&self.device_model)
     }
+
+    /// The device for `trace`: its regions where the recorded run's were, when it says.
+    pub fn device_for(&self, trace: &Trace) -> SimDevice {
+        self.device().with_addresses(trace.regions.iter().copied())
+    }
 }
 
 /// What a replay did.
@@ -79,7 +84,7 @@ pub fn replay_observed(
     source_path: Option<&str>,
     mut after: impl FnMut(&Bfc, usize) -> bool,
 ) -> Outcome {
-    let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device()));
+    let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device_for(trace)));
     *bfc.names_mut() = trace.names.clone();
     let mut addrs = vec![0u64; trace.allocs as usize];
     let (mut failures, mut first_failure_line, mut replayed) = (0u64, None, 0usize);

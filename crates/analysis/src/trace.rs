@@ -53,6 +53,9 @@ pub struct Trace {
     pub names: Names,
     /// Number of `alloc` events.
     pub allocs: u32,
+    /// Where the recorded run's device put its regions, in the order it handed them out
+    /// (`region` lines): a replay's simulated device puts them there too.
+    pub regions: Vec<(u64, u64)>,
 }
 
 /// A trace that cannot be replayed, and where.
@@ -135,6 +138,7 @@ struct RawEvent<'a> {
     #[serde(borrow)]
     kind: Option<Cow<'a, str>>,
     outside: Option<bool>,
+    address: Option<Number>,
 }
 
 /// Parses and checks a trace file.
@@ -282,10 +286,19 @@ impl Parser<'_> {
                 self.step = step;
                 Event::Step { step, t_ns }
             }
+            "region" => {
+                let (Some(Number::Unsigned(address)), Some(Number::Unsigned(bytes))) = (raw.address, raw.bytes) else {
+                    return Err(self
+                        .error(line, "region event without a non-negative integer \"address\" and \"bytes\"".into()));
+                };
+                self.trace.regions.push((address, bytes));
+                return Ok(());
+            }
             other => {
-                return Err(
-                    self.error(line, format!("unknown event {other:?}; expected \"alloc\", \"free\" or \"step\""))
-                );
+                return Err(self.error(
+                    line,
+                    format!("unknown event {other:?}; expected \"alloc\", \"free\", \"step\" or \"region\""),
+                ));
             }
         };
         self.trace.events.push(event);
@@ -408,6 +421,9 @@ pub fn to_jsonl(t: &Trace) -> String {
         clock = t_ns;
         m
     };
+    for &(address, bytes) in &t.regions {
+        out.push_str(&format!("{{\"ev\":\"region\",\"address\":{address},\"bytes\":{bytes}}}\n"));
+    }
     for e in &t.events {
         let line = match *e {
             Event::Alloc { alloc, bytes, ref meta, outside } => Line {

@@ -145,11 +145,15 @@ pub enum Cause {
         /// TensorBoard's `1 - largest free / free`, in [0, 1].
         fragmentation: f64,
         largest_free: u64,
-        /// Ops of live tensors that sit between two free chunks, with how many, most first.
-        pinning: Vec<(String, u64)>,
+        /// Ops of live tensors that sit between two free chunks, with how many, most first
+        /// (`None`: tensors the input does not name).
+        pinning: Vec<(Option<String>, u64)>,
     },
     /// The working set at the failure is larger than what can be had.
     Peak { request: Request, in_use: u64, capacity: u64, top: Vec<(String, u64)> },
+    /// One dump, no step marks: most of the memory is tensors of one size, and the failed
+    /// request is one more of them — what a loop that keeps each step's output leaves.
+    ManyOfOneSize { request: Request, size: u64, count: u64, bytes: u64, in_use: u64 },
     /// Nothing failed, but live bytes grow every step.
     GrowingNoOom { first: StepBytes, last: StepBytes, per_step: u64, limit: u64, pool_peak: u64, reached_near: i64 },
     /// Nothing failed.
@@ -172,7 +176,7 @@ impl Cause {
             }
             Cause::PartialUsage { .. } | Cause::PartialRequest { .. } => VerdictKind::Undetermined,
             Cause::SingleTensor { .. } => VerdictKind::SingleTensor,
-            Cause::Growth { .. } | Cause::GrowingNoOom { .. } => VerdictKind::Growth,
+            Cause::Growth { .. } | Cause::GrowingNoOom { .. } | Cause::ManyOfOneSize { .. } => VerdictKind::Growth,
             Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
             Cause::Peak { .. } => VerdictKind::Peak,
             Cause::Fits { .. } => VerdictKind::Fits,
@@ -221,9 +225,13 @@ pub enum Fix {
     OneRegion { regions: usize },
     /// Fragmentation otherwise: allocation order, or the driver's allocator.
     Reorder { pinning: Option<String>, rounded: u64 },
-    /// A true peak with the batch known: from `from` to `to` (the batch-sized part to
-    /// `fraction`).
-    ReduceBatch { from: u64, to: u64, fraction: f64, optimizer_dominates: bool },
+    /// A true peak: the batch from `from` to `to` (the batch-sized part to `fraction`);
+    /// `known`: the workload says `from` is the batch (else it is the failed tensor's first
+    /// dimension).
+    ReduceBatch { from: u64, to: u64, fraction: f64, optimizer_dominates: bool, known: bool },
+    /// Tensors of one size accumulate: free what a loop keeps, or, if they are layers'
+    /// activations, shrink the batch.
+    KeepLess { size: u64 },
     /// A true peak where even a batch of 1 does not fit.
     EvenBatchOne { optimizer_dominates: bool },
     /// A true peak, batch unknown: cut the batch-sized memory to `fraction`.
@@ -315,6 +323,11 @@ pub fn analyze(d: &Dump) -> Diagnosis {
     }
     if let Some(g) = growth {
         return growth_verdict(d, o, b, g);
+    }
+    if d.steps.is_empty()
+        && let Some(v) = many_of_one_size(d, o, &b)
+    {
+        return v;
     }
     if let Some(v) = fragmentation(d, o, &b) {
         return v;
@@ -561,15 +574,15 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
     let empty_regions: Vec<u64> =
         d.regions.iter().filter(|r| r.chunks.iter().all(|c| !c.in_use)).map(|r| r.size).collect();
     // Live tensors that sit between two free chunks: they are what splits the free space.
-    let mut pinning: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut pinning: BTreeMap<Option<&str>, u64> = BTreeMap::new();
     for r in &d.regions {
         for w in r.chunks.windows(3) {
             if !w[0].in_use && w[1].in_use && !w[2].in_use {
-                *pinning.entry(w[1].op.as_deref().unwrap_or("unknown")).or_default() += 1;
+                *pinning.entry(w[1].op.as_deref()).or_default() += 1;
             }
         }
     }
-    let mut pins: Vec<(String, u64)> = pinning.into_iter().map(|(op, n)| (op.to_string(), n)).collect();
+    let mut pins: Vec<(Option<String>, u64)> = pinning.into_iter().map(|(op, n)| (op.map(str::to_string), n)).collect();
     pins.sort_by_key(|p| std::cmp::Reverse(p.1));
     let fix = if torch(d) {
         if a.expandable_segments { Fix::MaxSplitSize } else { Fix::ExpandableSegments }
@@ -581,7 +594,7 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
     } else if a.allow_growth && d.regions.len() > 1 {
         Fix::OneRegion { regions: d.regions.len() }
     } else {
-        Fix::Reorder { pinning: pins.first().map(|p| p.0.clone()), rounded: o.rounded }
+        Fix::Reorder { pinning: pins.iter().find_map(|p| p.0.clone()), rounded: o.rounded }
     };
     Some(Diagnosis {
         cause: Cause::Fragmentation {
@@ -605,12 +618,22 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
     // Activations, gradients, inputs and temporaries scale with the batch; weights and
     // optimizer state do not.
     let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
-    let fix = match d.workload.as_ref().map(|w| w.batch) {
-        Some(n) if (n as f64 * fraction).floor() >= 1.0 => {
-            Fix::ReduceBatch { from: n, to: (n as f64 * fraction).floor() as u64, fraction, optimizer_dominates }
-        }
-        Some(_) => Fix::EvenBatchOne { optimizer_dominates },
-        None => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
+    // The batch: the workload's, else (a log, a recording) the failed tensor's first
+    // dimension, said to be a guess.
+    let first_dim = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
+    let batch = d.workload.as_ref().map(|w| (w.batch, true)).or(first_dim.map(|n| (n, false)));
+    let reduce = |n: u64, known| Fix::ReduceBatch {
+        from: n,
+        to: (n as f64 * fraction).floor() as u64,
+        fraction,
+        optimizer_dominates,
+        known,
+    };
+    let fix = match batch {
+        Some((n, true)) if (n as f64 * fraction).floor() >= 1.0 => reduce(n, true),
+        Some((_, true)) => Fix::EvenBatchOne { optimizer_dominates },
+        Some((n, false)) if fraction < 1.0 && (n as f64 * fraction).floor() >= 1.0 => reduce(n, false),
+        _ => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
     };
     Diagnosis {
         cause: Cause::Peak {
@@ -622,6 +645,36 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
         fix,
         breakdown: b,
     }
+}
+
+/// Chunks that make [`Cause::ManyOfOneSize`]: this many of one size at least, holding this
+/// share of what is in use at least. A network's activations come in several sizes; a
+/// loop's kept outputs in one.
+const MANY_CHUNKS: u64 = 50;
+const MANY_SHARE: f64 = 0.75;
+
+fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+    let mut by_size: BTreeMap<u64, u64> = BTreeMap::new();
+    for c in d.live_chunks() {
+        *by_size.entry(c.size).or_default() += 1;
+    }
+    let (&size, &count) = by_size.iter().max_by_key(|(size, count)| **size * **count)?;
+    let bytes = size * count;
+    let one_more = o.rounded == size || rounded_chunk(o.rounded) == size;
+    let in_use = o.bytes_in_use.max(1);
+    if count < MANY_CHUNKS || (bytes as f64) < MANY_SHARE * in_use as f64 || !one_more {
+        return None;
+    }
+    Some(Diagnosis {
+        cause: Cause::ManyOfOneSize { request: Request::of(o), size, count, bytes, in_use: o.bytes_in_use },
+        fix: Fix::KeepLess { size },
+        breakdown: b.to_vec(),
+    })
+}
+
+/// A request's chunk: TF rounds to 256 bytes.
+fn rounded_chunk(n: u64) -> u64 {
+    n.div_ceil(256) * 256
 }
 
 fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
@@ -787,7 +840,7 @@ mod tests {
             panic!("{v:?}")
         };
         assert_eq!((pool_free, pieces, largest_free), (48 * MIB, 3, 16 * MIB));
-        assert_eq!(pinning, &[("model/keep".to_string(), 2)]);
+        assert_eq!(pinning, &[(Some("model/keep".to_string()), 2)]);
         assert_eq!(v.fix, Fix::Reorder { pinning: Some("model/keep".into()), rounded: 24 * MIB });
     }
 

@@ -878,7 +878,9 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
         pool_bytes: f.pool,
         largest_free_block: f.largest_free.or(r.stat("LargestFreeBlock:").map(|s| s.bytes)).unwrap_or(0),
         limit_headroom: f.limit.saturating_sub(f.pool),
-        device_free: 0,
+        // A TF log does not say what the device had free; what TF's allocator could still
+        // take is its `available`, the limit less the pool, unless the driver refused it.
+        device_free: if log.refusals.is_empty() { f.limit.saturating_sub(f.pool) } else { 0 },
         device_total: log.device_total.unwrap_or(0),
         step: -1,
         ..OomRecord::default()

@@ -51,9 +51,17 @@ pub fn post_mortem(dump: &Dump) -> Option<String> {
 /// The report in the given format, ending with a newline. The TF text is followed by the
 /// verdict, set apart by a blank line: TF's part stays byte for byte what TF prints.
 pub fn render(dump: &Dump, format: Format) -> String {
+    render_as(dump, format, None)
+}
+
+/// [`render`], with TF's text as `tf_style` (a TensorFlow version's) prints it.
+pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_dump::TfVariant>) -> String {
     match format {
         Format::Tf => {
-            let mut s = tf::render(dump);
+            let mut s = match tf_style {
+                Some(v) => tf::render_variant(dump, v),
+                None => tf::render(dump),
+            };
             if let Some(v) = &dump.verdict {
                 s.push('\n');
                 s.push_str(&verdict::render(v));

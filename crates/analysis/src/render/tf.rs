@@ -8,7 +8,9 @@
 //! import lacked are left out, never invented.
 //!
 //! TF's figures are kept where they differ from oomscope's other reports: sizes are chunk
-//! sizes, `Reserved` rows stay 0; only `LargestFreeBlock`, which TF leaves at 0, is filled in.
+//! sizes, and the `Reserved`, `PeakReserved` and `LargestFreeBlock` rows print TF's 0 (its BFC
+//! allocator never fills them in; the summary, the verdict and the JSON have the largest free
+//! block). The text is TF's to the byte, for scripts and for comparing with a TF log.
 
 use oomscope_base::size::{Rounding, human_bytes_driver, human_with};
 use oomscope_core::bfc::{bin_for_size, bin_size};
@@ -253,7 +255,8 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
                 rows.extend([
                     ("Reserved:", s.bytes_reserved),
                     ("PeakReserved:", s.peak_bytes_reserved),
-                    ("LargestFreeBlock:", s.largest_free_block),
+                    // An import keeps the log's figure; TF's BFC allocator itself prints 0.
+                    ("LargestFreeBlock:", if d.imported.is_some() { s.largest_free_block } else { 0 }),
                 ]);
                 18
             }

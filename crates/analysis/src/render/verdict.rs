@@ -213,7 +213,13 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 human(request.rounded)
             )];
             if !pinning.is_empty() {
-                let names: Vec<String> = pinning.iter().map(|(op, n)| format!("{op} ({n})")).collect();
+                let names: Vec<String> = pinning
+                    .iter()
+                    .map(|(op, n)| match op {
+                        Some(op) => format!("{op} ({n})"),
+                        None => format!("{n} the input does not name"),
+                    })
+                    .collect();
                 evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
             }
             (
@@ -226,10 +232,37 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 evidence,
             )
         }
+        Cause::ManyOfOneSize { request, size, count, bytes, in_use } => (
+            format!(
+                "{count} tensors of {} hold {} of the {} in use, and the failed request ({} for {}) is one more of \
+                 them: a loop that keeps a tensor every step grows this way (so would a very deep stack of \
+                 identical layers)",
+                human(*size),
+                human(*bytes),
+                human(*in_use),
+                human(request.requested),
+                request.op
+            ),
+            vec![format!(
+                "{count} Chunks of size {size} totalling {} ({:.0}% of what is in use)",
+                human(*bytes),
+                pct(*bytes, *in_use)
+            )],
+        ),
         Cause::Peak { request, in_use, capacity, top } => {
             let need = in_use + request.rounded;
             let live: u64 = b.iter().map(|k| k.bytes).sum();
             let dominant = b.first().map(|k| k.kind).unwrap_or(Kind::Activation);
+            let what = if dominant == Kind::Unknown {
+                String::new()
+            } else {
+                format!(
+                    "; {} take {} of the {} live",
+                    dominant.plural(),
+                    human(b.first().map_or(0, |k| k.bytes)),
+                    human(live)
+                )
+            };
             let mut evidence = vec![format!(
                 "{} live + {} requested = {} needed; {} can be had",
                 human(*in_use),
@@ -241,12 +274,9 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             evidence.extend(node_lines(top));
             (
                 format!(
-                    "A true peak: {} is needed at this point and {} can be had; {} take {} of the {} live",
+                    "A true peak: {} is needed at this point and {} can be had{what}",
                     human(need),
-                    human(*capacity),
-                    dominant.plural(),
-                    human(b.first().map_or(0, |k| k.bytes)),
-                    human(live)
+                    human(*capacity)
                 ),
                 evidence,
             )
@@ -406,18 +436,27 @@ fn fix(f: &Fix) -> String {
             pinning.as_ref().map_or(String::new(), |op| format!(" ({op} here)")),
             human(*rounded)
         ),
-        Fix::ReduceBatch { from, to, fraction, optimizer_dominates } => format!(
-            "reduce the batch from {from} to {to} (estimated: the batch-sized part must shrink to {:.0}%; `oomscope fit` checks by replay){}",
+        Fix::ReduceBatch { from, to, fraction, optimizer_dominates, known } => format!(
+            "reduce the batch from {from} to {to} or less ({}the batch-sized part must shrink to {:.0}% to get past this \
+             allocation, and later ones may need more; `oomscope fit` checks by replay){}",
+            if *known { String::new() } else { format!("if the failed tensor's first dimension, {from}, is the batch: ") },
             // Down, not to nearest: 99.6% must read 99%, or the fix would not fit.
             (fraction * 100.0).floor(),
             dominates(*optimizer_dominates)
+        ),
+        Fix::KeepLess { size } => format!(
+            "if a loop keeps each step's output (appending tensors to a list, summing losses as tensors), keep a \
+             number instead (float(x), loss.item()) or write it out; if these {} tensors are layers' activations, \
+             reduce the batch; `oomscope run` records steps and tells the two apart",
+            human(*size)
         ),
         Fix::EvenBatchOne { optimizer_dominates } => format!(
             "even a batch of 1 would not fit: use float16 activations (half the bytes), gradient checkpointing, or a smaller input{}",
             dominates(*optimizer_dominates)
         ),
         Fix::CutBatchSized { fraction, optimizer_dominates } => format!(
-            "cut the batch-sized memory to {:.0}% (a smaller batch, resolution or sequence length){}",
+            "cut the batch-sized memory to {:.0}% or less (a smaller batch, resolution or sequence length): that gets \
+             past this allocation, and later ones may need more{}",
             (fraction * 100.0).floor(),
             dominates(*optimizer_dominates)
         ),
@@ -520,14 +559,18 @@ mod tests {
                 capacity: 8 << 30,
                 top: vec![("a".into(), 1 << 30)],
             },
-            fix: Fix::ReduceBatch { from: 8, to: 6, fraction: 0.7999, optimizer_dominates: true },
+            fix: Fix::ReduceBatch { from: 8, to: 6, fraction: 0.7999, optimizer_dominates: true, known: true },
             breakdown: vec![KindBytes { kind: Kind::Activation, bytes: 7 << 30 }],
         };
         let v = words(&d);
         assert_eq!(v.kind, VerdictKind::Peak);
         assert!(v.headline.contains("7.44GiB is needed at this point and 8.00GiB can be had"), "{}", v.headline);
         assert_eq!(v.evidence[2], "a holds 1.00GiB");
-        assert!(v.fix.starts_with("reduce the batch from 8 to 6 (estimated: the batch-sized part must shrink to 79%"));
+        assert!(
+            v.fix.starts_with("reduce the batch from 8 to 6 or less (the batch-sized part must shrink to 79%"),
+            "{}",
+            v.fix
+        );
         assert!(v.fix.ends_with("Adam keeps two"), "{}", v.fix);
     }
 }

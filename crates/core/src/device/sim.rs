@@ -2,7 +2,7 @@
 //! deterministic addresses, so that every replay prints the same dump.
 
 use super::{Device, DeviceDescription, DeviceError, MemInfo};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Where simulated device addresses start (a typical CUDA address on Linux).
 pub const SIM_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
@@ -18,6 +18,8 @@ pub struct SimDevice {
     used: u64,
     /// Live ranges: base address -> size.
     ranges: BTreeMap<u64, u64>,
+    /// Where a recorded run's device put its regions, in order: (address, size).
+    script: VecDeque<(u64, u64)>,
 }
 
 impl SimDevice {
@@ -30,7 +32,17 @@ impl SimDevice {
             model: "simulated GPU".to_string(),
             used: 0,
             ranges: BTreeMap::new(),
+            script: VecDeque::new(),
         }
+    }
+
+    /// Hands out regions where a recorded run's device did: the next region asked for,
+    /// when it is of the recorded size, gets the recorded address (the allocator's choices
+    /// between equal free chunks follow address order, so a replay needs them to match the
+    /// run it reproduces). A request of another size, or past the list, is placed as usual.
+    pub fn with_addresses(mut self, regions: impl IntoIterator<Item = (u64, u64)>) -> SimDevice {
+        self.script = regions.into_iter().collect();
+        self
     }
 
     /// Names the card it stands for (`GeForce GTX 1080 Ti`); reports say it is simulated.
@@ -63,7 +75,17 @@ impl Device for SimDevice {
         if bytes == 0 || bytes > free {
             return Err(DeviceError::OutOfMemory { requested: bytes, free });
         }
-        let addr = self.place(bytes);
+        let scripted = self.script.front().copied().filter(|&(addr, size)| {
+            size == bytes
+                && !self.ranges.range(..addr.saturating_add(size)).next_back().is_some_and(|(&a, &s)| a + s > addr)
+        });
+        let addr = match scripted {
+            Some((addr, _)) => {
+                self.script.pop_front();
+                addr
+            }
+            None => self.place(bytes),
+        };
         self.ranges.insert(addr, bytes);
         self.used += bytes;
         Ok(addr)
@@ -109,5 +131,16 @@ mod tests {
         assert_eq!(d.alloc(2 << 20).unwrap(), SIM_BASE_ADDRESS, "first fit reuses the gap");
         assert!(d.free(b, 5).is_err());
         assert!(d.free(12345, 5).is_err());
+    }
+
+    #[test]
+    fn recorded_addresses_are_handed_out_in_order_while_sizes_match() {
+        let mut d =
+            SimDevice::new(1 << 30, 0).with_addresses([(0x7fe1_e821_f040, 2 << 20), (0x7fe1_e2bf_d040, 4 << 20)]);
+        assert_eq!(d.alloc(2 << 20).unwrap(), 0x7fe1_e821_f040);
+        assert_eq!(d.alloc(4 << 20).unwrap(), 0x7fe1_e2bf_d040, "lower than the first, as the run's was");
+        assert_eq!(d.alloc(8 << 20).unwrap(), SIM_BASE_ADDRESS, "past the list: placed as usual");
+        let mut d = SimDevice::new(1 << 30, 0).with_addresses([(0x1000_0000, 2 << 20)]);
+        assert_eq!(d.alloc(4 << 20).unwrap(), SIM_BASE_ADDRESS, "another size: the replay went another way");
     }
 }
