@@ -35,10 +35,13 @@ fn run_tf(script: &str, limit_mb: u32, extra: &[(&str, &str)]) -> (Option<i32>, 
 /// A log line without its prefix (`I0000 00:00:1795433278.865093   23376 file.cc:1049] `).
 fn payload(line: &str) -> &str {
     let b = line.as_bytes();
-    if b.len() > 6 && b"IWEF".contains(&b[0]) && b[1..5].iter().all(u8::is_ascii_digit) && b[5] == b' ' {
-        if let Some(i) = line.find("] ") {
-            return &line[i + 2..];
-        }
+    if b.len() > 6
+        && b"IWEF".contains(&b[0])
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' '
+        && let Some(i) = line.find("] ")
+    {
+        return &line[i + 2..];
     }
     line
 }

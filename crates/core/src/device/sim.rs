@@ -77,7 +77,7 @@ impl Device for SimDevice {
         }
         let scripted = self.script.front().copied().filter(|&(addr, size)| {
             size == bytes
-                && !self.ranges.range(..addr.saturating_add(size)).next_back().is_some_and(|(&a, &s)| a + s > addr)
+                && self.ranges.range(..addr.saturating_add(size)).next_back().is_none_or(|(&a, &s)| a + s <= addr)
         });
         let addr = match scripted {
             Some((addr, _)) => {
