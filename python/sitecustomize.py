@@ -2,7 +2,8 @@
 
 `oomscope run` puts this directory first on PYTHONPATH. This file loads the next
 `sitecustomize` on the path (the user's or the distribution's, if any), then asks to be
-told when `torch` is imported; nothing else happens in processes that never import torch.
+told when `torch`, `tensorflow` or `jax` is imported; nothing else happens in processes
+that import none of them.
 """
 
 import importlib
@@ -38,3 +39,11 @@ if os.environ.get("OOMSCOPE_LIB"):
         oomscope_torch.watch_for_torch()
     except Exception as e:
         print(f"oomscope: warning: the torch hook is off: {e}", file=sys.stderr)
+
+if os.environ.get("OOMSCOPE_FEED_FD"):
+    try:
+        import oomscope_tf
+
+        oomscope_tf.watch_for_frameworks()
+    except Exception as e:
+        print(f"oomscope: warning: the TensorFlow/JAX memory sampling is off: {e}", file=sys.stderr)

@@ -345,3 +345,140 @@ fn tfs_dump_is_oomscopes_for_holes_that_coalesce() {
 fn tfs_dump_is_oomscopes_for_variables_and_temporaries() {
     differential("diff_variables");
 }
+
+/// `oomscope run` around a Keras script on a machine with no GPU: the script's output and
+/// exit code pass through, the dump of its OOM lands in the dump directory with the
+/// verdict, and the verdict follows the script's own error.
+fn run_keras(dumps: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let py = tf_python();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oomscope"));
+    c.args(["run", "--dump-dir"])
+        .arg(dumps)
+        .args(["--", &py])
+        .arg(root().join("tests/tf/keras_train.py"))
+        .args(args)
+        .env("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        .env("TF_CPU_BFC_MEM_LIMIT_IN_MB", "256")
+        .env_remove("TF_CPP_MIN_LOG_LEVEL")
+        .current_dir(root());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn the_dump(dumps: &Path) -> serde_json::Value {
+    let files = files_in(dumps);
+    assert_eq!(files.len(), 1, "one OOM, one dump: {files:?}");
+    assert!(files[0].starts_with("oomscope-") && files[0].ends_with("-tf-cpu0-oom1.dump.json"), "{files:?}");
+    serde_json::from_str(&std::fs::read_to_string(dumps.join(&files[0])).unwrap()).unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "tensorflow",
+    ignore = "needs TensorFlow: set OOMSCOPE_TEST_TF_PYTHON (.ci/run makes one)"
+)]
+fn run_reads_a_keras_programs_oom_from_its_output() {
+    let dir = temp_dir("tf-run");
+    let o = run_keras(&dir, &[], &[]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "the script's exit code (an uncaught error):\n{err}");
+    assert_eq!(out, "training starts\n", "stdout untouched");
+    assert!(err.contains("ran out of memory trying to allocate") && err.contains("BFCAllocator dump for"), "{err}");
+    // The script's error, then the verdict.
+    let error = err.find("ResourceExhaustedError").expect("the script's error");
+    let verdict = err.find("Verdict: true peak").expect("the verdict");
+    assert!(error < verdict, "the verdict comes after the program's error:\n{err}");
+    let d = the_dump(&dir);
+    assert_eq!(d["source"]["kind"], "run");
+    assert_eq!(d["verdict"]["kind"], "peak");
+    assert_eq!(d["allocator"]["name"], "bfc_cpu_allocator_for_gpu");
+    assert_eq!(d["oom"]["op"], "StatefulPartitionedCall/gradient_tape/sequential_1/global_average_pooling2d_1/Tile");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "tensorflow",
+    ignore = "needs TensorFlow: set OOMSCOPE_TEST_TF_PYTHON (.ci/run makes one)"
+)]
+fn a_program_that_silences_tf_shows_what_it_would_and_oomscope_still_gets_the_dump() {
+    // The script sets TF_CPP_MIN_LOG_LEVEL=2 itself before importing TensorFlow.
+    let dir = temp_dir("tf-run-quiet");
+    let o = run_keras(&dir, &["2"], &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let tf_lines: Vec<&str> = err.lines().filter(|l| tf_log_line(l)).collect();
+    assert!(tf_lines.is_empty(), "TF's own lines stay hidden as the script asked: {tf_lines:?}");
+    assert!(!err.contains("Current allocation summary follows") && !err.contains("Limit:  "), "{err}");
+    assert!(err.contains("ResourceExhaustedError") && err.contains("Verdict: true peak"), "{err}");
+    assert_eq!(the_dump(&dir)["verdict"]["kind"], "peak");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // From the environment, at 1: warnings show, INFO does not.
+    let dir = temp_dir("tf-run-warnings");
+    let err = stderr(&run_keras(&dir, &[], &[("TF_CPP_MIN_LOG_LEVEL", "1")]));
+    assert!(err.lines().any(|l| l.starts_with("W0000") && l.contains("ran out of memory")), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("I0000")), "{err}");
+    assert_eq!(the_dump(&dir)["verdict"]["kind"], "peak");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn tf_log_line(l: &str) -> bool {
+    let b = l.as_bytes();
+    b.len() > 6 && b"IWEF".contains(&b[0]) && b[1..5].iter().all(u8::is_ascii_digit) && b[5] == b' '
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "tensorflow",
+    ignore = "needs TensorFlow: set OOMSCOPE_TEST_TF_PYTHON (.ci/run makes one)"
+)]
+fn the_live_feed_shows_tfs_memory_while_it_runs_and_its_oom() {
+    use oomscope_analysis::live::Feed;
+    use oomscope_dump::live::Message;
+    let dir = temp_dir("tf-live");
+    let live = dir.join("live");
+    oomscope_analysis::live::private_dir(&live).unwrap();
+    let py = tf_python();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--live", "--dump-dir"])
+        .arg(dir.join("dumps"))
+        .args(["--", &py])
+        .arg(root().join("tests/tf/keras_train.py"))
+        .env("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        .env("TF_CPU_BFC_MEM_LIMIT_IN_MB", "256")
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The framework's memory, sampled every half second, on a socket named by the program.
+    let socket = loop {
+        if let Some(s) = oomscope_analysis::live::sockets_in(&live).unwrap().into_iter().next() {
+            break s;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before publishing");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut feed = Feed::connect(&socket).unwrap();
+    let mut states = 0;
+    let mut peak = 0;
+    let oom = loop {
+        match feed.next_message().unwrap() {
+            Some(Message::State(s)) => {
+                states += 1;
+                peak = peak.max(s.stats.peak_bytes_in_use);
+            }
+            Some(Message::Oom(o)) => break o,
+            Some(_) => {}
+            None => panic!("the feed ended without the OOM"),
+        }
+    };
+    assert!(child.wait().unwrap().code() == Some(1));
+    assert!(states >= 1 && peak > 0, "{states} states, peak {peak}");
+    assert_eq!(oom.dump.verdict.as_ref().unwrap().kind, oomscope_dump::VerdictKind::Peak);
+    assert!(oom.report.contains("BFCAllocator dump for bfc_cpu_allocator_for_gpu"), "{}", oom.report);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -118,6 +118,8 @@ fn text_before<'a>(s: &'a str, phrase: &str) -> Option<&'a str> {
 #[derive(Clone, Copy, Debug, Default)]
 struct Prefix {
     style: Option<PrefixStyle>,
+    /// 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL (the numbers of `TF_CPP_MIN_LOG_LEVEL`).
+    severity: Option<u8>,
     /// The logging thread, where the prefix names it (glog with a time, the C++ logger).
     thread: Option<u64>,
     /// The source path has Windows separators: TF built with MSVC.
@@ -126,6 +128,10 @@ struct Prefix {
 
 fn level(c: u8) -> bool {
     matches!(c, b'I' | b'W' | b'E' | b'F')
+}
+
+fn severity_of(c: u8) -> Option<u8> {
+    b"IWEF".iter().position(|&l| l == c).map(|i| i as u8)
 }
 
 /// `I0923 10:53:31.254120  2567 bfc_allocator.cc:1058] ` (glog) and
@@ -175,16 +181,55 @@ fn prefix(line: &str) -> Prefix {
         None => (false, s),
     };
     let s = s.trim_start_matches('*');
-    let (style, thread, file) = if let Some((thread, file)) = native_prefix(s) {
-        (PrefixStyle::Native, Some(thread), file)
+    let (style, thread, file, severity) = if let Some((thread, file)) = native_prefix(s) {
+        (PrefixStyle::Native, Some(thread), file, severity_of(s.as_bytes()[0]))
     } else if let Some(file) = dated_prefix(s) {
-        (PrefixStyle::Absl, None, file)
+        let level = after(s, ": ").and_then(|r| r.bytes().next()).and_then(severity_of);
+        (PrefixStyle::Absl, None, file, level)
     } else if let Some(file) = short_prefix(s) {
-        (PrefixStyle::Glog, None, file)
+        (PrefixStyle::Glog, None, file, severity_of(s.as_bytes()[0]))
     } else {
         return Prefix::default();
     };
-    Prefix { style: Some(if quoted { PrefixStyle::Quoted } else { style }), thread, windows: file.contains('\\') }
+    Prefix {
+        style: Some(if quoted { PrefixStyle::Quoted } else { style }),
+        severity,
+        thread,
+        windows: file.contains('\\'),
+    }
+}
+
+/// The severity a TensorFlow / XLA log line's prefix gives it: 0 INFO, 1 WARNING, 2 ERROR,
+/// 3 FATAL, as `TF_CPP_MIN_LOG_LEVEL` counts them. `None`: no log prefix (a continuation
+/// of a multi-line message, or other output).
+pub fn severity(line: &str) -> Option<u8> {
+    prefix(line).severity
+}
+
+/// A `ran out of memory trying to allocate` line that starts an OOM report (not the
+/// warning TF gives when an allocation that may fail did).
+pub fn is_oom_header(line: &str) -> bool {
+    line.contains("ran out of memory trying to allocate") && !line.contains(NOT_A_FAILURE)
+}
+
+/// The occupancy bar: the last line of a BFC allocator's dump.
+pub fn is_occupancy(line: &str) -> bool {
+    occupancy(line.trim().trim_start_matches('>').trim()).is_some()
+}
+
+/// A line that continues a multi-line TF log statement (the OOM warning, the `Stats:`
+/// block, the CPU-feature notice, a kernel's error with its node and hint): hidden with
+/// its statement.
+pub fn is_continuation(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty()
+        || t.starts_with("If the cause is memory fragmentation")
+        || t.starts_with("Current allocation summary follows")
+        || t.starts_with("To enable the following instructions")
+        || t.starts_with("[[{{")
+        || t.starts_with("[[node ")
+        || t.starts_with("Hint: If you want to see a list of allocated tensors")
+        || STATS_LABELS.iter().any(|l| t.starts_with(l))
 }
 
 // ---- one OOM report --------------------------------------------------------------------

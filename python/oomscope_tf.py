@@ -1,0 +1,167 @@
+"""oomscope inside a TensorFlow or JAX process (loaded by oomscope's sitecustomize under
+`oomscope run`).
+
+TensorFlow and XLA print their allocator's state at an OOM on stderr, and `oomscope run`
+reads it there: nothing here touches an allocator. This only samples what the framework
+says about its memory while the program runs, for the live view: when `tensorflow` or
+`jax` is imported, a daemon thread reads `tf.config.experimental.get_memory_info` (or JAX's
+`Device.memory_stats`) every half second and writes one JSON line per device to the file
+descriptor in OOMSCOPE_FEED_FD:
+
+    {"framework": "tensorflow", "device": "GPU:0", "current": 123, "peak": 456, "limit": 0}
+
+A closed or missing descriptor ends the sampling quietly; the program never sees an error.
+
+TF and XLA print their allocator's dump at INFO level. A program that silences TF's logs
+(`os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"` before `import tensorflow`, or in the
+environment) would print no dump at all: just before TensorFlow or JAX loads, this sends
+the level the program asked for to `oomscope run` (`{"min_log_level": 2}`), which hides
+those lines from the user as TF would have, and sets it to 0 so that TF prints them.
+"""
+
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+
+_PERIOD = 0.5
+_started = set()
+_level_sent = False
+
+
+class _Watcher(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; when a watched module is found, starts sampling once it loaded."""
+
+    def __init__(self, names):
+        self._names = names
+        self._busy = False
+
+    def find_spec(self, name, path, target=None):
+        if name not in self._names or self._busy:
+            return None
+        _log_level_to_oomscope()
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            self._names.discard(name)
+            _start(name, module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _feed():
+    try:
+        return int(os.environ["OOMSCOPE_FEED_FD"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _log_level_to_oomscope():
+    """Before TF or XLA reads TF_CPP_MIN_LOG_LEVEL: oomscope hides what the program asked to
+    hide, and TF prints everything, its allocator's dump included."""
+    global _level_sent
+    if _level_sent:
+        return
+    _level_sent = True
+    fd = _feed()
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip()
+    if fd is None or not level.isdigit():
+        return
+    if "OOMSCOPE_TF_MIN_LOG_LEVEL" in os.environ and level == "0":
+        # oomscope set 0 in place of the user's level and already knows that one.
+        return
+    try:
+        os.write(fd, (json.dumps({"min_log_level": int(level)}, separators=(",", ":")) + "\n").encode())
+    except OSError:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+
+
+def _tensorflow_devices(tf):
+    names = []
+    for d in tf.config.list_logical_devices():
+        kind = d.device_type
+        # The CPU allocator is a BFC allocator (and has statistics) only when asked for.
+        if kind == "GPU" or (kind == "CPU" and os.environ.get("TF_CPU_ALLOCATOR_USE_BFC") == "true"):
+            names.append(d.name.split("device:")[-1])
+    return names
+
+
+def _sample_tensorflow(tf):
+    out = []
+    for name in _tensorflow_devices(tf):
+        try:
+            info = tf.config.experimental.get_memory_info(name)
+        except Exception:
+            continue
+        out.append({"framework": "tensorflow", "device": name, "current": info.get("current", 0),
+                    "peak": info.get("peak", 0), "limit": 0})
+    return out
+
+
+def _sample_jax(jax):
+    out = []
+    for d in jax.local_devices():
+        try:
+            stats = d.memory_stats() or {}
+        except Exception:
+            continue
+        if stats:
+            out.append({"framework": "jax", "device": f"{d.platform.upper()}:{d.id}",
+                        "current": stats.get("bytes_in_use", 0), "peak": stats.get("peak_bytes_in_use", 0),
+                        "limit": stats.get("bytes_limit", 0)})
+    return out
+
+
+def _loop(name, module, fd):
+    sample = _sample_tensorflow if name == "tensorflow" else _sample_jax
+    start = time.monotonic()
+    while True:
+        time.sleep(_PERIOD)
+        try:
+            rows = sample(module)
+        except Exception:
+            rows = []
+        t_ns = int((time.monotonic() - start) * 1e9)
+        for row in rows:
+            row["t_ns"] = t_ns
+            row["pid"] = os.getpid()
+            try:
+                os.write(fd, (json.dumps(row) + "\n").encode())
+            except OSError:
+                return
+
+
+def _start(name, module):
+    if name in _started:
+        return
+    _started.add(name)
+    fd = _feed()
+    if fd is None:
+        return
+    threading.Thread(target=_loop, args=(name, module, fd), name=f"oomscope-{name}-memory", daemon=True).start()
+
+
+def watch_for_frameworks():
+    """Samples TensorFlow's or JAX's memory when (and only if) the program imports it."""
+    pending = set()
+    for name in ("tensorflow", "jax"):
+        if name in sys.modules:
+            _start(name, sys.modules[name])
+        else:
+            pending.add(name)
+    if pending:
+        sys.meta_path.insert(0, _Watcher(pending))

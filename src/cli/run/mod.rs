@@ -1,0 +1,444 @@
+//! `oomscope run [OPTIONS] -- CMD ARGS...`: runs a training program with oomscope's
+//! allocator in every Python process that imports torch, and reads what TensorFlow and JAX
+//! print at an OOM, without a change to the program.
+//!
+//! How: a private directory on PYTHONPATH holds a `sitecustomize.py` (which chains to any
+//! existing one), `oomscope_torch.py` and `oomscope_tf.py` (`python/`); the environment
+//! tells them where `liboomscope.so` is and how to behave (`oomscope_core::config`). Child
+//! processes (DataLoader workers, torchrun ranks) inherit all of it; each writes its own
+//! dumps. The program's stdout passes untouched; its stderr passes through oomscope
+//! ([`relay`]), which reads TF's and XLA's OOM reports in it ([`frameworks`]). Its exit code
+//! is ours.
+
+mod frameworks;
+mod relay;
+
+use super::CliError;
+use super::args::RunArgs;
+use frameworks::Frameworks;
+use oomscope_core::device::cuda;
+use oomscope_tui::model::Update;
+use relay::Relay;
+use std::ffi::OsString;
+use std::io::{BufRead, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+const SITECUSTOMIZE: &str = include_str!("../../../python/sitecustomize.py");
+const TORCH_HOOK: &str = include_str!("../../../python/oomscope_torch.py");
+const TF_HOOK: &str = include_str!("../../../python/oomscope_tf.py");
+
+/// `liboomscope.so`: `$OOMSCOPE_LIB`, or beside the binary (cargo builds both into
+/// `target/<profile>/`; `cargo test` leaves it in `deps/`), or in `../lib`.
+fn library() -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os("OOMSCOPE_LIB").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(CliError(format!("OOMSCOPE_LIB={}: no such file", p.display()))) };
+    }
+    let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find this program's path: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for candidate in [dir.join("liboomscope.so"), dir.join("deps/liboomscope.so"), dir.join("../lib/liboomscope.so")] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(CliError(format!(
+        "liboomscope.so is not beside {} (cargo build builds it with the binary: \
+         target/release/liboomscope.so); or set OOMSCOPE_LIB to its path",
+        exe.display()
+    )))
+}
+
+/// The functions the hook calls; a library without them is from an older oomscope.
+const SYMBOLS: [&str; 8] = [
+    "oomscope_torch_malloc",
+    "oomscope_malloc",
+    "oomscope_free",
+    "oomscope_record_stream",
+    "oomscope_scope_push",
+    "oomscope_scope_pop",
+    "oomscope_scope_clear",
+    "oomscope_step",
+];
+
+/// Refuses a library that lacks the functions this oomscope uses: one left by an older
+/// build (`cargo run` rebuilds the binary, not the library; `cargo build` does both).
+fn check_library(lib: &Path) -> Result<(), CliError> {
+    let c =
+        std::ffi::CString::new(lib.as_os_str().as_encoded_bytes()).map_err(|_| CliError("bad library path".into()))?;
+    // SAFETY: dlopen/dlsym/dlclose on a path; nothing in the library runs but its
+    // initializers, and the handle is closed before returning.
+    let missing: Vec<&str> = unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if h.is_null() {
+            let e = std::ffi::CStr::from_ptr(libc::dlerror()).to_string_lossy().into_owned();
+            return Err(CliError(format!("{}: cannot be loaded: {e}", lib.display())));
+        }
+        let missing = SYMBOLS
+            .iter()
+            .filter(|name| {
+                let n = std::ffi::CString::new(**name).expect("no NUL");
+                libc::dlsym(h, n.as_ptr()).is_null()
+            })
+            .copied()
+            .collect();
+        libc::dlclose(h);
+        missing
+    };
+    if !missing.is_empty() {
+        return Err(CliError(format!(
+            "{} is from another oomscope (it lacks {}): rebuild it with `cargo build --release`, or set OOMSCOPE_LIB",
+            lib.display(),
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// A directory only this user can read, removed when dropped.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn new(name: &str) -> Result<PrivateDir, CliError> {
+        let path = std::env::temp_dir().join(format!("oomscope-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| CliError(format!("{}: cannot create: {e}", path.display())))?;
+        Ok(PrivateDir(path))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<u8, CliError> {
+    let lib = library()?;
+    check_library(&lib)?;
+    let device = a.device.trim().to_string();
+    if device == "cuda" && !cuda::driver_present() {
+        eprintln!(
+            "oomscope: no CUDA driver here, so no GPU to watch directly; TensorFlow's and JAX's out-of-memory \
+             reports in the program's output are read all the same (for PyTorch, --device sim:SIZE simulates a GPU)"
+        );
+    }
+    // Check the settings now rather than in every child.
+    let device_var =
+        if device == "cuda" { device.clone() } else { format!("sim:{}", device.trim_start_matches("sim:")) };
+    oomscope_core::config::Config::from_vars(|k| match k {
+        "OOMSCOPE_DEVICE" => Some(device_var.clone()),
+        _ => None,
+    })
+    .map_err(|e| CliError(e.replace("OOMSCOPE_DEVICE=", "--device ")))?;
+
+    let hook = PrivateDir::new("run")?;
+    for (name, text) in
+        [("sitecustomize.py", SITECUSTOMIZE), ("oomscope_torch.py", TORCH_HOOK), ("oomscope_tf.py", TF_HOOK)]
+    {
+        std::fs::write(hook.0.join(name), text).map_err(|e| CliError(format!("{}: {e}", hook.0.display())))?;
+    }
+    std::fs::create_dir_all(&a.dump_dir).map_err(|e| CliError(format!("{}: {e}", a.dump_dir.display())))?;
+    let dump_dir = std::fs::canonicalize(&a.dump_dir).unwrap_or_else(|_| a.dump_dir.clone());
+    let live_dir = if a.tui { Some(PrivateDir::new("live")?) } else { None };
+
+    let mut python_path = OsString::from(hook.0.as_os_str());
+    if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        python_path.push(":");
+        python_path.push(existing);
+    }
+    let (program, args) = a.command.split_first().ok_or_else(|| CliError("give the command to run after --".into()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("PYTHONPATH", python_path)
+        .env("OOMSCOPE_LIB", &lib)
+        .env("OOMSCOPE_DEVICE", &device_var)
+        .env("OOMSCOPE_DUMP_DIR", &dump_dir);
+    if let Some(limit) = a.limit {
+        cmd.env("OOMSCOPE_LIMIT", limit.to_string());
+    }
+    if let Some(f) = a.limit_fraction {
+        cmd.env("OOMSCOPE_LIMIT_FRACTION", f.to_string());
+    }
+    if a.no_ops {
+        cmd.env("OOMSCOPE_NO_OPS", "1");
+    }
+    if let Some(dir) = &live_dir {
+        cmd.env("OOMSCOPE_LIVE", "1").env("OOMSCOPE_LIVE_DIR", &dir.0);
+    } else if a.live {
+        cmd.env("OOMSCOPE_LIVE", "1");
+    }
+    // TF prints its allocator's dump at INFO level: the program runs with every level on,
+    // and the relay hides what the user's own level would have (the hook does the same for
+    // a level the program sets itself before importing TensorFlow).
+    let min_level = Arc::new(AtomicU8::new(
+        std::env::var("TF_CPP_MIN_LOG_LEVEL").ok().and_then(|v| v.trim().parse::<u8>().ok()).unwrap_or(0).min(3),
+    ));
+    if min_level.load(AtomicOrdering::Relaxed) > 0 {
+        // The hook reads the user's level here: a program that leaves TF_CPP_MIN_LOG_LEVEL
+        // at our 0 did not ask for another one.
+        cmd.env("TF_CPP_MIN_LOG_LEVEL", "0")
+            .env("OOMSCOPE_TF_MIN_LOG_LEVEL", min_level.load(AtomicOrdering::Relaxed).to_string());
+    }
+    let (feed_read, feed_write) = feed_pipe()?;
+    cmd.env("OOMSCOPE_FEED_FD", feed_write.as_raw().to_string());
+    let log = if a.tui {
+        let path = dump_dir.join(format!("oomscope-run-{}.log", std::process::id()));
+        let file = std::fs::File::create(&path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        cmd.stdout(Stdio::from(file));
+        Some(path)
+    } else {
+        None
+    };
+    // The program's stderr comes to us: through a terminal of its own when ours is one (the
+    // program sees a terminal, as it would without oomscope), else through a pipe.
+    let out: Box<dyn Write + Send> = match &log {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|e| CliError(format!("{}: {e}", path.display())))?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    let pty = if log.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()) { open_pty() } else { None };
+    let mut pty_master = None;
+    match pty {
+        Some((master, slave)) => {
+            cmd.stderr(Stdio::from(slave));
+            pty_master = Some(std::fs::File::from(master));
+        }
+        None => {
+            cmd.stderr(Stdio::piped());
+        }
+    }
+    if a.tui {
+        oomscope_tui::term::check_terminal().map_err(CliError)?;
+    }
+
+    let started = SystemTime::now();
+    // Ctrl-C is for the program: it gets it (same process group) and we report after it.
+    ignore_interrupts(true);
+    let mut child = cmd.spawn().map_err(|e| {
+        ignore_interrupts(false);
+        CliError(format!("{program}: cannot start it: {e}"))
+    })?;
+    // The program has them now (the pty's other side went with `cmd`).
+    drop(feed_write);
+    drop(cmd);
+    let stderr: Box<dyn Read + Send> = match (pty_master, child.stderr.take()) {
+        (Some(master), _) => Box::new(master),
+        (None, Some(pipe)) => Box::new(pipe),
+        (None, None) => Box::new(std::io::empty()),
+    };
+    let live = match (&live_dir, a.live) {
+        (Some(dir), _) => Some(dir.0.clone()),
+        (None, true) => {
+            let dir = oomscope_analysis::live::default_dir();
+            oomscope_analysis::live::private_dir(&dir).ok().map(|()| dir)
+        }
+        (None, false) => None,
+    };
+    let frameworks = Arc::new(Mutex::new(Frameworks::new(child.id(), &a.command.join(" "), &dump_dir, live)));
+    let relayed = relay_stderr(stderr, out, Arc::clone(&min_level), Arc::clone(&frameworks));
+    read_feed(feed_read, min_level, Arc::clone(&frameworks));
+    if let Some(dir) = &live_dir {
+        watch(&dir.0, child.id());
+        eprintln!("oomscope: the UI is closed; waiting for {program} to finish");
+    }
+    let status = child.wait().map_err(|e| CliError(format!("{program}: {e}")));
+    ignore_interrupts(false);
+    let status = status?;
+    // What the program wrote last; processes it left behind may keep its stderr open.
+    let _ = relayed.recv_timeout(std::time::Duration::from_secs(3));
+    let (report, reported) = {
+        let mut f = frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.finish();
+        (f.report(), f.dumps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>())
+    };
+    if !report.is_empty() {
+        eprint!("{report}");
+    }
+
+    // The allocator's own dumps (PyTorch); the framework's were told with their verdict.
+    let dumps: Vec<PathBuf> = new_dumps(&dump_dir, started).into_iter().filter(|d| !reported.contains(d)).collect();
+    if let Some(log) = &log {
+        eprintln!("oomscope: the program's output is in {}", log.display());
+    }
+    match dumps.len() {
+        0 => {}
+        1 => eprintln!(
+            "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
+            dumps[0].display(),
+            dumps[0].display()
+        ),
+        n => {
+            eprintln!("oomscope: {n} OOM dumps were written:");
+            for d in &dumps {
+                eprintln!("  {}", d.display());
+            }
+            eprintln!("  look inside: oomscope tui {}", dumps[0].display());
+        }
+    }
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        _ => 1,
+    })
+}
+
+/// A pipe for the hook's memory samples: our end closes on exec, the program's does not.
+fn feed_pipe() -> Result<(std::fs::File, RawFdHolder), CliError> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(CliError(format!("cannot make a pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: pipe2 returned two open descriptors that nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The program inherits the writing end.
+    // SAFETY: clears FD_CLOEXEC on a descriptor we own.
+    unsafe { libc::fcntl(fds[1], libc::F_SETFD, 0) };
+    Ok((std::fs::File::from(read), RawFdHolder(write)))
+}
+
+/// A descriptor the program inherits, closed here once it has started.
+struct RawFdHolder(OwnedFd);
+
+impl RawFdHolder {
+    fn as_raw(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.0)
+    }
+}
+
+/// A terminal for the program's stderr, the size of ours: (our side, its side).
+fn open_pty() -> Option<(OwnedFd, OwnedFd)> {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: winsize is plain data; TIOCGWINSZ fills it or fails.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: reads the size of our stderr's terminal into `size`.
+    let sized = unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut size) } == 0;
+    let size_ptr = if sized { &size as *const libc::winsize } else { std::ptr::null() };
+    // SAFETY: openpty writes two descriptors; the name and termios pointers may be null.
+    let ok = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), size_ptr) } == 0;
+    if !ok {
+        return None;
+    }
+    // SAFETY: openpty returned two open descriptors that nothing else owns.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // SAFETY: sets FD_CLOEXEC on our side, which the program must not inherit.
+    unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&master), libc::F_SETFD, libc::FD_CLOEXEC) };
+    Some((master, slave))
+}
+
+/// Passes the program's stderr on and gives its lines to `frameworks`; the receiver hears
+/// when the stream ended.
+fn relay_stderr(
+    mut from: Box<dyn Read + Send>,
+    mut to: Box<dyn Write + Send>,
+    min_level: Arc<AtomicU8>,
+    frameworks: Arc<Mutex<Frameworks>>,
+) -> mpsc::Receiver<()> {
+    let (done, ended) = mpsc::channel();
+    let _ = std::thread::Builder::new().name("oomscope-relay".into()).spawn(move || {
+        let mut relay = Relay::new(min_level.load(AtomicOrdering::Relaxed));
+        let mut buf = vec![0u8; 64 << 10];
+        let (mut out, mut lines) = (Vec::new(), Vec::new());
+        loop {
+            // A terminal's other side ends with EIO once the program and its children are gone.
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    relay.finish(&mut out, &mut lines);
+                    0
+                }
+                Ok(n) => {
+                    relay.min_level = min_level.load(AtomicOrdering::Relaxed);
+                    relay.feed(&buf[..n], &mut out, &mut lines);
+                    n
+                }
+            };
+            if !out.is_empty() {
+                let _ = to.write_all(&out);
+                let _ = to.flush();
+                out.clear();
+            }
+            if !lines.is_empty() {
+                let mut f = frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for l in lines.drain(..) {
+                    f.line(&l);
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        let _ = done.send(());
+    });
+    ended
+}
+
+/// The hook's messages: the user's own TF log level, and memory samples for the live view.
+fn read_feed(from: std::fs::File, min_level: Arc<AtomicU8>, frameworks: Arc<Mutex<Frameworks>>) {
+    let _ = std::thread::Builder::new().name("oomscope-feed".into()).spawn(move || {
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(level) =
+                line.strip_prefix("{\"min_log_level\":").and_then(|r| r.trim_end_matches('}').trim().parse::<u8>().ok())
+            {
+                min_level.store(level.min(3), AtomicOrdering::Relaxed);
+                continue;
+            }
+            frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&line);
+        }
+    });
+}
+
+fn ignore_interrupts(on: bool) {
+    // SAFETY: sets the disposition of SIGINT for this process; no handler code runs.
+    unsafe {
+        libc::signal(libc::SIGINT, if on { libc::SIG_IGN } else { libc::SIG_DFL });
+    }
+}
+
+/// OOM dumps written since `since`, oldest first.
+fn new_dumps(dir: &Path, since: SystemTime) -> Vec<PathBuf> {
+    let mut found: Vec<(SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let modified = e.metadata().ok()?.modified().ok()?;
+            (name.starts_with("oomscope-")
+                && name.contains("-oom")
+                && name.ends_with(".dump.json")
+                && modified >= since)
+                .then(|| (modified, e.path()))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The terminal UI on the run's live directory until the user quits.
+fn watch(dir: &Path, pid: u32) {
+    let (tx, rx) = mpsc::channel::<Update>();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut app = oomscope_tui::App::new(Vec::new());
+    app.waiting = Some(format!(
+        "process {pid} is starting; its devices appear here when it first allocates on the GPU \
+         (its output goes to the log file named when the UI closes)"
+    ));
+    super::tui::watch_in_background(dir.to_path_buf(), tx, std::sync::Arc::clone(&stop));
+    let _ = oomscope_tui::run(app, rx);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+}
