@@ -39,7 +39,8 @@ pub enum Command {
     #[command(after_help = "Trace format (JSON Lines, docs/trace-format.md):\n  \
         {\"ev\":\"alloc\",\"id\":\"t1\",\"bytes\":4096,\"op\":\"conv1/Conv2D\"}   optional: shape, dtype, step, t (µs)\n  \
         {\"ev\":\"free\",\"id\":\"t1\"}\n  \
-        {\"ev\":\"step\",\"step\":3}\n\n\
+        {\"ev\":\"step\",\"step\":3}\n  \
+        {\"ev\":\"region\",\"address\":140230343098368,\"bytes\":2097152}   where the device placed a region\n\n\
         Example:\n  oomscope replay fixtures/traces/unet-b2.jsonl --limit 7GiB -o unet.dump.json")]
     Replay(ReplayArgs),
     /// Turn a TensorFlow OOM log or a PyTorch memory snapshot into an oomscope dump, with the verdict.
@@ -60,12 +61,15 @@ pub enum Command {
     /// Re-render a dump written by `replay -o` (or any oomscope dump).
     #[command(after_help = "Example:\n  oomscope report unet.dump.json --format summary")]
     Report(ReportArgs),
-    /// Run a training program with oomscope's allocator: on OOM, the report, the verdict and a dump.
-    #[command(after_help = "The program's Python processes that import torch get oomscope as PyTorch's CUDA \
-        allocator (no change to the script); allocations are named by module and op. Its output passes \
+    /// Run a training program under oomscope: on OOM, the report, the verdict and a dump.
+    #[command(after_help = "PyTorch: the program's Python processes that import torch get oomscope as PyTorch's \
+        CUDA allocator (no change to the script); allocations are named by module and op. TensorFlow, Keras, \
+        JAX: their own allocator's OOM report is read from the program's output (also when the program \
+        silences TF's logs), and their memory is sampled for the live view. The program's output passes \
         through and its exit code is oomscope's. Needs liboomscope.so beside the binary (cargo builds it) \
         or OOMSCOPE_LIB.\n\n\
         Examples:\n  oomscope run -- python train.py --batch-size 256\n  \
+        oomscope run -- python train_keras.py            # TensorFlow/Keras or JAX: no GPU needed here\n  \
         oomscope run --tui -- python train.py            # watch it live\n  \
         oomscope run --limit 40GiB -- torchrun --nproc-per-node 4 train.py\n  \
         oomscope run --device sim:8GiB -- python drive_the_c_abi.py   # no GPU: the simulated device")]

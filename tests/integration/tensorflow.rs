@@ -370,7 +370,7 @@ fn run_keras(dumps: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process:
 fn the_dump(dumps: &Path) -> serde_json::Value {
     let files = files_in(dumps);
     assert_eq!(files.len(), 1, "one OOM, one dump: {files:?}");
-    assert!(files[0].starts_with("oomscope-") && files[0].ends_with("-tf-cpu0-oom1.dump.json"), "{files:?}");
+    assert!(files[0].starts_with("oomscope-") && files[0].ends_with("-cpu0-oom1.dump.json"), "{files:?}");
     serde_json::from_str(&std::fs::read_to_string(dumps.join(&files[0])).unwrap()).unwrap()
 }
 

@@ -218,7 +218,7 @@ impl Parser<'_> {
         }
         let t_ns = self.t_ns;
         let ev = raw.ev.as_deref().ok_or_else(|| {
-            self.error(line, "no \"ev\" field; expected \"ev\": \"alloc\", \"free\" or \"step\"".into())
+            self.error(line, "no \"ev\" field; expected \"ev\": \"alloc\", \"free\", \"step\" or \"region\"".into())
         })?;
         let event = match ev {
             "alloc" => {

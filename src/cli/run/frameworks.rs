@@ -124,13 +124,17 @@ impl Frameworks {
         let Some(e) = &mut self.episode else { return };
         let name = format!("oomscope-{}-oom{}.dump.json", self.pid, e.number);
         let Ok(mut d) = tf_log::parse(Path::new(&name), &e.text) else { return };
-        // `oomscope-PID-tf-gpuN-oomK.dump.json` (or cpuN, tpuN): beside the dumps of oomscope's
-        // own allocator (`oomscope-PID-gpuN-oomK`), which a program may also have loaded.
+        // `oomscope-PID-gpuN-oomK.dump.json` (or cpuN, tpuN).
         let path = e
             .path
             .get_or_insert_with(|| {
                 let device = device_key(&d).replace(':', "").to_lowercase();
-                self.dump_dir.join(format!("oomscope-{}-tf-{device}-oom{}.dump.json", self.pid, e.number))
+                // Named as PyTorch's are; a program that also loaded oomscope's allocator
+                // may have taken the name already, and then the next number is used.
+                (e.number..)
+                    .map(|k| self.dump_dir.join(format!("oomscope-{}-{device}-oom{k}.dump.json", self.pid)))
+                    .find(|p| !p.exists())
+                    .unwrap_or_default()
             })
             .clone();
         d.source = Source {
@@ -217,7 +221,8 @@ impl Frameworks {
     /// What the user reads after the program's own error: each episode's verdict (the first
     /// in full) and where its dump is.
     pub fn report(&self) -> String {
-        let mut out = String::new();
+        // Set off from the traceback above it.
+        let mut out = if self.dumps.is_empty() { String::new() } else { "\n".to_string() };
         for (i, (path, d)) in self.dumps.iter().enumerate() {
             let request = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
             out.push_str(&format!("oomscope: {} ran out of memory: {request}\n", d.allocator.name));
