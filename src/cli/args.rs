@@ -22,11 +22,11 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Replay a user story from ../shared/seeds on a simulated GPU: the OOM, TF's report, the verdict and the fix.
+    /// Replay a TensorFlow user's story on a simulated GPU: the OOM, TF's report, the verdict and the fix.
     #[command(after_help = "Workloads (their model files are in fixtures/workloads/):\n  \
-        unet         seed 003: a U-Net on 1280x720 frames that trains only at batch 1 (GTX 1080, 8 GiB)\n  \
-        mnist-eval   seed 001: an MNIST CNN evaluated on all 10 000 test images at once (a 1 GiB card)\n  \
-        preallocate  seeds 000/002: TensorFlow takes the whole 11 GiB card while the desktop holds 1.9 GiB\n  \
+        unet         a U-Net on 1280x720 frames that trains only at batch 1 (GTX 1080, 8 GiB)\n  \
+        mnist-eval   an MNIST CNN evaluated on all 10 000 test images at once (a 1 GiB card)\n  \
+        preallocate  TensorFlow takes the whole 11 GiB card while the desktop holds 1.9 GiB\n  \
         FILE.json    any model description (docs/workload-format.md)\n\n\
         Examples:\n  oomscope demo\n  oomscope demo unet --batch 1\n  oomscope demo mnist-eval --format summary\n  \
         oomscope demo preallocate --allow-growth")]
@@ -43,11 +43,17 @@ pub enum Command {
         {\"ev\":\"region\",\"address\":140230343098368,\"bytes\":2097152}   where the device placed a region\n\n\
         Example:\n  oomscope replay fixtures/traces/unet-b2.jsonl --limit 7GiB -o unet.dump.json")]
     Replay(ReplayArgs),
-    /// Turn a TensorFlow OOM log or a PyTorch memory snapshot into an oomscope dump, with the verdict.
+    /// Read what you have: a pasted OOM message, a TensorFlow log, or a PyTorch snapshot; the verdict and a dump.
     #[command(after_help = "Formats (detected when --from is not given):\n  \
+        message         an out-of-memory message: PyTorch's (every version, ROCm, MPS, cudaMallocAsync), XLA/JAX's and a \
+        TPU's, TensorFlow's error alone, cuBLAS/cuDNN/CUDA errors that are OOMs in disguise\n  \
         tf-log          a TensorFlow log with the allocator's OOM report, any version since 1.0, any log prefix\n  \
         torch-snapshot  a pickle from torch.cuda.memory._dump_snapshot\n\n\
-        Examples:\n  oomscope import train.log -o oom.dump.json\n  oomscope import snapshot.pickle --format tf")]
+        A text that is another error (an illegal memory access, a device-side assert, host memory) is refused with \
+        what it is.\n\n\
+        Examples:\n  oomscope import -                      # paste the message, then Ctrl-D\n  \
+        oomscope import error.txt --format json\n  oomscope import train.log -o oom.dump.json\n  \
+        oomscope import snapshot.pickle --format tf")]
     Import(ImportArgs),
     /// Write a dump for the viewers people use: pytorch.org/memory_viz or ui.perfetto.dev.
     #[command(
@@ -318,11 +324,13 @@ pub enum FromArg {
     TfLog,
     /// A PyTorch memory snapshot (pickle)
     TorchSnapshot,
+    /// An out-of-memory message (PyTorch, XLA/JAX, TPU, cuBLAS/cuDNN, TensorFlow's error alone)
+    Message,
 }
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// The log or snapshot
+    /// The log, snapshot or message; `-` reads standard input (paste, then Ctrl-D)
     pub input: PathBuf,
     /// Input format [default: detected]
     #[arg(long = "from", value_enum)]

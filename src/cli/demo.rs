@@ -1,4 +1,4 @@
-//! `oomscope demo [WORKLOAD]`: a seed story replayed on a simulated GPU, with the verdict
+//! `oomscope demo [WORKLOAD]`: a user's story replayed on a simulated GPU, with the verdict
 //! and a fix checked by replay. Exits 0: the OOM is the demonstration.
 //!
 //! With `--tui` or `--publish` the run is played in real time (`oomscope_analysis::play`) and shown

@@ -154,7 +154,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
             }
             let _ = writeln!(
                 o,
-                "Straight line (seed 004: fixed + per sample x {unit}), fitted to the replays: {} + {} x {unit}, which predicts {}.",
+                "Straight line (fixed + per sample x {unit}), fitted to the replays: {} + {} x {unit}, which predicts {}.",
                 human(f.fixed.max(0.0) as u64),
                 human(f.per_sample.max(0.0) as u64),
                 f.line_prediction

@@ -8,25 +8,39 @@ use oomscope_analysis::verdict;
 use oomscope_dump::{self as dump, ImportedFrom, Section};
 
 pub fn run(a: ImportArgs) -> Result<u8, CliError> {
-    let bytes = std::fs::read(&a.input).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
+    // `-` is standard input: a message pasted into the terminal or piped from a clipboard.
+    let stdin = a.input.as_os_str() == "-";
+    let bytes = if stdin {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b)
+            .map_err(|e| CliError(format!("standard input: {e}")))?;
+        b
+    } else {
+        std::fs::read(&a.input).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?
+    };
+    let name = if stdin { "standard input".to_string() } else { a.input.display().to_string() };
+    let input = std::path::PathBuf::from(&name);
     let from = a.from.map(|f| match f {
         FromArg::TfLog => From::TfLog,
         FromArg::TorchSnapshot => From::TorchSnapshot,
+        FromArg::Message => From::Message,
     });
-    let mut d = import::import(&a.input, &bytes, from, a.device)?;
+    let mut d = import::import(&input, &bytes, from, a.device)?;
     verdict::attach(&mut d);
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
     output::print(&render::render(&d, a.format.into()))?;
-    if let Some(imp) = &d.imported {
+    if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
+        eprintln!("oomscope: read {} as an out-of-memory message of {} (line {})", name, m.format.describe(), m.line);
+    } else if let Some(imp) = &d.imported {
         let what = match (imp.from, imp.variant) {
             (ImportedFrom::TfLog, Some(v)) => {
                 format!("a TensorFlow log ({} text, {} of {} lines used)", v.release(), imp.lines_used, imp.lines_read)
             }
             _ => format!("a PyTorch snapshot ({} segments, device {})", d.regions.len(), d.device.name),
         };
-        eprintln!("oomscope: read {} as {what}", a.input.display());
+        eprintln!("oomscope: read {name} as {what}");
         let absent: Vec<&str> = imp.absent.iter().filter(|s| **s != Section::Events).map(|s| s.describe()).collect();
         if !absent.is_empty() {
             eprintln!("oomscope: not in the input, so not shown: {}", absent.join(", "));

@@ -48,10 +48,10 @@ fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
         return Ok((dump::read_str(path, &text)?, "dump"));
     }
     let d = import::import(path, &bytes, None, None)?;
-    let what = if d.imported.as_ref().is_some_and(|i| i.from == oomscope_dump::ImportedFrom::TfLog) {
-        "TF log"
-    } else {
-        "snapshot"
+    let what = match d.imported.as_ref().map(|i| i.from) {
+        Some(oomscope_dump::ImportedFrom::TfLog) => "TF log",
+        Some(oomscope_dump::ImportedFrom::Message) => "message",
+        _ => "snapshot",
     };
     Ok((d, what))
 }

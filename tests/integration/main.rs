@@ -14,6 +14,7 @@ mod demos;
 mod fuzz_importers;
 mod golden;
 mod live;
+mod messages;
 mod properties;
 mod snapshots;
 mod tensorflow;

@@ -194,11 +194,11 @@ fn a_partial_log_keeps_its_sections_and_only_them() {
 fn text_without_an_oom_is_refused_saying_what_was_looked_for() {
     let e = import::tf_log::parse(Path::new("notes.txt"), "Epoch 1/10\nloss: 0.3\nall good\n").unwrap_err();
     let msg = e.to_string();
-    assert!(msg.starts_with("notes.txt: no TensorFlow OOM report found. Looked for:"), "{msg}");
+    assert!(msg.starts_with("notes.txt: no out-of-memory error found. Looked for"), "{msg}");
     assert!(msg.contains("\"Current usage from device\""), "{msg}");
     let out = oomscope(&["import", "Cargo.toml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("Cargo.toml: no TensorFlow OOM report found"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Cargo.toml: no out-of-memory error found"), "{}", stderr(&out));
 }
 
 #[test]

@@ -108,6 +108,51 @@ pub fn parse_human(text: &str) -> Option<u64> {
     None
 }
 
+/// PyTorch's `format_size`, in every release: `1024 bytes`, `20.00 MiB`, `1.50 GiB` (two
+/// decimals; a unit is used up to and including its next power, so 1 MiB is `1024.00 KiB`).
+pub fn torch(n: u64) -> String {
+    if n <= 1024 {
+        format!("{n} bytes")
+    } else if n <= 1 << 20 {
+        format!("{:.2} KiB", n as f64 / 1024.0)
+    } else if n <= 1 << 30 {
+        format!("{:.2} MiB", n as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64)
+    }
+}
+
+/// A figure as an out-of-memory message prints it, in whichever framework's style: PyTorch's
+/// `22.78 GiB` and `512 bytes`, TF's and XLA's `6.00MiB` and `0B`, a TPU's `17.47G`, MPS's
+/// `18.08 GB`. Units are binary whatever their spelling (every one of these formatters
+/// divides by 1024). The count returned prints back as the figure when the style allows it
+/// (TF's truncating format is rebuilt exactly), else it is the figure times its unit.
+pub fn parse_figure(text: &str) -> Option<u64> {
+    let t = text.trim().trim_end_matches(['.', ',', ';', ')']);
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (digits, unit) = (&t[..split], t[split..].trim());
+    if digits.is_empty() {
+        return None;
+    }
+    let value: f64 = digits.parse().ok()?;
+    let power = match unit.to_ascii_lowercase().as_str() {
+        "b" | "bytes" | "byte" => 0,
+        "k" | "kb" | "kib" => 1,
+        "m" | "mb" | "mib" => 2,
+        "g" | "gb" | "gib" => 3,
+        "t" | "tb" | "tib" => 4,
+        "p" | "pb" | "pib" => 5,
+        _ => return None,
+    };
+    if !text.trim().contains(' ')
+        && let Some(b) = parse_human(t)
+    {
+        return Some(b);
+    }
+    let bytes = value * 1024f64.powi(power);
+    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then(|| bytes.round() as u64)
+}
+
 /// Why a size string was refused. Displays as a sentence that says what is accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeError {
@@ -183,6 +228,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn torch_sizes_print_and_parse_as_pytorch_prints_them() {
+        assert_eq!(torch(512), "512 bytes");
+        assert_eq!(torch(1024), "1024 bytes");
+        assert_eq!(torch(1 << 20), "1024.00 KiB");
+        assert_eq!(torch(20 << 20), "20.00 MiB");
+        assert_eq!(torch(1 << 30), "1024.00 MiB");
+        for figure in ["22.78 GiB", "1.44 MiB", "105.14 MiB", "512 bytes", "3.50 KiB"] {
+            let b = parse_figure(figure).unwrap();
+            assert_eq!(torch(b), figure);
+        }
+        assert_eq!(parse_figure("6.00MiB"), Some(6 << 20));
+        assert_eq!(human(parse_figure("384.0KiB").unwrap()), "384.0KiB");
+        assert_eq!(parse_figure("0B"), Some(0));
+        assert_eq!(human_bytes_driver(parse_figure("17.47G").unwrap()), "17.47G");
+        assert_eq!(parse_figure("18.08 GB"), Some((18.08 * (1u64 << 30) as f64).round() as u64));
+        assert_eq!(parse_figure("7406166528 bytes"), Some(7406166528));
+        assert_eq!(parse_figure("GiB"), None);
+        assert_eq!(parse_figure("12 parrots"), None);
+    }
+
+    #[test]
     fn windows_logs_round_halfway_values_away_from_zero() {
         assert_eq!(human(1280), "1.2KiB");
         assert_eq!(human_with(1280, Rounding::Msvc), "1.3KiB");
@@ -206,8 +272,8 @@ mod tests {
         assert_eq!(human_bytes(-3 * 1024), "-3.0KiB");
         assert_eq!(human_bytes(i64::MIN), "-8E");
         assert_eq!(human_bytes(i64::MAX), "8.00EiB");
-        assert_eq!(human_bytes(1_003_520_000), "957.03MiB"); // seed 001: shape [10000,32,28,28] float32
-        assert_eq!(human_bytes(471_859_200), "450.00MiB"); // seed 003: 2x720x1280x64 float32
+        assert_eq!(human_bytes(1_003_520_000), "957.03MiB"); // the MNIST log: shape [10000,32,28,28] float32
+        assert_eq!(human_bytes(471_859_200), "450.00MiB"); // the U-Net log: 2x720x1280x64 float32
         assert_eq!(human_bytes(268_435_456), "256.00MiB");
         // Integer division before the last step: 1 MiB - 1 byte stays in KiB.
         assert_eq!(human_bytes((1 << 20) - 1), "1024.0KiB");

@@ -89,7 +89,7 @@ impl Config {
 
     /// The limit for a device of `total` bytes with `free` free now: the explicit limit, or
     /// the fraction of the total, or what is free (never the whole card behind other
-    /// processes' backs, as seed 000's Keras did).
+    /// processes' backs, as Keras does).
     pub fn limit_for(&self, total: u64, free: u64) -> u64 {
         let limit = match (self.limit, self.fraction) {
             (Some(l), _) => l,

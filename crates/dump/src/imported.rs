@@ -33,6 +33,9 @@ pub struct Imported {
     /// "Remaining N nodes with X": (N, X).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_remaining: Option<[u64; 2]>,
+    /// An out-of-memory message's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<crate::Message>,
     /// Lines read, and lines that carried something the importer used.
     #[serde(default)]
     pub lines_read: u64,
@@ -49,6 +52,8 @@ pub enum ImportedFrom {
     TfLog,
     /// A PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot`).
     TorchSnapshot,
+    /// An out-of-memory message (PyTorch, XLA, TensorFlow, CUDA libraries).
+    Message,
 }
 
 impl ImportedFrom {
@@ -57,6 +62,7 @@ impl ImportedFrom {
         match self {
             ImportedFrom::TfLog => "tf-log",
             ImportedFrom::TorchSnapshot => "torch-snapshot",
+            ImportedFrom::Message => "message",
         }
     }
 }

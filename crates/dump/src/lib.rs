@@ -17,6 +17,7 @@ mod imported;
 mod io;
 mod kind;
 pub mod live;
+mod message;
 mod stats;
 
 pub use imported::{
@@ -24,6 +25,7 @@ pub use imported::{
 };
 pub use io::{DumpError, read, read_str, write_atomic};
 pub use kind::{EventKind, Kind, StepMark};
+pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
 pub use stats::{Refusal, Stats};
 
 use serde::{Deserialize, Serialize};
@@ -117,6 +119,8 @@ pub enum SourceKind {
     TfLog,
     /// Imported from a PyTorch memory snapshot.
     TorchSnapshot,
+    /// Imported from an out-of-memory message (pasted, or a log without an allocator dump).
+    Message,
     /// A source a newer oomscope wrote.
     #[serde(other)]
     Other,
@@ -132,6 +136,7 @@ impl SourceKind {
             SourceKind::Demo => "demo",
             SourceKind::TfLog => "tf-log",
             SourceKind::TorchSnapshot => "torch-snapshot",
+            SourceKind::Message => "message",
             SourceKind::Other => "other",
         }
     }

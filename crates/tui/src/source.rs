@@ -176,6 +176,10 @@ fn notes(d: &Dump) -> Vec<String> {
     if let Some(i) = &d.imported {
         let from = match (i.from, i.variant) {
             (ImportedFrom::TfLog, Some(v)) => format!("imported from a TensorFlow log ({} format)", v.release()),
+            (ImportedFrom::Message, _) => match &i.message {
+                Some(m) => format!("read from an out-of-memory message of {}", m.format.describe()),
+                None => "read from an out-of-memory message".to_string(),
+            },
             (f, _) => format!("imported from {}", f.name()),
         };
         notes.push(from);

@@ -50,7 +50,7 @@ const MARKERS: &[&str] = &[
     "total_region_allocated_bytes_: ",
     "Stats:",
     "Current usage from device: ",
-    "OOM when allocating tensor with shape",
+    "OOM when allocating tensor",
     "[[Node: ",
     "{{node ",
     "[[node ",
@@ -210,6 +210,21 @@ pub fn severity(line: &str) -> Option<u8> {
 /// warning TF gives when an allocation that may fail did).
 pub fn is_oom_header(line: &str) -> bool {
     line.contains("ran out of memory trying to allocate") && !line.contains(NOT_A_FAILURE)
+}
+
+/// True when the text holds TensorFlow's (or XLA's BFC) allocator report, its `OOM when
+/// allocating tensor` error, its usage listing or the driver refusing its regions: what this
+/// module reads, rather than another framework's message.
+pub fn has_report(text: &str) -> bool {
+    text.lines().any(|l| {
+        is_oom_header(l)
+            || l.contains("BFCAllocator dump for")
+            || l.contains("OOM when allocating tensor")
+            || l.contains("Current usage from device")
+            || l.contains("See logs for memory state")
+            || (l.contains("failed to allocate") && l.contains("from device"))
+            || (l.contains("CUDNN_STATUS_ALLOC_FAILED") && prefix(l).style.is_some())
+    })
 }
 
 /// The occupancy bar: the last line of a BFC allocator's dump.
@@ -438,6 +453,8 @@ struct Tensor {
     allocator: Option<String>,
     /// The node or op that asked for it (`[[{{node X}}]]`, `[[Node: X = ...`, `[Op:X]`).
     node: Option<String>,
+    /// Read from an `OOM when allocating tensor` line (not a node line alone).
+    said_oom: bool,
 }
 
 impl Tensor {
@@ -449,6 +466,23 @@ impl Tensor {
             .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))?;
         elements.checked_mul(dtype_bytes(self.dtype.as_deref()?)?)
     }
+}
+
+/// The shape in `OOM when allocating tensor with shape[10000,32,28,28]`, `… of shape
+/// [4096]` (TF ≤ 1.0) or `… with shapedim { size: 10000 } dim { size: 14 }` (TF 0.x).
+fn tensor_shape(p: &str) -> Option<Vec<i64>> {
+    let rest = after(p, "OOM when allocating tensor")?;
+    let rest = after(rest, "shape")?.trim_start();
+    if let Some(dims) = rest.strip_prefix('[') {
+        let dims = dims.split(']').next()?;
+        return dims.split(',').map(|d| d.trim().parse().ok()).collect();
+    }
+    let dims: Vec<i64> = rest
+        .split("size:")
+        .skip(1)
+        .map_while(|d| d.trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect();
+    (!dims.is_empty()).then_some(dims)
 }
 
 fn dtype_bytes(dtype: &str) -> Option<u64> {
@@ -465,6 +499,9 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 #[derive(Debug, Default)]
 struct Log {
     reports: Vec<Report>,
+    /// XLA's exact figure for a failed request, after its BFC report: `Out of memory while
+    /// trying to allocate 92198188384 bytes`.
+    xla_requests: Vec<u64>,
     /// The report each logging thread is writing (`None`: lines whose prefix names none).
     current: HashMap<Option<u64>, usize>,
     /// The thread of the last prefixed line: a line without a prefix continues its message.
@@ -515,6 +552,10 @@ impl Log {
     }
 
     fn line(&mut self, line: &str) -> bool {
+        if let Some(n) = after(line, "Out of memory while trying to allocate ").and_then(first_int) {
+            self.xla_requests.push(n);
+            return true;
+        }
         let pre = prefix(line);
         if pre.style.is_some() {
             self.thread = pre.thread;
@@ -700,11 +741,9 @@ impl Log {
                 self.in_usage = true;
                 true
             }
-            "OOM when allocating tensor with shape" => {
-                let mut t = Tensor::default();
-                if let Some(dims) = after(p, "[").and_then(|r| r.split(']').next()) {
-                    t.shape = dims.split(',').map(|d| d.trim().parse().ok()).collect();
-                }
+            "OOM when allocating tensor" => {
+                let mut t = Tensor { said_oom: true, ..Tensor::default() };
+                t.shape = tensor_shape(p);
                 t.dtype = after(p, " and type ").and_then(|r| r.split_whitespace().next()).map(str::to_string);
                 t.device = after(p, " on ").and_then(|r| r.split_whitespace().next()).map(str::to_string);
                 t.allocator = after(p, "by allocator ")
@@ -784,7 +823,9 @@ impl Log {
                 Some(i) => self.reports[i].tensor = Some(ti),
                 // The tensor's line without any allocator report (a paste of the exception
                 // alone): it is the failure.
-                None if t.shape.is_some() && self.reports.iter().all(|r| r.header.is_none() && r.tensor.is_none()) => {
+                None if (t.shape.is_some() || t.said_oom)
+                    && self.reports.iter().all(|r| r.header.is_none() && r.tensor.is_none()) =>
+                {
                     self.reports.insert(0, Report { tensor: Some(ti), ..Report::default() });
                 }
                 None => {}
@@ -834,10 +875,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
         return Err(ImportError {
             path: path.to_path_buf(),
             line: 0,
-            message: "no TensorFlow OOM report found. Looked for: \"ran out of memory trying to allocate\", \
-                      \"BFCAllocator dump for\", \"Bin (...)\" lines, chunk lines (\"InUse at\", \"Chunk at\"), \"Stats:\", \
-                      \"Current usage from device\", \"OOM when allocating tensor\", \"failed to allocate ... from device\", \
-                      \"CUDNN_STATUS_ALLOC_FAILED\". Is this the log of the run that failed? (A PyTorch snapshot is a \
+            message: "no out-of-memory error found. Looked for PyTorch's \"CUDA out of memory. Tried to allocate\" (and \
+                      its MPS, ROCm and cudaMallocAsync forms), XLA's \"Out of memory while trying to allocate\" and \
+                      \"Ran out of memory in memory space hbm\", cuBLAS/cuDNN/CUDA allocation failures, and TensorFlow's \
+                      allocator report (\"ran out of memory trying to allocate\", \"BFCAllocator dump for\", \"Bin (...)\" \
+                      lines, \"Stats:\", \"Current usage from device\", \"OOM when allocating tensor\", \"failed to \
+                      allocate ... from device\"). Is this the output of the run that failed? (A PyTorch snapshot is a \
                       pickle: --from torch-snapshot)"
                 .to_string(),
         });
@@ -896,7 +939,12 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
         let approx = r.requested?;
         [4u64, 2, 8, 1].iter().filter_map(|b| elements.checked_mul(*b)).find(|&e| human(e) == human(approx.bytes))
     };
-    let exact = tensor_bytes.or_else(inferred);
+    // XLA says the exact request after its report: the one that prints as the report's figure.
+    let xla = || {
+        let q = r.requested?;
+        log.xla_requests.iter().copied().find(|&n| human(n) == human(q.bytes) && r.rounded.is_none_or(|ro| n <= ro))
+    };
+    let exact = tensor_bytes.or_else(inferred).or_else(xla);
     let requested = match (exact, r.requested) {
         (_, Some(q)) if q.exact => Some(q.bytes),
         (Some(e), Some(q)) if human(e) == human(q.bytes) => Some(e),
@@ -1085,6 +1133,7 @@ fn build(path: &Path, log: Log) -> Dump {
             summary_by_size: r.summary.clone(),
             sum_total: refine(r.sum_total, r.live_exact()),
             usage_remaining: log.remaining,
+            message: None,
             lines_read: log.lines_read,
             lines_used: log.lines_used,
         }),

@@ -1,6 +1,7 @@
 //! Reports rendered from a [`Dump`]: TF's text, the short summary, and JSON.
 //! Renderers read dumps only, so a report looks the same live, replayed or re-rendered.
 
+pub mod message;
 pub mod summary;
 pub mod tf;
 pub mod verdict;
@@ -56,6 +57,12 @@ pub fn render(dump: &Dump, format: Format) -> String {
 
 /// [`render`], with TF's text as `tf_style` (a TensorFlow version's) prints it.
 pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_dump::TfVariant>) -> String {
+    // A message has no allocator state for TF's text: its report is the summary.
+    if let Some(m) = dump.imported.as_ref().and_then(|i| i.message.as_ref())
+        && format != Format::Json
+    {
+        return message::summary(dump, m);
+    }
     match format {
         Format::Tf => {
             let mut s = match tf_style {

@@ -16,6 +16,9 @@ pub fn render(d: &Dump) -> String {
     let imported = d.imported.as_ref();
     // An imported log's figures are the log's; a recording's are all there.
     let has_totals = d.has(Section::Totals) || d.has(Section::Stats);
+    // TF's own LargestFreeBlock row is always 0: the largest free block is known from the
+    // chunks only.
+    let chunks_known = imported.is_none() || (d.has(Section::Regions) && !d.regions.is_empty());
     match (&d.oom, imported) {
         (Some(oom), _) => {
             let _ = writeln!(o, "OOM in {}: {}", a.name, request_line(oom));
@@ -47,7 +50,7 @@ pub fn render(d: &Dump) -> String {
                 String::new()
             };
             let _ = writeln!(o, "  outside request  {} asked the device directly (outside the pool){free}", oom.op);
-        } else if has_totals && a.limit > 0 {
+        } else if has_totals && a.limit > 0 && chunks_known {
             let _ = writeln!(o, "{}", headroom_line(oom));
         }
         if has_totals && a.limit > 0 {
@@ -58,7 +61,7 @@ pub fn render(d: &Dump) -> String {
                 human(oom.pool_bytes),
                 human(a.limit),
                 human(oom.pool_bytes - oom.bytes_in_use.min(oom.pool_bytes)),
-                human(oom.largest_free_block),
+                if chunks_known { human(oom.largest_free_block) } else { "not in the input".to_string() },
             );
         }
     }
@@ -163,6 +166,7 @@ pub fn request_line(oom: &OomRecord) -> String {
     let mut s = match (oom.outside, oom.requested, oom.rounded) {
         (true, 0, _) => format!("memory outside the pool for {}", oom.op),
         (true, r, _) => format!("{} outside the pool for {}", human(r), oom.op),
+        (false, 0, 0) => format!("a tensor of unknown size for {}", oom.op),
         (false, r, 0) => format!("{} for {}", human(r), oom.op),
         (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), oom.op),
     };

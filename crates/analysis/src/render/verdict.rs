@@ -27,6 +27,10 @@ fn shape_text(shape: &Option<Vec<i64>>) -> String {
 
 /// `957.03MiB for Conv2D, shape [10000,32,28,28]`
 fn request_text(r: &Request) -> String {
+    if r.requested == 0 {
+        // A log that names the tensor but not its type: its size is not known.
+        return format!("a tensor for {}{}", r.op, shape_text(&r.shape));
+    }
     format!("{} for {}{}", human(r.requested), r.op, shape_text(&r.shape))
 }
 
@@ -71,6 +75,14 @@ fn node_lines(top: &[(String, u64)]) -> impl Iterator<Item = String> + '_ {
 /// The headline and the evidence.
 fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
     match c {
+        Cause::MessageTooLarge { .. }
+        | Cause::MessageOthers { .. }
+        | Cause::MessageCacheInPieces { .. }
+        | Cause::MessagePeak { .. }
+        | Cause::MessageFiguresDisagree { .. }
+        | Cause::XlaProgram { .. }
+        | Cause::MessageWithoutFigures { .. }
+        | Cause::DeviceBuffer { .. } => super::message::cause(c),
         Cause::OutsideRequest { request, device_free, pool, pool_free, preallocated, elsewhere: e } => {
             let mut evidence = vec![format!(
                 "the allocator's pool holds {} ({} of it free){}",
@@ -206,12 +218,19 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             )
         }
         Cause::Fragmentation { request, pool_free, pieces, fragmentation, largest_free, pinning } => {
-            let mut evidence = vec![format!(
-                "{} free in {pieces} pieces ({:.1}% fragmentation); the request needs {} in one piece",
-                human(*pool_free),
-                fragmentation * 100.0,
-                human(request.rounded)
-            )];
+            let mut evidence = vec![match pieces {
+                Some(pieces) => format!(
+                    "{} free in {pieces} pieces ({:.1}% fragmentation); the request needs {} in one piece",
+                    human(*pool_free),
+                    fragmentation * 100.0,
+                    human(request.rounded)
+                ),
+                None => format!(
+                    "the pool cannot grow, and the allocator fails a request only when no free chunk holds it; the \
+                     input does not list the chunks, so the sizes of the {} free pieces are not known",
+                    human(*pool_free)
+                ),
+            }];
             if !pinning.is_empty() {
                 let names: Vec<String> = pinning
                     .iter()
@@ -222,11 +241,14 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                     .collect();
                 evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
             }
+            let largest = match largest_free {
+                Some(l) => format!("the largest free block is {}", human(*l)),
+                None => "no free block is large enough".to_string(),
+            };
             (
                 format!(
-                    "{} is free in the pool, but the largest free block is {}: the {} request does not fit in any piece",
+                    "{} is free in the pool, but {largest}: the {} request does not fit in any piece",
                     human(*pool_free),
-                    human(*largest_free),
                     human(request.rounded)
                 ),
                 evidence,
@@ -334,6 +356,17 @@ fn eval_chunks(samples: u64, chunk: u64) -> String {
 fn fix(f: &Fix) -> String {
     let dominates = |on: bool| if on { OPTIMIZER_DOMINATES } else { "" };
     match f {
+        Fix::ShrinkRequest { .. }
+        | Fix::ShrinkLive { .. }
+        | Fix::FreeOthers { .. }
+        | Fix::ExpandableSegmentsIn { .. }
+        | Fix::MaxSplitSizeMb { .. }
+        | Fix::UpgradeForFragmentation { .. }
+        | Fix::RaiseLimit { .. }
+        | Fix::XlaShrink { .. }
+        | Fix::TpuBuffer { .. }
+        | Fix::NativeAllocator
+        | Fix::FindOut { .. } => super::message::fix(f),
         Fix::Nothing => "nothing to change".to_string(),
         Fix::DeviceShort { allow_growth: true } => {
             "nothing failed, but the device is short: keep in mind that other processes share it".to_string()
@@ -377,14 +410,14 @@ fn fix(f: &Fix) -> String {
             fix
         }
         Fix::WholeLog { split } => {
-            let fix =
-                "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of memory\"";
+            let fix = "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of \
+                       memory\" (or run the program under `oomscope run`, which reads it even when TF's logs are silenced)";
             match split {
-                Some(SplitFirst { n, rows, part }) => format!(
+                Some(SplitFirst { n, rows, part }) if *part > 0 => format!(
                     "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",
                     human(*part)
                 ),
-                None => fix.to_string(),
+                _ => fix.to_string(),
             }
         }
         Fix::SplitBatch { batch: n, at_most, known, eval } => {

@@ -1,4 +1,4 @@
-//! The seed stories as built-in workloads. The model files live in `fixtures/workloads/`
+//! The users' stories as built-in workloads. The model files live in `fixtures/workloads/`
 //! and are compiled in, so `oomscope demo` needs nothing on disk.
 
 use super::{Workload, model};
@@ -10,7 +10,7 @@ const GIB: u64 = 1 << 30;
 #[derive(Clone, Copy, Debug)]
 pub struct Builtin {
     pub name: &'static str,
-    /// The seed it retells.
+    /// The user's story it retells.
     pub story: &'static str,
     pub text: &'static str,
     /// `--device` default: a preset or a size.
@@ -18,14 +18,14 @@ pub struct Builtin {
     /// Memory held by other processes on that device.
     pub others: u64,
     /// TF's memory limit is the whole card, not what is free (TF 1.x on Windows believed
-    /// the card was free; seed 000's log: "with 11264 MB memory").
+    /// the card was free; the user's log: "with 11264 MB memory").
     pub limit_is_whole_card: bool,
 }
 
 pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "unet",
-        story: "seed 003: a U-Net on 1280x720 frames that trains only at batch 1",
+        story: "a U-Net on 1280x720 frames that trains only at batch 1",
         text: include_str!("../../../../fixtures/workloads/unet.json"),
         device: "gtx-1080",
         others: 0,
@@ -33,7 +33,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "mnist-eval",
-        story: "seed 001: an MNIST CNN evaluated on all 10 000 test images at once",
+        story: "an MNIST CNN evaluated on all 10 000 test images at once",
         text: include_str!("../../../../fixtures/workloads/mnist-eval.json"),
         device: "1GiB",
         others: 0,
@@ -41,7 +41,7 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "preallocate",
-        story: "seeds 000 and 002: Keras takes the whole card while the desktop holds part of it",
+        story: "Keras takes the whole card while the desktop holds part of it",
         text: include_str!("../../../../fixtures/workloads/preallocate.json"),
         device: "gtx-1080-ti",
         others: 19 * GIB / 10,

@@ -1,6 +1,6 @@
 //! What fits: the largest batch (or evaluation chunk) a device holds, found by replaying the
 //! workload through the real allocator — rounding, whole-chunk waste and fragmentation
-//! included — and the straight-line model of seed 004 (`fixed + per_sample × batch`)
+//! included — and the straight-line model (`fixed + per_sample × batch`)
 //! fitted to those replays. For a recorded trace, whose batch cannot change, the smallest
 //! limit it replays under.
 

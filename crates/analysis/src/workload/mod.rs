@@ -4,7 +4,7 @@
 //!
 //! - [`model`]: the description format and its checks (errors name the line);
 //! - [`expand`]: model → trace, following TF's executor (what backward keeps, in-place ops);
-//! - [`builtin`]: the seed stories as built-in workloads;
+//! - [`builtin`]: the users' stories as built-in workloads;
 //! - [`fit`]: the largest batch (or evaluation chunk) that fits a device, by replay.
 
 pub mod builtin;

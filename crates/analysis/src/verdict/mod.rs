@@ -19,7 +19,13 @@
 //! hand, [`crate::workload::fit::refine`] replaces them with replayed answers.
 
 use oomscope_core::record::Kind;
-use oomscope_dump::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, VerdictKind};
+use oomscope_dump::{
+    Dump, Framework, ImportedFrom, KindBytes, MessageFormat, Mode, OomRecord, ProcessMemory, Section, VerdictKind,
+    XlaProgram,
+};
+
+mod message;
+pub use message::Budget;
 use std::collections::BTreeMap;
 
 /// The cause of an OOM (or of its absence), the change that fixes it, and the live bytes
@@ -140,11 +146,12 @@ pub enum Cause {
     Fragmentation {
         request: Request,
         pool_free: u64,
-        /// Free chunks.
-        pieces: u64,
+        /// Free chunks, and the largest (`None`: the input does not list the chunks, and TF's
+        /// own `LargestFreeBlock` figure is always 0 in its report).
+        pieces: Option<u64>,
         /// TensorBoard's `1 - largest free / free`, in [0, 1].
         fragmentation: f64,
-        largest_free: u64,
+        largest_free: Option<u64>,
         /// Ops of live tensors that sit between two free chunks, with how many, most first
         /// (`None`: tensors the input does not name).
         pinning: Vec<(Option<String>, u64)>,
@@ -156,6 +163,36 @@ pub enum Cause {
     ManyOfOneSize { request: Request, size: u64, count: u64, bytes: u64, in_use: u64 },
     /// Nothing failed, but live bytes grow every step.
     GrowingNoOom { first: StepBytes, last: StepBytes, per_step: u64, limit: u64, pool_peak: u64, reached_near: i64 },
+    /// From a message: one request larger than all this process could ever have.
+    MessageTooLarge { budget: Budget, can_ever: u64 },
+    /// From a message: other processes hold what the request lacks.
+    MessageOthers { budget: Budget, short: u64 },
+    /// From a message: the framework's cache holds enough free memory, but in pieces.
+    MessageCacheInPieces { budget: Budget },
+    /// From a message: live tensors and the request need more than this process can have.
+    MessagePeak { budget: Budget, needed: u64, can_have: u64 },
+    /// From a message whose figures say the request should have fit (free memory larger
+    /// than the request, or free larger than the device).
+    MessageFiguresDisagree { budget: Budget },
+    /// From XLA's account of a program: it needs `needed`, the device has `capacity` (0:
+    /// the message does not say); `top`: its largest buffers.
+    XlaProgram {
+        format: MessageFormat,
+        request: Option<u64>,
+        program: XlaProgram,
+        top: Vec<(String, u64)>,
+        single: bool,
+    },
+    /// A TPU's runtime OOM: the request against what was free (and the largest free piece).
+    DeviceBuffer { format: MessageFormat, request: u64, free: u64, largest: Option<u64>, total: Option<u64> },
+    /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
+    /// runtime, XLA or TF without their breakdown).
+    MessageWithoutFigures {
+        format: MessageFormat,
+        framework: Framework,
+        request: Option<Request>,
+        site: Option<String>,
+    },
     /// Nothing failed.
     Fits {
         peak: u64,
@@ -180,6 +217,17 @@ impl Cause {
             Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
             Cause::Peak { .. } => VerdictKind::Peak,
             Cause::Fits { .. } => VerdictKind::Fits,
+            Cause::MessageTooLarge { .. } => VerdictKind::SingleTensor,
+            Cause::MessageOthers { .. } => VerdictKind::Others,
+            Cause::MessageCacheInPieces { .. } => VerdictKind::Fragmentation,
+            Cause::MessagePeak { .. } => VerdictKind::Peak,
+            Cause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
+            Cause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
+            Cause::XlaProgram { .. } => VerdictKind::Peak,
+            Cause::MessageFiguresDisagree { .. } | Cause::MessageWithoutFigures { .. } => VerdictKind::Undetermined,
+            Cause::DeviceBuffer { request, total: Some(t), .. } if request > t => VerdictKind::SingleTensor,
+            Cause::DeviceBuffer { request, free, .. } if request <= free => VerdictKind::Fragmentation,
+            Cause::DeviceBuffer { .. } => VerdictKind::Peak,
         }
     }
 }
@@ -242,6 +290,46 @@ pub enum Fix {
     EvalInChunks { chunk: u64, samples: u64, free_at_peak: u64 },
     /// Replayed: not even batch 1 fits (`needed` at batch 1, `capacity` to be had).
     NothingFits { needed: u64, capacity: u64 },
+    /// From a message, one request too large: it (the batch, the sequence, the resolution
+    /// behind it) must shrink to `share` of its size; `absurd`: many times the device, which
+    /// usually means a shape that is not what the code meant.
+    ShrinkRequest { request: u64, can_ever: u64, share: f64, absurd: bool, format: MessageFormat },
+    /// From a message, a true peak: live tensors and the request must shrink by `need`
+    /// bytes, to `share` of them if all of it scales with the batch.
+    ShrinkLive { need: u64, share: f64, format: MessageFormat },
+    /// Other processes hold the memory: free it (`listed` when the message names them), or
+    /// use another device.
+    FreeOthers { others: u64, listed: Vec<ProcessMemory>, format: MessageFormat },
+    /// PyTorch fragmentation, 2.1 and later: expandable segments, under the settings
+    /// variable the message names.
+    ExpandableSegmentsIn { conf_var: String },
+    /// PyTorch fragmentation, 1.10 to 2.0: `max_split_size_mb`.
+    MaxSplitSizeMb { mb: u64, conf_var: String },
+    /// cudaMallocAsync's pool holds the memory in pieces: PyTorch's own allocator with
+    /// expandable segments instead.
+    NativeAllocator,
+    /// PyTorch fragmentation before 1.10: no allocator setting for it; upgrade, or make the
+    /// request fit in what is free.
+    UpgradeForFragmentation { free: u64, request: u64 },
+    /// The limit the user set is what ran out (`set_per_process_memory_fraction`, MPS's
+    /// high watermark): raise it, or shrink.
+    RaiseLimit { limit: u64, total: u64, format: MessageFormat },
+    /// From XLA's account: what to shrink or share (`donate`: outputs as large as the
+    /// parameters, so the input buffers can be reused; `dominant`: one buffer is most of it).
+    XlaShrink {
+        format: MessageFormat,
+        donate: bool,
+        dominant: Option<(String, u64)>,
+        needed: u64,
+        capacity: u64,
+        arguments: u64,
+        temporaries: u64,
+    },
+    /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
+    /// what was missing; `fragmented`: enough was free, in pieces).
+    TpuBuffer { short: u64, fragmented: bool },
+    /// What to run to find out.
+    FindOut { format: MessageFormat, framework: Framework },
     /// Replayed with growth on: the pool peaks at `peak_pool`; a cap at `fraction` of the
     /// device (`bytes`) also replays without an OOM, when it does.
     GrowthReplayed { peak_pool: u64, cap: Option<(f64, u64)> },
@@ -301,6 +389,9 @@ pub fn attach(d: &mut Dump) {
 /// The diagnosis of a dump.
 pub fn analyze(d: &Dump) -> Diagnosis {
     let b = breakdown(d);
+    if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
+        return message::analyze(d, m, b);
+    }
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
         return partial_log(d, b);
     }
@@ -422,7 +513,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
             breakdown: b,
         };
     }
-    let request = o.filter(|o| o.requested > 0).map(Request::of);
+    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op != "unknown").map(Request::of);
     if !d.usage_by_node.is_empty() {
         let nodes =
             d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
@@ -570,6 +661,7 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
         return None;
     }
     let a = &d.allocator;
+    let chunks_known = !d.regions.is_empty() && d.has(Section::Regions);
     let pieces = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).count() as u64;
     let empty_regions: Vec<u64> =
         d.regions.iter().filter(|r| r.chunks.iter().all(|c| !c.in_use)).map(|r| r.size).collect();
@@ -600,9 +692,9 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
         cause: Cause::Fragmentation {
             request: Request::of(o),
             pool_free,
-            pieces,
+            pieces: chunks_known.then_some(pieces),
             fragmentation: d.stats.fragmentation,
-            largest_free: o.largest_free_block,
+            largest_free: chunks_known.then_some(o.largest_free_block),
             pinning: pins.into_iter().take(4).collect(),
         },
         fix,
@@ -839,7 +931,7 @@ mod tests {
         let Cause::Fragmentation { pool_free, pieces, largest_free, ref pinning, .. } = v.cause else {
             panic!("{v:?}")
         };
-        assert_eq!((pool_free, pieces, largest_free), (48 * MIB, 3, 16 * MIB));
+        assert_eq!((pool_free, pieces, largest_free), (48 * MIB, Some(3), Some(16 * MIB)));
         assert_eq!(pinning, &[(Some("model/keep".to_string()), 2)]);
         assert_eq!(v.fix, Fix::Reorder { pinning: Some("model/keep".into()), rounded: 24 * MIB });
     }
