@@ -129,7 +129,7 @@ proptest! {
 fn the_protocol_4_pickle_imports() {
     let d = import::import(Path::new("p4.pickle"), PROTOCOL_4, None, None).unwrap();
     assert_eq!(d.regions[0].chunks.len(), 2);
-    assert_eq!(d.regions[0].chunks[0].op.as_deref(), Some("forward (train.py:42)"));
+    assert_eq!(d.regions[0].chunks[0].op.as_deref(), Some("train.py:42 (forward)"));
     assert_eq!(d.oom.as_ref().map(|o| o.requested), Some(8192));
 }
 

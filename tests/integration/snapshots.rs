@@ -87,15 +87,15 @@ fn snapshots_pickled_by_python_import() {
         assert_eq!(d["device"]["name"], "cuda:0", "the device with the OOM");
         let chunks = d["regions"][0]["chunks"].as_array().unwrap();
         assert_eq!(chunks.len(), 3);
-        assert_eq!(chunks[0]["op"], "forward (train.py:42)", "named by the innermost frame outside torch");
-        assert_eq!(chunks[1]["op"], "loss_fn (train.py:57)");
+        assert_eq!(chunks[0]["op"], "train.py:42 (forward)", "named by the innermost frame outside torch");
+        assert_eq!(chunks[1]["op"], "train.py:57 (loss_fn)");
         assert_eq!(chunks[0]["requested"], 8_000_000);
         assert_eq!(d["stats"]["bytes_in_use"], 12_582_912);
         assert_eq!(d["stats"]["pool_bytes"], 20_971_520);
         assert_eq!(d["stats"]["peak_bytes_in_use"], 20_971_520, "from the trace: three allocations at once");
         assert_eq!(d["oom"]["requested"], 16_777_216);
         assert_eq!(d["oom"]["device_free"], 1_048_576);
-        assert_eq!(d["oom"]["op"], "forward (train.py:42)");
+        assert_eq!(d["oom"]["op"], "train.py:42 (forward)");
         let kinds: Vec<&str> = d["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, vec!["extend", "alloc", "alloc", "alloc", "free", "oom"]);
         let frames = &d["stacks"][d["regions"][0]["chunks"][0]["stack"].as_u64().unwrap() as usize]["frames"];
@@ -106,7 +106,7 @@ fn snapshots_pickled_by_python_import() {
     assert_eq!(dev1["regions"][0]["address"].as_u64(), Some((1u64 << 63) + 4096), "addresses past 2^63");
     assert!(dev1["oom"].is_null());
     let legacy = import_json("target/snapshots/legacy.pickle", &["--from", "torch-snapshot"]);
-    assert_eq!(legacy["regions"][0]["chunks"][1]["op"], "loss_fn (train.py:57)", "frames from the block's history");
+    assert_eq!(legacy["regions"][0]["chunks"][1]["op"], "train.py:57 (loss_fn)", "frames from the block's history");
     assert_eq!(
         legacy["regions"][0]["chunks"][0]["address"], 139_637_976_727_552u64,
         "addresses accumulate from the segment"

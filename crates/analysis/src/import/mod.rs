@@ -3,6 +3,7 @@
 
 pub mod message;
 pub mod tf_log;
+pub mod torch_frames;
 pub mod torch_snapshot;
 
 use oomscope_dump::Dump;

@@ -60,22 +60,12 @@ impl Walk<'_> {
         if parsed.is_empty() {
             return Ok((None, None));
         }
-        // The innermost frame of the user's code names the allocation.
-        let internal = |f: &Frame| {
-            let file = f.file.as_deref().unwrap_or("");
-            file.contains("/torch/")
-                || file.contains("site-packages")
-                || file.starts_with('<')
-                || file.contains("/lib/python")
-                || file.is_empty()
-                || file == "??"
-        };
-        let named = parsed.iter().find(|f| !internal(f)).or(parsed.first()).expect("not empty");
-        let base = named.file.as_deref().map(|f| f.rsplit('/').next().unwrap_or(f)).unwrap_or("?");
-        let op = match (named.file.as_deref(), named.function.as_deref()) {
-            // oomscope's own export: `step:N:op tensor`; the op is the name's first word.
-            (Some("step" | "setup"), Some(name)) => name.split(' ').next().unwrap_or(name).to_string(),
-            (_, name) => format!("{} ({base}:{})", name.unwrap_or("?"), named.line.unwrap_or(0)),
+        // oomscope's own export names each block in its first frame: `step:N:op tensor`.
+        let first = &parsed[0];
+        let op = match (first.file.as_deref(), first.function.as_deref()) {
+            (Some("step" | "setup"), Some(name)) => Some(name.split(' ').next().unwrap_or(name).to_string()),
+            // PyTorch's frames: the aten op and the user's own line.
+            _ => super::torch_frames::name(&parsed).node(),
         };
         let key: String = parsed
             .iter()
@@ -93,7 +83,7 @@ impl Walk<'_> {
         if idx == next {
             self.stacks.push(StackInfo { ips: Vec::new(), frames: parsed });
         }
-        Ok((Some(op), Some(idx)))
+        Ok((op, Some(idx)))
     }
 }
 
@@ -158,7 +148,12 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
                 requested: int(b, "requested_size").unwrap_or(size),
                 in_use,
                 next: None,
-                op: if in_use { Some(op.unwrap_or_else(|| "unknown".into())) } else { None },
+                // A block without frames was allocated before recording began.
+                op: if in_use {
+                    Some(op.unwrap_or_else(|| super::torch_frames::BEFORE_RECORDING.into()))
+                } else {
+                    None
+                },
                 stack,
                 ..ChunkInfo::default()
             });
