@@ -25,6 +25,7 @@
 
 mod allocator;
 pub mod bfc;
+pub mod caching;
 pub mod config;
 pub mod device;
 pub mod record;

@@ -61,6 +61,19 @@ pub trait Device: Send {
     fn mem_info(&self) -> MemInfo;
     /// What the device is, for reports.
     fn describe(&self) -> DeviceDescription;
+    /// Reserves `bytes` of address space with no memory behind it (`cuMemAddressReserve`),
+    /// for PyTorch's expandable segments. Devices that cannot refuse.
+    fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
+        Err(DeviceError::Other(format!("this device cannot reserve address space ({bytes} bytes)")))
+    }
+    /// Puts memory behind `bytes` of reserved space at `addr` (`cuMemCreate` + `cuMemMap`).
+    fn map(&mut self, addr: u64, bytes: u64) -> Result<(), DeviceError> {
+        Err(DeviceError::Other(format!("this device cannot map memory ({bytes} bytes at {addr:#x})")))
+    }
+    /// Takes the memory away from `bytes` of mapped space at `addr`.
+    fn unmap(&mut self, _addr: u64, _bytes: u64) {}
+    /// Gives reserved address space back.
+    fn unreserve(&mut self, _addr: u64, _bytes: u64) {}
 }
 
 /// A device as reports name it.

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Where simulated device addresses start (a typical CUDA address on Linux).
 pub const SIM_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+/// Where simulated reservations of address space start (PyTorch's expandable segments).
+pub const SIM_RESERVED_BASE: u64 = 0x7e00_0000_0000;
 /// Regions are aligned like `cuMemAlloc`'s, which hands out 2 MiB-aligned ranges.
 const SIM_ALIGN: u64 = 2 << 20;
 
@@ -20,6 +22,10 @@ pub struct SimDevice {
     ranges: BTreeMap<u64, u64>,
     /// Where a recorded run's device put its regions, in order: (address, size).
     script: VecDeque<(u64, u64)>,
+    /// Reserved address ranges (no memory behind them until mapped): base -> size.
+    reserved: BTreeMap<u64, u64>,
+    /// Where a recorded run's reservations were, in order.
+    reservation_script: VecDeque<u64>,
 }
 
 impl SimDevice {
@@ -33,7 +39,15 @@ impl SimDevice {
             used: 0,
             ranges: BTreeMap::new(),
             script: VecDeque::new(),
+            reserved: BTreeMap::new(),
+            reservation_script: VecDeque::new(),
         }
+    }
+
+    /// Reserves address space where a recorded run's device did, in order.
+    pub fn with_reservations(mut self, bases: impl IntoIterator<Item = u64>) -> SimDevice {
+        self.reservation_script = bases.into_iter().collect();
+        self
     }
 
     /// Hands out regions where a recorded run's device did: the next region asked for,
@@ -111,6 +125,36 @@ impl Device for SimDevice {
 
     fn describe(&self) -> DeviceDescription {
         DeviceDescription { kind: oomscope_dump::DeviceKind::Sim, model: self.model.clone(), others: self.others }
+    }
+
+    fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
+        // Address space is not memory: it comes from a range of its own, above the regions.
+        let base = match self.reservation_script.pop_front() {
+            Some(b) if self.reserved.range(..b.saturating_add(bytes)).next_back().is_none_or(|(&a, &s)| a + s <= b) => b,
+            _ => {
+                let top = self.reserved.iter().next_back().map_or(SIM_RESERVED_BASE, |(&a, &s)| a + s);
+                top.next_multiple_of(SIM_ALIGN)
+            }
+        };
+        self.reserved.insert(base, bytes);
+        Ok(base)
+    }
+
+    fn map(&mut self, _addr: u64, bytes: u64) -> Result<(), DeviceError> {
+        let free = self.free_bytes();
+        if bytes > free {
+            return Err(DeviceError::OutOfMemory { requested: bytes, free });
+        }
+        self.used += bytes;
+        Ok(())
+    }
+
+    fn unmap(&mut self, _addr: u64, bytes: u64) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+
+    fn unreserve(&mut self, addr: u64, _bytes: u64) {
+        self.reserved.remove(&addr);
     }
 }
 
