@@ -143,11 +143,19 @@ fn fraction(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// The trace (JSON Lines)
+    /// The trace (JSON Lines), or a PyTorch memory snapshot (pickle) to replay through
+    /// PyTorch's caching allocator
     pub trace: PathBuf,
-    /// Allocator memory limit (1073741824, 512MiB, 9.1GiB)
+    /// Allocator memory limit (1073741824, 512MiB, 9.1GiB); required for a trace
     #[arg(long, value_name = "SIZE", value_parser = size)]
-    pub limit: u64,
+    pub limit: Option<u64>,
+    /// A snapshot's device [default: the first with a trace]
+    #[arg(long, value_name = "N")]
+    pub gpu: Option<i64>,
+    /// A snapshot: replay it again under these PYTORCH_CUDA_ALLOC_CONF settings, on top of
+    /// the snapshot's own (expandable_segments:True, max_split_size_mb:128, ...), and compare
+    #[arg(long = "set", value_name = "SETTINGS")]
+    pub set: Vec<String>,
     /// Grow the pool on demand (2 MiB regions, doubling) instead of one region of the limit
     #[arg(long)]
     pub allow_growth: bool,
@@ -163,7 +171,8 @@ pub struct ReplayArgs {
     /// Write the JSON dump here (atomically)
     #[arg(short = 'o', long = "output", value_name = "DUMP")]
     pub output: Option<PathBuf>,
-    /// Capacity of the simulated device [default: the limit]
+    /// Capacity of the simulated device [default: the limit; a snapshot: as large as
+    /// needed, or at a recorded OOM what PyTorch held plus what was free]
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub device: Option<u64>,
     /// Device memory already held by other processes
@@ -339,7 +348,7 @@ pub struct ImportArgs {
     #[arg(short = 'o', long = "output", value_name = "DUMP")]
     pub output: Option<PathBuf>,
     /// A snapshot's device [default: the one that ran out of memory]
-    #[arg(long, value_name = "N")]
+    #[arg(long = "gpu", visible_alias = "device", value_name = "N")]
     pub device: Option<i64>,
     /// Report format
     #[arg(long, value_enum, default_value_t = FormatArg::Summary)]

@@ -9,6 +9,7 @@ mod fit;
 mod import;
 mod output;
 mod replay;
+mod replay_snapshot;
 mod report;
 mod run;
 mod tui;

@@ -13,6 +13,22 @@ use oomscope_dump as dump;
 use std::io::BufReader;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
+    // A pickle (protocol 2 and later starts with 0x80): a PyTorch snapshot.
+    let mut head = [0u8; 1];
+    let is_pickle = std::fs::File::open(&a.trace)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .is_ok_and(|n| n == 1 && head[0] == 0x80);
+    if is_pickle {
+        let bytes = std::fs::read(&a.trace)
+            .map_err(|e| CliError(format!("{}: cannot read the snapshot: {e}", a.trace.display())))?;
+        return super::replay_snapshot::run(a, &bytes);
+    }
+    let Some(limit) = a.limit else {
+        return Err(CliError(format!(
+            "{}: a trace needs --limit SIZE, the allocator's memory limit (for example --limit 8GiB)",
+            a.trace.display()
+        )));
+    };
     let file = std::fs::File::open(&a.trace)
         .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -21,7 +37,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     progress.finish();
     let t = parsed.map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?;
 
-    let mut opts = Options::new(a.limit);
+    let mut opts = Options::new(limit);
     opts.allow_growth = a.allow_growth;
     opts.garbage_collection = a.gc;
     opts.fragmentation_fraction = a.fragmentation_fraction.unwrap_or(0.0);
@@ -30,7 +46,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         opts.name.clone_from(name);
     }
     let mut settings = Settings::new(opts);
-    settings.device_total = a.device.unwrap_or(a.limit);
+    settings.device_total = a.device.unwrap_or(limit);
     settings.device_others = a.others;
     settings.keep_going = a.keep_going;
     if settings.device_others > settings.device_total {

@@ -107,7 +107,7 @@ fn usage_errors_exit_two_and_say_what_is_accepted() {
         ),
         (&["replay", REFERENCE, "--limit", "16GB"], "ambiguous"),
         (&["replay", REFERENCE, "--limit", "lots"], "is not a size"),
-        (&["replay", REFERENCE], "--limit <SIZE>"),
+        (&["replay", REFERENCE], "a trace needs --limit SIZE"),
         (&["replay", REFERENCE, "--limit", "1GiB", "--format", "xml"], "possible values: tf, summary, json"),
         (&["replay", REFERENCE, "--limit", "1GiB", "--bogus"], "unexpected argument '--bogus'"),
         (

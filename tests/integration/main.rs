@@ -21,6 +21,7 @@ mod tensorflow;
 mod tf_logs;
 mod tf_scenarios;
 mod threads;
+mod torch_replay;
 mod torch_snapshots;
 mod tui_tmux;
 mod tui_views;

@@ -19,6 +19,7 @@ pub mod pickle;
 pub mod play;
 pub mod render;
 pub mod replay;
+pub mod torch_replay;
 pub mod trace;
 pub mod verdict;
 pub mod workload;

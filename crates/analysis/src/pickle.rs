@@ -59,6 +59,14 @@ impl Value {
         }
     }
 
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            Value::Int(i) => Some(*i != 0),
+            _ => None,
+        }
+    }
+
     /// A non-negative integer that fits 64 bits.
     pub fn as_u64(&self) -> Option<u64> {
         self.as_i128().and_then(|i| u64::try_from(i).ok())

@@ -31,7 +31,7 @@ pub fn play(
     let events = replay(trace, settings, source_path, |_| {}).events_replayed.max(1);
     let per_event = length.as_nanos() as u64 / events as u64;
     let stamped = stamp(trace, per_event);
-    emit(Message::Hello(hello(settings, command)));
+    emit(Message::Hello(Box::new(hello(settings, command))));
     let start = Instant::now();
     let mut capture = Capture::new();
     let mut next_frame = Duration::ZERO;

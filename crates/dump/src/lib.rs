@@ -183,6 +183,12 @@ pub struct AllocatorInfo {
     /// PyTorch's `expandable_segments` was on (segments grow in place).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expandable_segments: bool,
+    /// PyTorch's caching allocator: its settings as a `PYTORCH_CUDA_ALLOC_CONF` string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
+    /// PyTorch's caching allocator: its statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caching: Option<Box<CachingStats>>,
 }
 
 /// A failed allocation request.
@@ -214,6 +220,9 @@ pub struct OomRecord {
     /// Region sizes the device refused while serving this request.
     #[serde(default)]
     pub device_refusals: Vec<u64>,
+    /// PyTorch: the segment the allocator asked the device for (its `Tried to allocate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_request: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,11 +273,58 @@ pub struct BinInfo {
     pub requested: Option<u64>,
 }
 
+/// A region: TF's BFC region, or a segment of PyTorch's caching allocator (then with its
+/// stream, pool and whether it is a mapped range of an expandable segment).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionInfo {
     pub address: u64,
     pub size: u64,
     pub chunks: Vec<ChunkInfo>,
+    /// The CUDA stream the segment belongs to (PyTorch; 0 is the default stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u64>,
+    /// PyTorch's pool: segments of 2 MiB for requests up to 1 MiB, or large ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<SegmentPool>,
+    /// A contiguous mapped range of an expandable segment (`expandable_segments:True`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expandable: bool,
+}
+
+/// PyTorch's two pools (`segment_type` in its snapshots).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentPool {
+    Small,
+    Large,
+}
+
+/// What PyTorch's caching allocator counts (`torch.cuda.memory_stats()`), for its summary:
+/// current and peak of each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachingStats {
+    /// The limit `set_per_process_memory_fraction` set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<u64>,
+    pub allocated: Counter,
+    pub reserved: Counter,
+    pub active: Counter,
+    pub requested: Counter,
+    /// Free blocks inside split segments (`inactive_split_bytes`).
+    pub inactive_split: Counter,
+    pub segments: Counter,
+    pub allocations: Counter,
+    pub alloc_retries: u64,
+    pub ooms: u64,
+    pub device_allocs: u64,
+    pub device_frees: u64,
+}
+
+/// A current value and its peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    pub current: u64,
+    pub peak: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,6 +334,10 @@ pub struct ChunkInfo {
     /// The client's request; on free chunks a stale value, as in TF's dump.
     pub requested: u64,
     pub in_use: bool,
+    /// Freed by the program, still in use on another stream (PyTorch's
+    /// `active_pending_free`); `in_use` is false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending_free: bool,
     /// Handle of the next chunk in the region (TF prints it as `next N`); null for the last.
     #[serde(default)]
     pub next: Option<u64>,

@@ -15,7 +15,7 @@ pub const PROTOCOL: &str = "oomscope-live/1";
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
     /// First message on every connection.
-    Hello(Hello),
+    Hello(Box<Hello>),
     /// The allocator's state, sent periodically; a slow viewer misses some.
     State(Box<State>),
     /// A training step began.

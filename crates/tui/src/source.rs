@@ -226,7 +226,7 @@ impl Live {
                 }
                 self.device.stats.limit = h.allocator.limit;
                 self.device.stats.known = true;
-                self.hello = Some(h);
+                self.hello = Some(*h);
             }
             Message::State(s) => self.state(*s),
             Message::Step(s) => {

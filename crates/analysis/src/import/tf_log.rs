@@ -396,7 +396,7 @@ impl Report {
             None => self.region_declared,
         });
         if !continues {
-            self.regions.push(RegionInfo { address, size: 0, chunks: Vec::new() });
+            self.regions.push(RegionInfo { address, size: 0, chunks: Vec::new(), ..RegionInfo::default() });
             self.region_declared = false;
             self.regions_declared = false;
         }
@@ -695,7 +695,7 @@ impl Log {
             "Next region of size " => match first_int(p) {
                 Some(size) => {
                     let r = self.report();
-                    r.regions.push(RegionInfo { address: 0, size, chunks: Vec::new() });
+                    r.regions.push(RegionInfo { address: 0, size, chunks: Vec::new(), ..RegionInfo::default() });
                     r.region_declared = true;
                     true
                 }
@@ -1106,7 +1106,7 @@ fn build(path: &Path, log: Log) -> Dump {
             fragmentation_fraction: 0.0,
             max_internal_fragmentation: oomscope_core::bfc::DEFAULT_MAX_INTERNAL_FRAGMENTATION,
             curr_region_allocation_bytes: curr,
-            expandable_segments: false,
+            ..AllocatorInfo::default()
         },
         stats,
         ooms_total: ooms.len() as u64,

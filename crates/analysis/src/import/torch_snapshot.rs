@@ -12,7 +12,7 @@ use oomscope_dump::{
     AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Frame, Imported, NodeUsage,
     OomRecord, RegionInfo, Section, Source, StackInfo,
 };
-use oomscope_dump::{DeviceKind, ImportedFrom, Refusal, SourceKind, Stats};
+use oomscope_dump::{DeviceKind, ImportedFrom, Refusal, SegmentPool, SourceKind, Stats};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -136,17 +136,19 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
         for b in &blocks {
             let size = int(b, "size").ok_or_else(|| w.err("a block without \"size\""))?;
             let state = b.get("state").as_ref().and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
-            let in_use = state == "active_allocated" || state == "active_pending_free";
+            let in_use = state == "active_allocated";
+            let pending_free = state == "active_pending_free";
             // Older snapshots keep the frames in the block's history.
             let frames = b.get("frames").or_else(|| {
                 b.get("history").and_then(|h| h.items()).and_then(|h| h.first().and_then(|e| e.get("frames")))
             });
-            let (op, stack) = if in_use { w.frames(frames)? } else { (None, None) };
+            let (op, stack) = if in_use || pending_free { w.frames(frames)? } else { (None, None) };
             chunks.push(ChunkInfo {
                 address: int(b, "address").unwrap_or(at),
                 size,
                 requested: int(b, "requested_size").unwrap_or(size),
                 in_use,
+                pending_free,
                 next: None,
                 // A block without frames was allocated before recording began.
                 op: if in_use {
@@ -159,7 +161,19 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
             });
             at = at.saturating_add(size);
         }
-        regions.push(RegionInfo { address, size: total, chunks });
+        let pool = match seg.get("segment_type").as_ref().and_then(Value::as_str) {
+            Some("small") => Some(SegmentPool::Small),
+            Some("large") => Some(SegmentPool::Large),
+            _ => None,
+        };
+        regions.push(RegionInfo {
+            address,
+            size: total,
+            chunks,
+            stream: int(seg, "stream"),
+            pool,
+            expandable: seg.get("is_expandable").and_then(|v| v.as_bool()).unwrap_or(false),
+        });
     }
     regions.sort_by_key(|r| r.address);
 

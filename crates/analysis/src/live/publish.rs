@@ -173,7 +173,7 @@ impl Publisher {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: cannot listen: {e}", path.display())))?;
         let shared = Arc::new(Shared {
             viewers: Mutex::new(Vec::new()),
-            hello: Mutex::new(Message::Hello(hello).to_line().into()),
+            hello: Mutex::new(Message::Hello(Box::new(hello)).to_line().into()),
             last_state: Mutex::new(None),
             ooms: Mutex::new(VecDeque::new()),
             stop: AtomicBool::new(false),

@@ -4,6 +4,7 @@
 pub mod message;
 pub mod summary;
 pub mod tf;
+pub mod torch;
 pub mod verdict;
 
 use oomscope_dump::Dump;
@@ -66,6 +67,8 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_dump::T
     match format {
         Format::Tf => {
             let mut s = match tf_style {
+                // PyTorch's allocator made this dump: its words, not TF's.
+                _ if dump.allocator.caching.is_some() => torch::render(dump),
                 Some(v) => tf::render_variant(dump, v),
                 None => tf::render(dump),
             };

@@ -865,7 +865,7 @@ mod tests {
             ooms_total: 0,
             usage_by_node: Vec::new(),
             bins: Vec::new(),
-            regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks }],
+            regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks, ..RegionInfo::default() }],
             stacks: Vec::new(),
             events: Vec::new(),
             events_total: 0,

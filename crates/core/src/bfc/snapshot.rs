@@ -54,7 +54,7 @@ impl Bfc {
                 chunks.push(info);
                 h = c.next;
             }
-            regions.push(RegionInfo { address: r.addr, size: r.size, chunks });
+            regions.push(RegionInfo { address: r.addr, size: r.size, chunks, ..RegionInfo::default() });
         }
         // Largest first; ties in the order the ops were first seen (interning order).
         let usage_by_node = NodeUsage::rank(live, |op| names.op(op).to_string());
@@ -140,6 +140,8 @@ impl Bfc {
             max_internal_fragmentation: self.max_internal_fragmentation,
             curr_region_allocation_bytes: self.curr_region_allocation_bytes,
             expandable_segments: false,
+            settings: None,
+            caching: None,
         }
     }
 }
@@ -164,5 +166,6 @@ pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
         device_free: f.device.free,
         device_total: f.device.total,
         device_refusals: f.device_refusals.clone(),
+        segment_request: None,
     }
 }

@@ -28,7 +28,7 @@
 //!   small, 20 MiB large) mapped as needed and unmapped on release.
 
 pub mod settings;
-
+mod snapshot;
 
 use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
@@ -37,6 +37,7 @@ use oomscope_base::hash::FastMap;
 pub use settings::{
     LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE, Settings, SettingsError,
 };
+pub use snapshot::{RestoredBlock, RestoredSegment};
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
@@ -523,7 +524,12 @@ impl Caching {
                 // right after it.
                 let grow = |h: u32| {
                     let b = &self.blocks[h as usize];
-                    b.size + if b.next != NONE && !self.blocks[b.next as usize].mapped { self.blocks[b.next as usize].size } else { 0 }
+                    b.size
+                        + if b.next != NONE && !self.blocks[b.next as usize].mapped {
+                            self.blocks[b.next as usize].size
+                        } else {
+                            0
+                        }
                 };
                 for next in candidates {
                     if self.blocks[k.3 as usize].expandable == NONE || next.0 != p.stream || grow(next.3) >= grow(k.3) {
@@ -682,7 +688,11 @@ impl Caching {
         if addr == 0 {
             return Ok(0);
         }
-        let h = *self.active.get(&addr).filter(|&&h| self.blocks[h as usize].allocated).ok_or(FreeError::NotAllocated(addr))?;
+        let h = *self
+            .active
+            .get(&addr)
+            .filter(|&&h| self.blocks[h as usize].allocated)
+            .ok_or(FreeError::NotAllocated(addr))?;
         let (size, pool) = {
             let b = &mut self.blocks[h as usize];
             b.allocated = false;
@@ -861,8 +871,7 @@ impl Caching {
             return true;
         }
         // No single block is large enough: free oversize blocks, largest first.
-        let below: Vec<FreeKey> =
-            self.pools[pi].blocks.range(..(p.stream, key_size, 0, 0)).rev().copied().collect();
+        let below: Vec<FreeKey> = self.pools[pi].blocks.range(..(p.stream, key_size, 0, 0)).rev().copied().collect();
         let mut released = 0;
         for k in below {
             if released >= key_size || k.1 < max_split || k.0 != p.stream {
@@ -1015,13 +1024,7 @@ impl Caching {
         let size = (total / 8 * 9).div_ceil(page).max(1) * page;
         let base = self.device.reserve(size).ok()?;
         let pages = usize::try_from(size / page).unwrap_or(0);
-        self.expandable.push(Expandable {
-            base,
-            size,
-            page,
-            mapped: vec![false; pages],
-            released: false,
-        });
+        self.expandable.push(Expandable { base, size, page, mapped: vec![false; pages], released: false });
         let index = u32::try_from(self.expandable.len() - 1).unwrap_or(NONE);
         let h = self.new_block(Block {
             addr: base,
@@ -1370,14 +1373,21 @@ impl Caching {
             reserved += seg.size;
         }
         if reserved != self.stats.reserved_bytes.all.current {
-            return Err(format!("segments hold {reserved} bytes, reserved_bytes says {}", self.stats.reserved_bytes.all.current));
+            return Err(format!(
+                "segments hold {reserved} bytes, reserved_bytes says {}",
+                self.stats.reserved_bytes.all.current
+            ));
         }
         if reserved != self.total_allocated_memory {
             return Err(format!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
         }
-        let allocated: u64 = self.active.values().map(|&h| &self.blocks[h as usize]).filter(|b| b.allocated).map(|b| b.size).sum();
+        let allocated: u64 =
+            self.active.values().map(|&h| &self.blocks[h as usize]).filter(|b| b.allocated).map(|b| b.size).sum();
         if allocated != self.stats.allocated_bytes.all.current {
-            return Err(format!("allocated blocks hold {allocated}, allocated_bytes says {}", self.stats.allocated_bytes.all.current));
+            return Err(format!(
+                "allocated blocks hold {allocated}, allocated_bytes says {}",
+                self.stats.allocated_bytes.all.current
+            ));
         }
         let free_in_sets: usize = self.pools.iter().map(|p| p.blocks.len()).sum();
         let free_blocks = self

@@ -73,7 +73,15 @@ impl Settings {
     /// other allocators read (pinned memory, the lock around cudaMalloc) are accepted and
     /// change nothing here.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
-        let mut s = Settings { text: text.to_string(), ..Settings::default() };
+        let mut s = Settings::default().with(text)?;
+        s.text = text.to_string();
+        Ok(s)
+    }
+
+    /// These settings with those of `text` on top (a what-if: `expandable_segments:True`
+    /// over what a snapshot used); `text` becomes [`Settings::to_conf`] of the result.
+    pub fn with(&self, text: &str) -> Result<Settings, SettingsError> {
+        let mut s = self.clone();
         let err = |m: String| SettingsError(m);
         for item in split_top(text) {
             let item = item.trim();
@@ -86,7 +94,8 @@ impl Settings {
                 .ok_or_else(|| err(format!("expected key:value, got {item:?}")))?;
             match key {
                 "max_split_size_mb" => {
-                    let mb: f64 = value.parse().map_err(|_| err(format!("max_split_size_mb {value:?} is not a number")))?;
+                    let mb: f64 =
+                        value.parse().map_err(|_| err(format!("max_split_size_mb {value:?} is not a number")))?;
                     // PyTorch: "CachingAllocator option max_split_size_mb too small, must be > 20".
                     if mb <= 20.0 {
                         return Err(err(format!("max_split_size_mb {value} is too small, it must be > 20")));
@@ -129,7 +138,42 @@ impl Settings {
                 other => return Err(err(format!("unrecognized option {other:?}"))),
             }
         }
+        s.text = s.to_conf();
         Ok(s)
+    }
+
+    /// The settings as a `PYTORCH_CUDA_ALLOC_CONF` string, defaults left out (empty: all
+    /// defaults).
+    pub fn to_conf(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.max_split_size {
+            parts.push(format!("max_split_size_mb:{}", m >> 20));
+        }
+        if self.max_non_split_rounding != LARGE_BUFFER {
+            parts.push(format!("max_non_split_rounding_mb:{}", self.max_non_split_rounding >> 20));
+        }
+        let d = &self.roundup_power2_divisions;
+        if d.iter().any(|&v| v > 1) {
+            if d.iter().all(|&v| v == d[0]) {
+                parts.push(format!("roundup_power2_divisions:{}", d[0]));
+            } else {
+                let list: Vec<String> = d.iter().enumerate().map(|(i, v)| format!("{}:{v}", 1u64 << i)).collect();
+                parts.push(format!("roundup_power2_divisions:[{}]", list.join(",")));
+            }
+        }
+        if self.garbage_collection_threshold > 0.0 {
+            parts.push(format!("garbage_collection_threshold:{}", self.garbage_collection_threshold));
+        }
+        if self.expandable_segments {
+            parts.push("expandable_segments:True".into());
+        }
+        if let Some(f) = self.memory_fraction {
+            parts.push(format!("per_process_memory_fraction:{f}"));
+        }
+        if self.async_backend {
+            parts.push("backend:cudaMallocAsync".into());
+        }
+        parts.join(",")
     }
 
     /// The divisions that apply to `size`.
@@ -208,11 +252,7 @@ fn bool_value(key: &str, value: &str) -> Result<bool, SettingsError> {
 fn divisions(value: &str) -> Result<[u64; ROUNDUP_INTERVALS], SettingsError> {
     let err = |m: String| SettingsError(format!("roundup_power2_divisions: {m}"));
     let check = |v: u64| {
-        if v == 0 || v.is_power_of_two() {
-            Ok(v)
-        } else {
-            Err(err(format!("{v} is not a power of 2 (or 0)")))
-        }
+        if v == 0 || v.is_power_of_two() { Ok(v) } else { Err(err(format!("{v} is not a power of 2 (or 0)"))) }
     };
     let mut out = [0u64; ROUNDUP_INTERVALS];
     let Some(list) = value.strip_prefix('[') else {
@@ -294,5 +334,8 @@ mod tests {
         assert!(Settings::parse("expandable_segment:True").unwrap_err().0.contains("unrecognized option"));
         let s = Settings::parse("garbage_collection_threshold:0.6,max_split_size_mb:512,backend:native").unwrap();
         assert_eq!(s.garbage_collection_threshold, 0.6);
+        let w = s.with("expandable_segments:True").unwrap();
+        assert_eq!(w.to_conf(), "max_split_size_mb:512,garbage_collection_threshold:0.6,expandable_segments:True");
+        assert_eq!(Settings::parse(&w.to_conf()).unwrap().to_conf(), w.text);
     }
 }

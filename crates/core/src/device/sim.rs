@@ -130,7 +130,9 @@ impl Device for SimDevice {
     fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         // Address space is not memory: it comes from a range of its own, above the regions.
         let base = match self.reservation_script.pop_front() {
-            Some(b) if self.reserved.range(..b.saturating_add(bytes)).next_back().is_none_or(|(&a, &s)| a + s <= b) => b,
+            Some(b) if self.reserved.range(..b.saturating_add(bytes)).next_back().is_none_or(|(&a, &s)| a + s <= b) => {
+                b
+            }
             _ => {
                 let top = self.reserved.iter().next_back().map_or(SIM_RESERVED_BASE, |(&a, &s)| a + s);
                 top.next_multiple_of(SIM_ALIGN)

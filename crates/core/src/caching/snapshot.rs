@@ -1,0 +1,275 @@
+//! The caching allocator's state as a [`Dump`] (segments as regions, blocks as chunks), and
+//! the reverse for a replay that starts mid-run: segments put back as a snapshot lists them.
+
+use super::{Block, Caching, NONE, PoolKind, Stat};
+use crate::bfc::{bins_of, oom_record};
+use crate::record::{Kind, Meta};
+use oomscope_dump::{
+    AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, RegionInfo,
+    SegmentPool, Source, StackInfo, Stats,
+};
+use std::collections::HashMap;
+
+/// A block of a segment being put back.
+#[derive(Clone, Debug, Default)]
+pub struct RestoredBlock {
+    pub addr: u64,
+    pub size: u64,
+    pub requested: u64,
+    pub allocated: bool,
+    pub meta: Meta,
+}
+
+/// A segment being put back: its blocks cover it in address order.
+#[derive(Clone, Debug)]
+pub struct RestoredSegment {
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
+    pub pool: PoolKind,
+    pub blocks: Vec<RestoredBlock>,
+}
+
+fn counter(s: &Stat) -> Counter {
+    Counter { current: s.current, peak: s.peak }
+}
+
+impl Caching {
+    /// Puts a segment that existed before the first recorded event back, with its blocks:
+    /// adjacent free blocks are merged (free neighbours are always merged in PyTorch), the
+    /// statistics count it as if it had been allocated here. Refused (false) when the blocks
+    /// do not cover the segment exactly or it overlaps one already held.
+    pub fn restore_segment(&mut self, seg: &RestoredSegment) -> bool {
+        let mut at = seg.addr;
+        for b in &seg.blocks {
+            if b.addr != at || b.size == 0 {
+                return false;
+            }
+            at += b.size;
+        }
+        if at != seg.addr + seg.size || self.segments().iter().any(|s| s.addr < at && seg.addr < s.addr + s.size) {
+            return false;
+        }
+        // Merge free runs.
+        let mut blocks: Vec<RestoredBlock> = Vec::with_capacity(seg.blocks.len());
+        for b in &seg.blocks {
+            match blocks.last_mut() {
+                Some(last) if !last.allocated && !b.allocated => last.size += b.size,
+                _ => blocks.push(b.clone()),
+            }
+        }
+        let small = seg.pool == PoolKind::Small;
+        self.total_allocated_memory += seg.size;
+        self.stats.segment.increase(seg.pool, 1);
+        self.stats.reserved_bytes.increase(seg.pool, seg.size);
+        if seg.size >= self.settings.max_split() {
+            self.stats.oversize_segments.increase(1);
+        }
+        let split = blocks.len() > 1;
+        let mut prev = NONE;
+        let mut handles = Vec::with_capacity(blocks.len());
+        for b in &blocks {
+            let h = self.new_block(Block {
+                addr: b.addr,
+                size: b.size,
+                requested: b.requested,
+                stream: seg.stream,
+                small,
+                prev,
+                next: NONE,
+                allocated: b.allocated,
+                mapped: true,
+                expandable: NONE,
+                ..Block::default()
+            });
+            if prev != NONE {
+                self.blocks[prev as usize].next = h;
+            }
+            prev = h;
+            handles.push(h);
+        }
+        for (h, b) in handles.into_iter().zip(&blocks) {
+            if b.allocated {
+                let id = self.next_id;
+                self.next_id += 1;
+                let blk = &mut self.blocks[h as usize];
+                blk.id = id;
+                blk.meta = b.meta;
+                self.active.insert(b.addr, h);
+                for s in [&mut self.stats.allocation, &mut self.stats.active] {
+                    s.increase(seg.pool, 1);
+                }
+                for s in [&mut self.stats.allocated_bytes, &mut self.stats.active_bytes] {
+                    s.increase(seg.pool, b.size);
+                }
+                self.stats.requested_bytes.increase(seg.pool, b.requested);
+                if b.size >= self.settings.max_split() {
+                    self.stats.oversize_allocations.increase(1);
+                }
+                self.largest_alloc = self.largest_alloc.max(b.size);
+            } else {
+                if split {
+                    self.stats.inactive_split.increase(seg.pool, 1);
+                    self.stats.inactive_split_bytes.increase(seg.pool, b.size);
+                }
+                self.insert_free(h);
+            }
+        }
+        true
+    }
+
+    /// PyTorch's counters as a dump carries them.
+    pub fn caching_stats(&self) -> CachingStats {
+        let s = &self.stats;
+        CachingStats {
+            allowed: self.allowed_memory_maximum,
+            allocated: counter(&s.allocated_bytes.all),
+            reserved: counter(&s.reserved_bytes.all),
+            active: counter(&s.active_bytes.all),
+            requested: counter(&s.requested_bytes.all),
+            inactive_split: counter(&s.inactive_split_bytes.all),
+            segments: counter(&s.segment.all),
+            allocations: counter(&s.allocation.all),
+            alloc_retries: s.num_alloc_retries,
+            ooms: s.num_ooms,
+            device_allocs: s.num_device_alloc,
+            device_frees: s.num_device_free,
+        }
+    }
+
+    /// The whole state as a dump: segments as regions (with stream, pool and expandable
+    /// flag), blocks as chunks (pending frees flagged), PyTorch's counters, the failures.
+    pub fn snapshot(&self, source: Source) -> Dump {
+        let names = &self.names;
+        let mut stack_index: HashMap<u32, u32> = HashMap::new();
+        let mut stacks = Vec::new();
+        let mut live = Vec::with_capacity(self.active.len());
+        let mut regions = Vec::new();
+        for seg in self.segments() {
+            let mut chunks = Vec::new();
+            for b in self.segment_blocks(&seg) {
+                let mut info = ChunkInfo {
+                    address: b.addr,
+                    size: b.size,
+                    requested: b.requested,
+                    in_use: b.allocated,
+                    pending_free: b.pending_free,
+                    ..ChunkInfo::default()
+                };
+                if b.allocated || b.pending_free {
+                    let m = b.meta;
+                    if b.allocated {
+                        live.push((m.op, b.size, b.requested));
+                    }
+                    info.op = Some(names.op(m.op).to_string());
+                    info.shape = names.shapes.get(m.shape).cloned();
+                    info.dtype = names.dtypes.get(m.dtype).cloned();
+                    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
+                    info.step = Some(m.step);
+                    info.t_ns = Some(m.t_ns);
+                    if let Some(ips) = names.stacks.get(m.stack) {
+                        let next = stacks.len() as u32;
+                        let idx = *stack_index.entry(m.stack).or_insert_with(|| {
+                            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
+                            next
+                        });
+                        info.stack = Some(idx);
+                    }
+                }
+                chunks.push(info);
+            }
+            regions.push(RegionInfo {
+                address: seg.addr,
+                size: seg.size,
+                chunks,
+                stream: Some(seg.stream),
+                pool: Some(match seg.pool {
+                    PoolKind::Small => SegmentPool::Small,
+                    PoolKind::Large => SegmentPool::Large,
+                }),
+                expandable: seg.expandable,
+            });
+        }
+        let usage_by_node = NodeUsage::rank(live, |op| names.op(op).to_string());
+        let bins = bins_of(regions.iter().flat_map(|r| &r.chunks).map(|c| (c.size, c.requested, c.in_use)));
+        let mut ooms: Vec<_> = self.failures.iter().map(|f| oom_record(f, names)).collect();
+        for (o, f) in ooms.iter_mut().zip(&self.oom_figures) {
+            o.segment_request = Some(f.alloc_size);
+        }
+        let events = self
+            .history
+            .iter()
+            .map(|e| EventInfo {
+                seq: e.seq,
+                t_ns: e.t_ns,
+                kind: e.kind,
+                address: e.addr,
+                size: e.size,
+                requested: e.requested,
+                op: (e.op != 0).then(|| names.op(e.op).to_string()),
+                step: e.step,
+            })
+            .collect();
+        let s = &self.stats;
+        let largest_free = self.largest_free_block();
+        let pool_bytes = s.reserved_bytes.all.current;
+        let in_use = s.allocated_bytes.all.current;
+        let free_bytes = pool_bytes.saturating_sub(s.active_bytes.all.current);
+        let mem = self.device.mem_info();
+        let desc = self.device.describe();
+        let limit = self.allowed_memory_maximum.unwrap_or(mem.total.saturating_sub(desc.others));
+        let stats = Stats {
+            bytes_limit: limit,
+            bytes_in_use: in_use,
+            peak_bytes_in_use: s.allocated_bytes.all.peak,
+            num_allocs: s.allocation.all.allocated,
+            num_frees: s.allocation.all.freed,
+            largest_alloc_size: self.largest_alloc,
+            pool_bytes,
+            peak_pool_bytes: s.reserved_bytes.all.peak,
+            largest_free_block: largest_free,
+            free_bytes,
+            fragmentation: if free_bytes == 0 { 0.0 } else { 1.0 - largest_free as f64 / free_bytes as f64 },
+            num_ooms: s.num_ooms,
+            ..Stats::default()
+        };
+        Dump {
+            version: DUMP_VERSION,
+            tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
+            source,
+            device: DeviceInfo {
+                kind: desc.kind,
+                name: self.opts.device_name.clone(),
+                model: desc.model,
+                total: mem.total,
+                free: mem.free,
+                others: desc.others,
+            },
+            allocator: AllocatorInfo {
+                name: self.opts.name.clone(),
+                limit,
+                allow_growth: true,
+                expandable_segments: self.settings.expandable_segments,
+                settings: Some(self.settings.text.clone()),
+                caching: Some(Box::new(self.caching_stats())),
+                ..AllocatorInfo::default()
+            },
+            stats,
+            oom: ooms.first().cloned(),
+            ooms_total: s.num_ooms,
+            ooms,
+            usage_by_node,
+            bins,
+            regions,
+            stacks,
+            events,
+            events_total: self.history.total(),
+            steps: self.steps.iter().copied().collect(),
+            refusals: Vec::new(),
+            outside: Vec::new(),
+            workload: None,
+            verdict: None,
+            imported: None,
+        }
+    }
+}
