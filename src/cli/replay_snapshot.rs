@@ -5,7 +5,7 @@ use super::args::ReplayArgs;
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
 use oomscope_analysis::render;
-use oomscope_analysis::torch_replay::{self, Options, Outcome, SettingsFrom, SnapshotTrace};
+use oomscope_analysis::torch_replay::{self, Action, Options, Outcome, SettingsFrom, SnapshotTrace};
 use oomscope_analysis::verdict;
 use oomscope_base::size::torch as size;
 use oomscope_dump as dump;
@@ -34,7 +34,12 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     progress.finish();
 
     // The what-ifs: the allocator decides everything, on a device of the size the run had.
-    let capacity = a.device.or_else(|| torch_replay::capacity_at_oom(&t));
+    // Not told: at a recorded OOM, what PyTorch held plus what was free; when the run gave
+    // segments back (an out-of-memory retry or empty_cache), the peak it reserved, so that
+    // the what-ifs meet the same wall; else no limit, and the peaks are the answer.
+    let released = t.entries.iter().any(|e| matches!(e.action, Action::SegmentFree | Action::SegmentUnmap));
+    let capacity =
+        a.device.or_else(|| torch_replay::capacity_at_oom(&t)).or(released.then_some(recorded.peak_reserved));
     let mut runs: Vec<(String, Outcome)> = Vec::new();
     if !whatifs.is_empty() {
         let baseline = torch_replay::run(

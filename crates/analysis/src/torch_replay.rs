@@ -562,18 +562,25 @@ fn initial_state(t: &SnapshotTrace, settings: &Settings) -> Vec<RestoredSegment>
 
 /// Replays `t` with `opts`; `progress` is called with entries done.
 pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -> Outcome {
+    let starts_empty = t.starts_empty();
+    let initial = if starts_empty { Vec::new() } else { initial_state(t, &opts.settings) };
+    // Segments held before the trace count against the device.
+    let held: u64 = initial.iter().map(|s| s.size).sum();
     let script = Arc::new(Mutex::new(Script::default()));
-    let device =
-        ScriptedDevice { total: opts.device.unwrap_or(UNLIMITED), used: 0, fresh: FRESH_BASE, script: script.clone() };
+    let device = ScriptedDevice {
+        total: opts.device.unwrap_or(UNLIMITED),
+        used: held,
+        fresh: FRESH_BASE,
+        script: script.clone(),
+    };
     let mut copts = CachingOptions::new(i32::try_from(t.device).unwrap_or(0));
     copts.history = 10_000;
     let mut c = Caching::new(opts.settings.clone(), copts, Box::new(device));
-    let starts_empty = t.starts_empty();
     let (mut restored_segments, mut restored_blocks) = (0, 0);
     // Ops of blocks live before the trace, by address.
     let mut start_ops: HashMap<u64, u32> = HashMap::new();
     if !starts_empty {
-        for mut seg in initial_state(t, &c.settings().clone()) {
+        for mut seg in initial {
             for b in seg.blocks.iter_mut().filter(|b| b.allocated) {
                 let name = t
                     .segments
@@ -690,6 +697,14 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
     }
     if let Some(first) = failed_first {
         dump = first;
+    }
+    if opts.device.is_none() {
+        // The device's size is not in a snapshot: say what the run is known to have had.
+        dump.device.total = 0;
+        dump.device.free = 0;
+        dump.device.model = "the snapshot's GPU (its size is not in the snapshot)".into();
+        dump.allocator.limit = stats.reserved.peak;
+        dump.stats.bytes_limit = stats.reserved.peak;
     }
     Outcome {
         dump,
