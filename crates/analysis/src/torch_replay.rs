@@ -22,7 +22,7 @@ use oomscope_core::caching::{
 };
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::Meta;
-use oomscope_dump::{DeviceKind, Dump, Frame, Source, SourceKind};
+use oomscope_dump::{DeviceKind, Dump, Source, SourceKind};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -106,26 +106,8 @@ fn frames_op(frames: Option<Value>, cache: &mut HashMap<String, Option<String>>)
     if items.is_empty() {
         return None;
     }
-    let parsed: Vec<Frame> = items
-        .iter()
-        .map(|f| Frame {
-            ip: 0,
-            function: f.get("name").and_then(|v| v.as_str().map(str::to_string)),
-            file: f.get("filename").and_then(|v| v.as_str().map(str::to_string)),
-            line: f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok()),
-        })
-        .collect();
-    let key: String = parsed
-        .iter()
-        .map(|f| {
-            format!(
-                "{}|{}|{}\n",
-                f.function.as_deref().unwrap_or(""),
-                f.file.as_deref().unwrap_or(""),
-                f.line.unwrap_or(0)
-            )
-        })
-        .collect();
+    let parsed = torch_frames::from_pickle(&items);
+    let key = torch_frames::key(&parsed);
     cache.entry(key).or_insert_with(|| torch_frames::name(&parsed).node()).clone()
 }
 

@@ -162,6 +162,34 @@ pub fn is_internal(node: &str) -> bool {
     internal.iter().any(|m| node.contains(m))
 }
 
+/// A snapshot's frames (`{name, filename, line}` dicts) as dump frames.
+pub fn from_pickle(items: &[crate::pickle::Value]) -> Vec<Frame> {
+    items
+        .iter()
+        .map(|f| Frame {
+            ip: 0,
+            function: f.get("name").and_then(|v| v.as_str().map(str::to_string)),
+            file: f.get("filename").and_then(|v| v.as_str().map(str::to_string)),
+            line: f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok()),
+        })
+        .collect()
+}
+
+/// A key that is equal for equal stacks, to name or store each stack once.
+pub fn key(frames: &[Frame]) -> String {
+    frames
+        .iter()
+        .map(|f| {
+            format!(
+                "{}|{}|{}\n",
+                f.function.as_deref().unwrap_or(""),
+                f.file.as_deref().unwrap_or(""),
+                f.line.unwrap_or(0)
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,8 @@ use super::ImportError;
 use crate::pickle::{self, Value};
 use oomscope_core::record::{EventKind, UNNAMED_OP};
 use oomscope_dump::{
-    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Frame, Imported, NodeUsage,
-    OomRecord, RegionInfo, Section, Source, StackInfo,
+    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Imported, NodeUsage, OomRecord,
+    RegionInfo, Section, Source, StackInfo,
 };
 use oomscope_dump::{DeviceKind, ImportedFrom, Refusal, SegmentPool, SourceKind, Stats};
 use std::collections::HashMap;
@@ -48,15 +48,7 @@ impl Walk<'_> {
             return Ok((None, None));
         };
         self.visit(items.len())?;
-        let parsed: Vec<Frame> = items
-            .iter()
-            .map(|f| Frame {
-                ip: 0,
-                function: f.get("name").and_then(|v| v.as_str().map(str::to_string)),
-                file: f.get("filename").and_then(|v| v.as_str().map(str::to_string)),
-                line: f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok()),
-            })
-            .collect();
+        let parsed = super::torch_frames::from_pickle(&items);
         if parsed.is_empty() {
             return Ok((None, None));
         }
@@ -67,17 +59,7 @@ impl Walk<'_> {
             // PyTorch's frames: the aten op and the user's own line.
             _ => super::torch_frames::name(&parsed).node(),
         };
-        let key: String = parsed
-            .iter()
-            .map(|f| {
-                format!(
-                    "{}|{}|{}\n",
-                    f.function.as_deref().unwrap_or(""),
-                    f.file.as_deref().unwrap_or(""),
-                    f.line.unwrap_or(0)
-                )
-            })
-            .collect();
+        let key = super::torch_frames::key(&parsed);
         let next = self.stacks.len() as u32;
         let idx = *self.stack_index.entry(key).or_insert(next);
         if idx == next {

@@ -33,7 +33,7 @@ use oomscope_dump::{Refusal, Stats};
 use std::collections::VecDeque;
 use std::fmt;
 
-pub use snapshot::oom_record;
+pub use snapshot::{describe, oom_record};
 
 /// log2 of the minimum allocation unit.
 pub const MIN_ALLOCATION_BITS: u32 = 8;

@@ -3,7 +3,7 @@
 //! no I/O, no symbolization (see [`crate::stack`]).
 
 use super::{AllocFailure, Bfc, NONE, bins_of};
-use crate::record::{Kind, Names};
+use crate::record::{Kind, Meta, Names};
 use oomscope_dump::{
     AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, OomRecord, OutsideInfo, RegionInfo,
     Source, StackInfo,
@@ -34,22 +34,8 @@ impl Bfc {
                     ..ChunkInfo::default()
                 };
                 if c.in_use() {
-                    let m = &c.meta;
-                    live.push((m.op, c.size, c.requested));
-                    info.op = Some(names.op(m.op).to_string());
-                    info.shape = names.shapes.get(m.shape).cloned();
-                    info.dtype = names.dtypes.get(m.dtype).cloned();
-                    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
-                    info.step = Some(m.step);
-                    info.t_ns = Some(m.t_ns);
-                    if let Some(ips) = names.stacks.get(m.stack) {
-                        let next = stacks.len() as u32;
-                        let idx = *stack_index.entry(m.stack).or_insert_with(|| {
-                            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
-                            next
-                        });
-                        info.stack = Some(idx);
-                    }
+                    live.push((c.meta.op, c.size, c.requested));
+                    describe(&mut info, &c.meta, names, &mut stacks, &mut stack_index);
                 }
                 chunks.push(info);
                 h = c.next;
@@ -111,6 +97,30 @@ impl Bfc {
             verdict: None,
             imported: None,
         }
+    }
+}
+
+/// Fills a live chunk's recorded fields from its `Meta`, its stack added to `stacks` once.
+pub fn describe(
+    info: &mut ChunkInfo,
+    m: &Meta,
+    names: &Names,
+    stacks: &mut Vec<StackInfo>,
+    stack_index: &mut HashMap<u32, u32>,
+) {
+    info.op = Some(names.op(m.op).to_string());
+    info.shape = names.shapes.get(m.shape).cloned();
+    info.dtype = names.dtypes.get(m.dtype).cloned();
+    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
+    info.step = Some(m.step);
+    info.t_ns = Some(m.t_ns);
+    if let Some(ips) = names.stacks.get(m.stack) {
+        let next = stacks.len() as u32;
+        let idx = *stack_index.entry(m.stack).or_insert_with(|| {
+            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
+            next
+        });
+        info.stack = Some(idx);
     }
 }
 

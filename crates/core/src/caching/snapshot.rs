@@ -2,11 +2,11 @@
 //! the reverse for a replay that starts mid-run: segments put back as a snapshot lists them.
 
 use super::{Block, Caching, NONE, PoolKind, Stat};
-use crate::bfc::{bins_of, oom_record};
-use crate::record::{Kind, Meta};
+use crate::bfc::{bins_of, describe, oom_record};
+use crate::record::Meta;
 use oomscope_dump::{
     AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, RegionInfo,
-    SegmentPool, Source, StackInfo, Stats,
+    SegmentPool, Source, Stats,
 };
 use std::collections::HashMap;
 
@@ -157,24 +157,10 @@ impl Caching {
                     ..ChunkInfo::default()
                 };
                 if b.allocated || b.pending_free {
-                    let m = b.meta;
                     if b.allocated {
-                        live.push((m.op, b.size, b.requested));
+                        live.push((b.meta.op, b.size, b.requested));
                     }
-                    info.op = Some(names.op(m.op).to_string());
-                    info.shape = names.shapes.get(m.shape).cloned();
-                    info.dtype = names.dtypes.get(m.dtype).cloned();
-                    info.kind = (m.kind != Kind::Unknown).then_some(m.kind);
-                    info.step = Some(m.step);
-                    info.t_ns = Some(m.t_ns);
-                    if let Some(ips) = names.stacks.get(m.stack) {
-                        let next = stacks.len() as u32;
-                        let idx = *stack_index.entry(m.stack).or_insert_with(|| {
-                            stacks.push(StackInfo { ips: ips.clone(), frames: Vec::new() });
-                            next
-                        });
-                        info.stack = Some(idx);
-                    }
+                    describe(&mut info, b.meta, names, &mut stacks, &mut stack_index);
                 }
                 chunks.push(info);
             }
