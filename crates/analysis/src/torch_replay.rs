@@ -562,16 +562,13 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
     // Ops of blocks live before the trace, by address.
     let mut start_ops: HashMap<u64, u32> = HashMap::new();
     if !starts_empty {
+        // The final state names the blocks that lived through the trace.
+        let final_ops: HashMap<u64, &str> =
+            t.segments.iter().flat_map(|s| &s.blocks).filter_map(|b| Some((b.addr, b.op.as_deref()?))).collect();
         for mut seg in initial {
             for b in seg.blocks.iter_mut().filter(|b| b.allocated) {
-                let name = t
-                    .segments
-                    .iter()
-                    .flat_map(|s| &s.blocks)
-                    .find(|f| f.addr == b.addr)
-                    .and_then(|f| f.op.clone())
-                    .unwrap_or_else(|| torch_frames::BEFORE_RECORDING.to_string());
-                b.meta.op = c.names_mut().ops.intern(name.as_str());
+                let name = final_ops.get(&b.addr).copied().unwrap_or(torch_frames::BEFORE_RECORDING);
+                b.meta.op = c.names_mut().ops.intern(name);
                 start_ops.insert(b.addr, b.meta.op);
             }
             if c.restore_segment(&seg) {

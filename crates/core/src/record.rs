@@ -125,7 +125,34 @@ pub struct History {
     next_seq: u64,
 }
 
+/// Step marks kept for the growth analysis.
+pub const STEP_MARKS_KEPT: usize = 4096;
+
+/// Keeps `mark`, dropping the oldest when [`STEP_MARKS_KEPT`] are kept.
+pub fn keep_step_mark(steps: &mut VecDeque<StepMark>, mark: StepMark) {
+    if steps.len() == STEP_MARKS_KEPT {
+        steps.pop_front();
+    }
+    steps.push_back(mark);
+}
+
 impl History {
+    /// The kept events as a dump lists them, op ids resolved to names.
+    pub fn to_dump(&self, names: &Names) -> Vec<oomscope_dump::EventInfo> {
+        self.iter()
+            .map(|e| oomscope_dump::EventInfo {
+                seq: e.seq,
+                t_ns: e.t_ns,
+                kind: e.kind,
+                address: e.addr,
+                size: e.size,
+                requested: e.requested,
+                op: (e.op != 0).then(|| names.op(e.op).to_string()),
+                step: e.step,
+            })
+            .collect()
+    }
+
     pub fn new(capacity: usize) -> History {
         History { events: VecDeque::with_capacity(capacity.min(1 << 16)), capacity, next_seq: 0 }
     }

@@ -48,8 +48,6 @@ pub const DEFAULT_MAX_INTERNAL_FRAGMENTATION: u64 = 128 << 20;
 const BACKPEDAL_FACTOR: f32 = 0.9;
 /// A region-size target of 2 MiB to start with when growing on demand (TF >= 2.5).
 const GROWTH_INITIAL_REGION: u64 = 2 << 20;
-/// Step marks kept for the growth analysis.
-const STEP_MARKS_KEPT: usize = 4096;
 /// Failed requests kept (all are counted).
 const FAILURES_KEPT: usize = 100_000;
 /// Device refusals kept (all are counted).
@@ -443,16 +441,16 @@ impl Bfc {
     /// bytes at the boundary are kept for the growth analysis.
     pub fn mark_step(&mut self, step: i64, t_ns: u64) {
         self.current_step = step;
-        if self.steps.len() == STEP_MARKS_KEPT {
-            self.steps.pop_front();
-        }
-        self.steps.push_back(StepMark {
-            step,
-            t_ns,
-            bytes_in_use: self.stats.bytes_in_use,
-            pool_bytes: self.stats.pool_bytes,
-            live: self.in_use.len() as u64,
-        });
+        crate::record::keep_step_mark(
+            &mut self.steps,
+            StepMark {
+                step,
+                t_ns,
+                bytes_in_use: self.stats.bytes_in_use,
+                pool_bytes: self.stats.pool_bytes,
+                live: self.in_use.len() as u64,
+            },
+        );
         self.history.push(Event { seq: 0, t_ns, kind: EventKind::Step, addr: 0, size: 0, requested: 0, op: 0, step });
     }
 

@@ -5,8 +5,8 @@
 use super::{AllocFailure, Bfc, NONE, bins_of};
 use crate::record::{Kind, Meta, Names};
 use oomscope_dump::{
-    AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, OomRecord, OutsideInfo, RegionInfo,
-    Source, StackInfo,
+    AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, OomRecord, OutsideInfo, RegionInfo, Source,
+    StackInfo,
 };
 use std::collections::HashMap;
 
@@ -47,20 +47,7 @@ impl Bfc {
         let bins =
             bins_of(regions.iter().flat_map(|r: &RegionInfo| &r.chunks).map(|c| (c.size, c.requested, c.in_use)));
         let ooms: Vec<OomRecord> = self.failures.iter().map(|f| oom_record(f, names)).collect();
-        let events = self
-            .history
-            .iter()
-            .map(|e| EventInfo {
-                seq: e.seq,
-                t_ns: e.t_ns,
-                kind: e.kind,
-                address: e.addr,
-                size: e.size,
-                requested: e.requested,
-                op: (e.op != 0).then(|| names.op(e.op).to_string()),
-                step: e.step,
-            })
-            .collect();
+        let events = self.history.to_dump(names);
         Dump {
             version: DUMP_VERSION,
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),

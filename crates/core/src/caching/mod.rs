@@ -42,8 +42,6 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 const NONE: u32 = u32::MAX;
-/// Step marks kept for the growth analysis.
-const STEP_MARKS_KEPT: usize = 4096;
 /// Failed requests kept (all are counted).
 const FAILURES_KEPT: usize = 100_000;
 
@@ -1273,16 +1271,16 @@ impl Caching {
     /// Marks the start of a training step.
     pub fn mark_step(&mut self, step: i64, t_ns: u64) {
         self.current_step = step;
-        if self.steps.len() == STEP_MARKS_KEPT {
-            self.steps.pop_front();
-        }
-        self.steps.push_back(StepMark {
-            step,
-            t_ns,
-            bytes_in_use: self.stats.allocated_bytes.all.current,
-            pool_bytes: self.stats.reserved_bytes.all.current,
-            live: self.active.len() as u64,
-        });
+        crate::record::keep_step_mark(
+            &mut self.steps,
+            StepMark {
+                step,
+                t_ns,
+                bytes_in_use: self.stats.allocated_bytes.all.current,
+                pool_bytes: self.stats.reserved_bytes.all.current,
+                live: self.active.len() as u64,
+            },
+        );
         self.push(t_ns, EventKind::Step, 0, 0, 0, step);
     }
 
@@ -1299,7 +1297,8 @@ impl Caching {
         let mut out = Vec::new();
         for (h, b) in self.blocks.iter().enumerate() {
             let h = h as u32;
-            if b.size == 0 || self.free_handles.contains(&h) {
+            // Dropped handles are zeroed blocks.
+            if b.size == 0 {
                 continue;
             }
             let head = if b.expandable == NONE {

@@ -5,7 +5,7 @@ use super::{Block, Caching, NONE, PoolKind, Stat};
 use crate::bfc::{bins_of, describe, oom_record};
 use crate::record::Meta;
 use oomscope_dump::{
-    AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, EventInfo, NodeUsage, RegionInfo,
+    AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, RegionInfo,
     SegmentPool, Source, Stats,
 };
 use std::collections::HashMap;
@@ -182,20 +182,7 @@ impl Caching {
         for (o, f) in ooms.iter_mut().zip(&self.oom_figures) {
             o.segment_request = Some(f.alloc_size);
         }
-        let events = self
-            .history
-            .iter()
-            .map(|e| EventInfo {
-                seq: e.seq,
-                t_ns: e.t_ns,
-                kind: e.kind,
-                address: e.addr,
-                size: e.size,
-                requested: e.requested,
-                op: (e.op != 0).then(|| names.op(e.op).to_string()),
-                step: e.step,
-            })
-            .collect();
+        let events = self.history.to_dump(names);
         let s = &self.stats;
         let largest_free = self.largest_free_block();
         let pool_bytes = s.reserved_bytes.all.current;
