@@ -44,6 +44,8 @@ def _load():
         lib.oomscope_step.argtypes = [ctypes.c_long]
         lib.oomscope_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.oomscope_last_error.restype = ctypes.c_size_t
+        lib.oomscope_empty_cache.argtypes = []
+        lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
         _lib = lib
     return _lib
 
@@ -115,14 +117,42 @@ def _install(torch):
             os.environ["OOMSCOPE_LIB"], "oomscope_torch_malloc", "oomscope_free"
         )
         inner = allocator._allocator
-        if hasattr(inner, "set_record_stream_fn"):
-            inner.set_record_stream_fn(ctypes.cast(lib.oomscope_record_stream, ctypes.c_void_p).value)
+        # torch.cuda.empty_cache() calls the reset hook; set_per_process_memory_fraction
+        # the memory-fraction hook.
+        for setter, fn in (
+            ("set_record_stream_fn", lib.oomscope_record_stream),
+            ("set_reset_fn", lib.oomscope_empty_cache),
+            ("set_memory_fraction_fn", lib.oomscope_set_memory_fraction),
+        ):
+            if hasattr(inner, setter):
+                getattr(inner, setter)(ctypes.cast(fn, ctypes.c_void_p).value)
         torch.cuda.memory.change_current_allocator(allocator)
     elif not emulate:
         _say("note: this PyTorch sees no CUDA device; nothing to watch")
         return
+    else:
+        _install_emulated_cache_calls(torch, lib)
     _install_names(torch, lib, ops=not no_ops, emulate=emulate)
     _install_steps(torch, lib)
+
+
+def _install_emulated_cache_calls(torch, lib):
+    """Emulation: no CUDA, so PyTorch would ignore empty_cache and refuse a memory
+    fraction; both go to oomscope's allocator instead."""
+
+    def empty_cache():
+        lib.oomscope_empty_cache()
+
+    def set_per_process_memory_fraction(fraction, device=None):
+        if not isinstance(fraction, float) or not 0 <= fraction <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        index = device if isinstance(device, int) else getattr(device, "index", None) or 0
+        lib.oomscope_set_memory_fraction(fraction, index)
+
+    torch.cuda.empty_cache = empty_cache
+    torch.cuda.memory.empty_cache = empty_cache
+    torch.cuda.set_per_process_memory_fraction = set_per_process_memory_fraction
+    torch.cuda.memory.set_per_process_memory_fraction = set_per_process_memory_fraction
 
 
 # ---- names ----------------------------------------------------------------------------

@@ -69,7 +69,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Run a training program under oomscope: on OOM, the report, the verdict and a dump.
     #[command(after_help = "PyTorch: the program's Python processes that import torch get oomscope as PyTorch's \
-        CUDA allocator (no change to the script); allocations are named by module and op. TensorFlow, Keras, \
+        CUDA allocator (no change to the script): PyTorch's caching allocator, re-implemented, with the \
+        PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF settings the program uses, so it runs out of memory \
+        where PyTorch would; allocations are named by module and op. TensorFlow, Keras, \
         JAX: their own allocator's OOM report is read from the program's output (also when the program \
         silences TF's logs), and their memory is sampled for the live view. The program's output passes \
         through and its exit code is oomscope's. Needs liboomscope.so beside the binary (cargo builds it) \
@@ -252,11 +254,23 @@ pub struct DemoArgs {
     pub seconds: f64,
 }
 
+/// The allocator `run` puts under a PyTorch program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RunAllocator {
+    /// PyTorch's caching allocator: the one the program runs without oomscope
+    Caching,
+    /// TensorFlow's BFC allocator
+    Bfc,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Watch the run in the terminal UI (the program's output then goes to a log file)
     #[arg(long)]
     pub tui: bool,
+    /// The allocator under a PyTorch program
+    #[arg(long, value_enum, default_value = "caching")]
+    pub allocator: RunAllocator,
     /// The allocator's limit per GPU [default: the GPU's free memory at start]
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub limit: Option<u64>,

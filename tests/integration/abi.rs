@@ -37,6 +37,7 @@ fn ctypes_drives_the_c_abi_on_the_simulated_device() {
     let o = Command::new(py)
         .arg(tests_python().join("abi_basic.py"))
         .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_ALLOCATOR", "bfc")
         .env("OOMSCOPE_DEVICE", "sim:1GiB")
         .env("OOMSCOPE_DUMP_DIR", &dumps)
         .env("TEST_OUT", &dir)
@@ -61,6 +62,51 @@ fn ctypes_drives_the_c_abi_on_the_simulated_device() {
     assert_eq!(files_in(&dumps).len(), 1, "one OOM, one dump");
     assert!(dir.join("no/such/dir/x.json").is_file());
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The library's default allocator is PyTorch's caching allocator: PyTorch's figures, its
+/// streams, empty_cache, the memory fraction and its OOM message; the settings a program puts
+/// in PYTORCH_CUDA_ALLOC_CONF before its first allocation apply.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn the_c_abi_serves_with_pytorchs_caching_allocator_by_default() {
+    let py = python();
+    for conf in ["", "expandable_segments:False,garbage_collection_threshold:0.8"] {
+        let dir = temp_dir("abi-caching");
+        let dumps = dir.join("dumps");
+        let o = Command::new(py)
+            .arg(tests_python().join("abi_caching.py"))
+            .env("OOMSCOPE_LIB", library())
+            .env("OOMSCOPE_DEVICE", "sim:1GiB")
+            .env("OOMSCOPE_DUMP_DIR", &dumps)
+            .env("TEST_OUT", &dir)
+            .env("TEST_CONF", conf)
+            .env_remove("PYTORCH_ALLOC_CONF")
+            .env("PYTHONPATH", tests_python())
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{conf}: the script's checks failed:\n{out}\n{err}");
+        assert!(out.contains("every check holds"), "{out}");
+        // The report at the OOM, in PyTorch's words, once.
+        assert_eq!(err.matches("torch.OutOfMemoryError: CUDA out of memory.").count(), 1, "{err}");
+        assert!(err.contains("PyTorch caching allocator on cuda:0"), "{err}");
+        assert!(!err.contains("more than one CUDA stream"), "streams are the allocator's own: {err}");
+        assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    // Settings PyTorch refuses: every allocation fails with the reason.
+    let o = Command::new(py)
+        .args(["-c", "from oomscope_ctypes import lib, last_error\nprint(lib.oomscope_malloc(1024, 0, None), last_error())"])
+        .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:10")
+        .env_remove("PYTORCH_ALLOC_CONF")
+        .env("PYTHONPATH", tests_python())
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert!(out.starts_with("None PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10"), "{out}");
 }
 
 #[test]
@@ -106,7 +152,8 @@ fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
         .unwrap();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("caught std::runtime_error: CUDA out of memory. Tried to allocate 1.00TiB"), "{out}");
+    // 1 TiB, as PyTorch's message prints it.
+    assert!(out.contains("caught std::runtime_error: CUDA out of memory. Tried to allocate 1024.00 GiB. GPU 0"), "{out}");
     assert!(out.contains("caught std::runtime_error: oomscope could not allocate: a negative size"), "{out}");
     assert!(err.contains("oomscope: OOM #1 on GPU 0"), "quiet: one line: {err}");
     std::fs::remove_dir_all(dir).unwrap();
@@ -129,15 +176,23 @@ fn run_passes_output_and_exit_code_and_reports_each_processs_oom() {
     let dumps = dir.join("dumps");
     let user_site = tests_python().join("user_site");
     let pythonpath = std::env::join_paths([tests_python(), user_site]).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["run", "--device", "sim:1GiB", "--dump-dir"])
-        .arg(&dumps)
-        .args(["--", py])
-        .arg(tests_python().join("run_oom.py"))
-        .env("PYTHONPATH", pythonpath)
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let run = |allocator: &[&str], expect: &str| {
+        Command::new(env!("CARGO_BIN_EXE_oomscope"))
+            .args(["run", "--device", "sim:1GiB", "--dump-dir"])
+            .arg(&dumps)
+            .args(allocator)
+            .args(["--", py])
+            .arg(tests_python().join("run_oom.py"))
+            .env("PYTHONPATH", &pythonpath)
+            .env("TEST_EXPECT", expect)
+            .env_remove("PYTORCH_ALLOC_CONF")
+            .env_remove("PYTORCH_CUDA_ALLOC_CONF")
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    // By default, PyTorch's caching allocator and PyTorch's words.
+    let o = run(&[], "CUDA out of memory. Tried to allocate 600.00 MiB. GPU 0 has a total capacity of 1024.00 MiB");
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(3), "the program's exit code:\n{out}\n{err}");
     // The program's output, untouched.
@@ -150,13 +205,29 @@ fn run_passes_output_and_exit_code_and_reports_each_processs_oom() {
     // The user's sitecustomize still runs, in each Python process.
     assert_eq!(err.matches("user sitecustomize ran").count(), 2, "{err}");
     // Each process's first OOM: the whole report; then the dumps are listed.
-    assert_eq!(err.matches("Current usage from device").count(), 2, "{err}");
-    assert!(err.contains("600.00MiB from child/Conv2D") && err.contains("600.00MiB from parent/MatMul"), "{err}");
+    assert_eq!(err.matches("torch.OutOfMemoryError: CUDA out of memory.").count(), 2, "{err}");
+    assert_eq!(err.matches("PyTorch caching allocator on cuda:0 (PYTORCH_CUDA_ALLOC_CONF: defaults)").count(), 2);
+    assert!(err.contains("600.00 MiB in     1 blocks  child/Conv2D"), "{err}");
+    assert!(err.contains("600.00 MiB in     1 blocks  parent/MatMul"), "{err}");
     assert!(err.contains("oomscope: 2 OOM dumps were written:"), "{err}");
     let written = files_in(&dumps);
     assert_eq!(written.len(), 2, "{written:?}");
     let pids: std::collections::HashSet<&str> = written.iter().map(|f| f.split('-').nth(1).unwrap()).collect();
     assert_eq!(pids.len(), 2, "one dump per process: {written:?}");
+    for f in &written {
+        let d = oomscope_dump::read(&dumps.join(f)).unwrap();
+        assert!(d.allocator.caching.is_some() && d.regions.iter().all(|r| r.pool.is_some()), "{f}");
+    }
+    std::fs::remove_dir_all(&dumps).unwrap();
+    // --allocator bfc: TensorFlow's allocator and its words.
+    let o = run(&["--allocator", "bfc"], "CUDA out of memory. Tried to allocate 600.00MiB (629145600 bytes)");
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}\n{err}");
+    assert_eq!(err.matches("Current usage from device").count(), 2, "{err}");
+    assert!(err.contains("600.00MiB from child/Conv2D") && err.contains("600.00MiB from parent/MatMul"), "{err}");
+    for f in files_in(&dumps) {
+        assert!(oomscope_dump::read(&dumps.join(&f)).unwrap().allocator.name.ends_with("_bfc"), "{f}");
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -264,8 +335,12 @@ fn a_real_pytorch_training_loop() {
         .unwrap();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("OOM at batch 8192; halving") && out.contains("trained at batch 1024"), "{out}");
-    assert!(err.contains("requested by op Net.blocks.0.fc1/aten::addmm"), "forward names: {err}");
+    assert!(out.contains("OOM at batch 8192; halving"), "{out}");
+    let trained: Vec<u32> = out.lines().filter_map(|l| l.strip_prefix("trained at batch ")?.parse().ok()).collect();
+    assert!(trained.len() == 2 && trained[0] == 256 && (256..8192).contains(&trained[1]), "recovered: {out}");
+    // PyTorch's caching allocator, in PyTorch's words, names the request.
+    assert!(err.contains("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"), "{err}");
+    assert!(err.contains(" bytes by Net.blocks.0.fc1/aten::addmm"), "forward names: {err}");
     let first = dumps.join(files_in(&dumps).into_iter().find(|f| f.contains("-oom1")).unwrap());
     let d = oomscope_dump::read(&first).unwrap();
     let ops: Vec<&str> = d.events.iter().filter_map(|e| e.op.as_deref()).collect();

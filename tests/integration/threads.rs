@@ -38,7 +38,7 @@ fn threads_with_scoped_names_leave_a_consistent_state() {
                         alloc.free(addr).expect("own allocation");
                     }
                     if i % 50 == 0 {
-                        assert!(alloc.with_core(|b| b.check_invariants()).is_ok());
+                        assert!(alloc.with_engine(|e| e.check()).is_ok());
                     }
                 }
                 kept.len()
@@ -46,7 +46,7 @@ fn threads_with_scoped_names_leave_a_consistent_state() {
         })
         .collect();
     let kept: usize = handles.into_iter().map(|h| h.join().expect("no panic")).sum();
-    alloc.with_core(|b| b.check_invariants()).unwrap();
+    alloc.with_engine(|e| e.check()).unwrap();
     let d = alloc.dump(Source::default());
     assert_eq!(d.live_chunks().count(), kept);
     assert_eq!(d.stats.num_allocs, (THREADS * ROUNDS) as u64);

@@ -1,5 +1,6 @@
 """Imports (fake) torch under `oomscope run`: the hook must install the allocator and name
 allocations by module path; a program that never imports torch is left alone."""
+import ctypes
 import json
 import os
 import sys
@@ -15,6 +16,12 @@ path, malloc_name, free_name = torch.installed["allocator"]
 check(path == os.environ["OOMSCOPE_LIB"], path)
 check((malloc_name, free_name) == ("oomscope_torch_malloc", "oomscope_free"), (malloc_name, free_name))
 check(torch.installed["record_stream_fn"], "the record_stream hook is set")
+# torch.cuda.empty_cache() and set_per_process_memory_fraction reach oomscope's allocator.
+check(torch.installed["reset_fn"] == ctypes.cast(lib.oomscope_empty_cache, ctypes.c_void_p).value, "empty_cache hook")
+check(
+    torch.installed["memory_fraction_fn"] == ctypes.cast(lib.oomscope_set_memory_fraction, ctypes.c_void_p).value,
+    "memory fraction hook",
+)
 check("current" in torch.installed, "the allocator is made current")
 
 conv = Module()

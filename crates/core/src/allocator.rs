@@ -1,18 +1,218 @@
 //! The allocator as a training process uses it: thread-safe, recording each allocation's
 //! op name (from the request or the thread's [`crate::scope`]), shape, dtype, step, time and,
 //! when asked, call stack; and returning an [`Oom`] that carries the dump of that moment.
+//! Behind it is an [`Engine`]: TensorFlow's BFC allocator or PyTorch's caching allocator.
 //! What the dump means (the verdict) and how it reads (the report) are the caller's: this
 //! crate does neither.
 
 use crate::bfc::{AllocFailure, Bfc, FreeError, Options};
+use crate::caching::Caching;
 use crate::device::Device;
-use crate::record::Meta;
+use crate::record::{History, Meta, Names};
 use crate::{scope, stack};
 use oomscope_base::size::human;
-use oomscope_dump::{Dump, Source, SourceKind, Stats};
+use oomscope_dump::{AllocatorInfo, DeviceInfo, Dump, Source, SourceKind, Stats};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
+
+/// The allocator a process runs: the one whose choices oomscope makes.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per device, behind a lock: never moved on a hot path
+pub enum Engine {
+    /// TensorFlow's BFC allocator.
+    Bfc(Bfc),
+    /// PyTorch's CUDA caching allocator.
+    Caching(Caching),
+}
+
+/// One step of walking an allocator's state: a region (segment), then its chunks (blocks).
+#[derive(Clone, Copy, Debug)]
+pub enum Visit<'a> {
+    Region { addr: u64, size: u64 },
+    Chunk { size: u64, requested: u64, in_use: bool, meta: &'a Meta },
+}
+
+/// What readers of an allocator's state (the live feed) need, whichever allocator it is.
+pub trait View {
+    fn names(&self) -> &Names;
+    fn current_step(&self) -> i64;
+    fn stats(&self) -> Stats;
+    fn live_allocations(&self) -> usize;
+    fn history(&self) -> &History;
+    fn device_info(&self) -> DeviceInfo;
+    fn allocator_info(&self) -> AllocatorInfo;
+    /// Each region in address order, each followed by its chunks in address order.
+    fn visit(&self, f: &mut dyn FnMut(Visit<'_>));
+}
+
+impl View for Bfc {
+    fn names(&self) -> &Names {
+        Bfc::names(self)
+    }
+    fn current_step(&self) -> i64 {
+        Bfc::current_step(self)
+    }
+    fn stats(&self) -> Stats {
+        Bfc::stats(self)
+    }
+    fn live_allocations(&self) -> usize {
+        Bfc::live_allocations(self)
+    }
+    fn history(&self) -> &History {
+        Bfc::history(self)
+    }
+    fn device_info(&self) -> DeviceInfo {
+        Bfc::device_info(self)
+    }
+    fn allocator_info(&self) -> AllocatorInfo {
+        Bfc::allocator_info(self)
+    }
+    fn visit(&self, f: &mut dyn FnMut(Visit<'_>)) {
+        for (i, (addr, size)) in self.regions().enumerate() {
+            f(Visit::Region { addr, size });
+            for c in self.region_chunks(i) {
+                f(Visit::Chunk { size: c.size, requested: c.requested, in_use: c.in_use, meta: c.meta });
+            }
+        }
+    }
+}
+
+impl View for Caching {
+    fn names(&self) -> &Names {
+        Caching::names(self)
+    }
+    fn current_step(&self) -> i64 {
+        Caching::current_step(self)
+    }
+    fn stats(&self) -> Stats {
+        Caching::stats(self)
+    }
+    fn live_allocations(&self) -> usize {
+        Caching::live_allocations(self)
+    }
+    fn history(&self) -> &History {
+        Caching::history(self)
+    }
+    fn device_info(&self) -> DeviceInfo {
+        Caching::device_info(self)
+    }
+    fn allocator_info(&self) -> AllocatorInfo {
+        Caching::allocator_info(self)
+    }
+    fn visit(&self, f: &mut dyn FnMut(Visit<'_>)) {
+        for seg in self.segments() {
+            f(Visit::Region { addr: seg.addr, size: seg.size });
+            for b in self.segment_blocks(&seg) {
+                // A pending free is not reusable yet: it counts as in use.
+                let in_use = b.allocated || b.pending_free;
+                f(Visit::Chunk { size: b.size, requested: b.requested, in_use, meta: b.meta });
+            }
+        }
+    }
+}
+
+macro_rules! each {
+    ($e:expr, $x:ident => $body:expr) => {
+        match $e {
+            Engine::Bfc($x) => $body,
+            Engine::Caching($x) => $body,
+        }
+    };
+}
+
+impl View for Engine {
+    fn names(&self) -> &Names {
+        each!(self, e => View::names(e))
+    }
+    fn current_step(&self) -> i64 {
+        each!(self, e => View::current_step(e))
+    }
+    fn stats(&self) -> Stats {
+        each!(self, e => View::stats(e))
+    }
+    fn live_allocations(&self) -> usize {
+        each!(self, e => View::live_allocations(e))
+    }
+    fn history(&self) -> &History {
+        each!(self, e => View::history(e))
+    }
+    fn device_info(&self) -> DeviceInfo {
+        each!(self, e => View::device_info(e))
+    }
+    fn allocator_info(&self) -> AllocatorInfo {
+        each!(self, e => View::allocator_info(e))
+    }
+    fn visit(&self, f: &mut dyn FnMut(Visit<'_>)) {
+        each!(self, e => View::visit(e, f))
+    }
+}
+
+impl Engine {
+    pub fn names_mut(&mut self) -> &mut Names {
+        each!(self, e => e.names_mut())
+    }
+
+    /// Allocates `bytes` for `stream` (BFC has no streams: the stream is ignored).
+    pub fn allocate(&mut self, bytes: u64, stream: u64, meta: Meta) -> Result<u64, Box<AllocFailure>> {
+        match self {
+            Engine::Bfc(b) => b.allocate(bytes, meta),
+            Engine::Caching(c) => c.allocate(bytes, stream, meta),
+        }
+    }
+
+    pub fn free(&mut self, addr: u64, t_ns: u64) -> Result<u64, FreeError> {
+        each!(self, e => e.free(addr, t_ns))
+    }
+
+    pub fn mark_step(&mut self, step: i64, t_ns: u64) {
+        each!(self, e => e.mark_step(step, t_ns))
+    }
+
+    /// The block size of the live allocation at `addr`.
+    pub fn allocated_size(&self, addr: u64) -> Option<u64> {
+        each!(self, e => e.allocated_size(addr))
+    }
+
+    pub fn snapshot(&self, source: Source) -> Dump {
+        each!(self, e => e.snapshot(source))
+    }
+
+    /// The dump of a failure that just happened.
+    fn oom_dump(&self, failure: &AllocFailure, source: &Source) -> Dump {
+        match self {
+            Engine::Bfc(bfc) => {
+                let mut dump = bfc.snapshot(source.clone());
+                dump.oom = Some(crate::bfc::oom_record(failure, bfc.names()));
+                dump
+            }
+            // The caching allocator keeps its failures, with PyTorch's figures.
+            Engine::Caching(c) => c.oom_dump(source.clone()),
+        }
+    }
+
+    /// The allocator's invariants; `Err` names the first broken one.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Engine::Bfc(b) => b.check_invariants(),
+            Engine::Caching(c) => c.check(),
+        }
+    }
+
+    pub fn as_bfc(&self) -> Option<&Bfc> {
+        match self {
+            Engine::Bfc(b) => Some(b),
+            Engine::Caching(_) => None,
+        }
+    }
+
+    pub fn as_caching_mut(&mut self) -> Option<&mut Caching> {
+        match self {
+            Engine::Caching(c) => Some(c),
+            Engine::Bfc(_) => None,
+        }
+    }
+}
 
 /// What to record with each allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +241,8 @@ pub struct Request<'a> {
     pub dtype: Option<&'a str>,
     /// Step; the last [`Allocator::mark_step`] when not given.
     pub step: Option<i64>,
+    /// The CUDA stream it is for (the caching allocator keeps each stream's blocks apart).
+    pub stream: u64,
 }
 
 impl<'a> Request<'a> {
@@ -65,6 +267,10 @@ impl<'a> Request<'a> {
     }
     pub fn step(mut self, step: i64) -> Self {
         self.step = Some(step);
+        self
+    }
+    pub fn stream(mut self, stream: u64) -> Self {
+        self.stream = stream;
         self
     }
 }
@@ -108,9 +314,9 @@ impl fmt::Display for Oom {
 
 impl std::error::Error for Oom {}
 
-/// A thread-safe, recording BFC allocator.
+/// A thread-safe, recording allocator.
 pub struct Allocator {
-    bfc: Mutex<Bfc>,
+    engine: Mutex<Engine>,
     origin: Instant,
     recording: Recording,
     /// What OOM dumps say they come from.
@@ -124,14 +330,20 @@ impl fmt::Debug for Allocator {
 }
 
 impl Allocator {
-    /// An allocator recording op names (not stacks).
+    /// A BFC allocator recording op names (not stacks).
     pub fn new(opts: Options, device: Box<dyn Device>) -> Allocator {
         Allocator::with_recording(opts, device, Recording::default())
     }
 
+    /// A BFC allocator.
     pub fn with_recording(opts: Options, device: Box<dyn Device>, recording: Recording) -> Allocator {
+        Allocator::from_engine(Engine::Bfc(Bfc::new(opts, device)), recording)
+    }
+
+    /// Either allocator.
+    pub fn from_engine(engine: Engine, recording: Recording) -> Allocator {
         Allocator {
-            bfc: Mutex::new(Bfc::new(opts, device)),
+            engine: Mutex::new(engine),
             origin: Instant::now(),
             recording,
             source: Source { kind: SourceKind::Api, ..Source::default() },
@@ -146,8 +358,8 @@ impl Allocator {
 
     /// The lock. A panic elsewhere while holding it cannot leave the allocator half-updated
     /// in a way that matters more than losing the process's memory, so poisoning is ignored.
-    fn lock(&self) -> MutexGuard<'_, Bfc> {
-        self.bfc.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Interns an op name once, for callers that allocate with the same name often.
@@ -159,10 +371,10 @@ impl Allocator {
     pub fn allocate(&self, req: &Request<'_>) -> Result<u64, Oom> {
         let ips = if self.recording.stacks { Some(stack::capture(1)) } else { None };
         let t_ns = if self.recording.ops { self.origin.elapsed().as_nanos() as u64 } else { 0 };
-        let mut bfc = self.lock();
-        let mut meta = Meta { t_ns, step: bfc.current_step(), ..Meta::default() };
+        let mut engine = self.lock();
+        let mut meta = Meta { t_ns, step: engine.current_step(), ..Meta::default() };
         if self.recording.ops {
-            let names = bfc.names_mut();
+            let names = engine.names_mut();
             meta.op = match req.op_id {
                 Some(id) => id,
                 None => scope::with_qualified(req.op, |name| name.map_or(0, |n| names.ops.intern(n))),
@@ -174,22 +386,16 @@ impl Allocator {
             }
         }
         if let Some(ips) = &ips {
-            meta.stack = bfc.names_mut().stacks.intern(ips.as_slice());
+            meta.stack = engine.names_mut().stacks.intern(ips.as_slice());
         }
-        match bfc.allocate(req.bytes, meta) {
+        match engine.allocate(req.bytes, req.stream, meta) {
             Ok(addr) => Ok(addr),
             Err(failure) => {
-                let dump = Self::oom_dump(&bfc, &failure, &self.source);
-                drop(bfc);
+                let dump = engine.oom_dump(&failure, &self.source);
+                drop(engine);
                 Err(self.finish_oom(dump))
             }
         }
-    }
-
-    fn oom_dump(bfc: &Bfc, failure: &AllocFailure, source: &Source) -> Dump {
-        let mut dump = bfc.snapshot(source.clone());
-        dump.oom = Some(crate::bfc::oom_record(failure, bfc.names()));
-        dump
     }
 
     /// Symbolizes outside the lock: resolving can take tens of milliseconds.
@@ -226,8 +432,8 @@ impl Allocator {
         dump
     }
 
-    /// Runs `f` on the allocator core under the lock (for checks and advanced callers).
-    pub fn with_core<R>(&self, f: impl FnOnce(&mut Bfc) -> R) -> R {
+    /// Runs `f` on the allocator under the lock (for checks, streams, the live feed).
+    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
         f(&mut self.lock())
     }
 }

@@ -10,7 +10,10 @@
 //! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
 //! | `OOMSCOPE_QUIET` | `1`: at OOM, one line on stderr instead of the whole report |
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
+//! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
+//! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
 
+use crate::caching::Settings;
 use crate::device::parse_device;
 use oomscope_base::size::parse_size;
 use std::path::PathBuf;
@@ -26,9 +29,21 @@ pub enum DeviceChoice {
     },
 }
 
+/// Which allocator serves the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocatorChoice {
+    /// PyTorch's caching allocator: the one a PyTorch program runs without oomscope.
+    Caching,
+    /// TensorFlow's BFC allocator.
+    Bfc,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub device: DeviceChoice,
+    pub allocator: AllocatorChoice,
+    /// The caching allocator's settings (`PYTORCH_ALLOC_CONF` / `PYTORCH_CUDA_ALLOC_CONF`).
+    pub torch_settings: Settings,
     pub limit: Option<u64>,
     pub fraction: Option<f64>,
     pub dump_dir: PathBuf,
@@ -72,12 +87,25 @@ impl Config {
                 Some(v) => Err(format!("{name}={v}: expected 1 or 0")),
             }
         };
+        let allocator = match get("OOMSCOPE_ALLOCATOR").as_deref() {
+            None | Some("caching") => AllocatorChoice::Caching,
+            Some("bfc") => AllocatorChoice::Bfc,
+            Some(v) => return Err(format!("OOMSCOPE_ALLOCATOR={v}: expected `caching` or `bfc`")),
+        };
+        // PyTorch 2.9 reads PYTORCH_ALLOC_CONF first; earlier versions only the CUDA one.
+        let torch_settings =
+            match ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"].iter().find_map(|k| Some((*k, get(k)?))) {
+                None => Settings::default(),
+                Some((name, text)) => Settings::parse(&text).map_err(|e| format!("{name}={text}: {e}"))?,
+            };
         let history = match get("OOMSCOPE_HISTORY") {
             None => 10_000,
             Some(s) => s.parse().map_err(|_| format!("OOMSCOPE_HISTORY={s}: expected a number of events"))?,
         };
         Ok(Config {
             device,
+            allocator,
+            torch_settings,
             limit,
             fraction,
             dump_dir: get("OOMSCOPE_DUMP_DIR").map_or_else(|| PathBuf::from("oomscope-dumps"), PathBuf::from),
@@ -115,6 +143,8 @@ mod tests {
     fn defaults_and_values() {
         let c = cfg(&[]).unwrap();
         assert_eq!(c.device, DeviceChoice::Cuda);
+        assert_eq!(c.allocator, AllocatorChoice::Caching, "PyTorch's own allocator by default");
+        assert_eq!(c.torch_settings, Settings::default());
         assert_eq!(c.dump_dir, PathBuf::from("oomscope-dumps"));
         assert_eq!(c.limit_for(80 << 30, 70 << 30), 70 << 30, "default: what is free");
         let c = cfg(&[("OOMSCOPE_DEVICE", "sim:16GiB"), ("OOMSCOPE_LIMIT", "1.5GiB"), ("OOMSCOPE_LIVE", "1")]).unwrap();
@@ -126,6 +156,20 @@ mod tests {
     }
 
     #[test]
+    fn pytorch_settings_are_read_as_pytorch_reads_them() {
+        let c = cfg(&[("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), ("OOMSCOPE_ALLOCATOR", "bfc")]).unwrap();
+        assert!(c.torch_settings.expandable_segments);
+        assert_eq!(c.allocator, AllocatorChoice::Bfc);
+        let c = cfg(&[
+            ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+            ("PYTORCH_ALLOC_CONF", "max_split_size_mb:128"),
+        ])
+        .unwrap();
+        assert!(!c.torch_settings.expandable_segments, "PYTORCH_ALLOC_CONF comes first");
+        assert_eq!(c.torch_settings.max_split_size, Some(128 << 20));
+    }
+
+    #[test]
     fn errors_name_the_variable() {
         for (k, v, want) in [
             ("OOMSCOPE_DEVICE", "tpu", "expected `cuda` or `sim:SIZE`"),
@@ -133,6 +177,8 @@ mod tests {
             ("OOMSCOPE_LIMIT", "12GB", "OOMSCOPE_LIMIT=12GB"),
             ("OOMSCOPE_LIMIT_FRACTION", "80", "fraction in (0, 1]"),
             ("OOMSCOPE_LIVE", "maybe", "OOMSCOPE_LIVE=maybe"),
+            ("OOMSCOPE_ALLOCATOR", "tlsf", "expected `caching` or `bfc`"),
+            ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:10", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert!(e.contains(want), "{k}={v}: {e}");

@@ -8,6 +8,7 @@
 //!
 //! - [`device`]: where regions come from: the [`device::Device`] trait, a simulated GPU, CUDA.
 //! - [`bfc`]: TensorFlow's BFC allocator, re-implemented to the byte (single-threaded core).
+//! - [`caching`]: PyTorch's CUDA caching allocator, re-implemented the same way.
 //! - [`Allocator`]: the thread-safe, recording allocator a training process uses; its
 //!   [`Oom`] error carries the dump of that moment (the caller adds the verdict and renders).
 //! - [`record`], [`scope`], [`stack`]: what each allocation is recorded with.
@@ -32,4 +33,4 @@ pub mod record;
 pub mod scope;
 pub mod stack;
 
-pub use allocator::{Allocator, Oom, Recording, Request};
+pub use allocator::{Allocator, Engine, Oom, Recording, Request, View, Visit};

@@ -7,6 +7,8 @@
 //! void   oomscope_free(void* ptr, ssize_t size, int device, void* stream);
 //! void   oomscope_record_stream(void* ptr, void* stream);
 //! int    oomscope_synchronize(void);                // frees held back for other streams, released
+//! void   oomscope_empty_cache(void);                // torch.cuda.empty_cache()
+//! void   oomscope_set_memory_fraction(double fraction, int device);  // set_per_process_memory_fraction
 //! void   oomscope_scope_push(const char* name);     // this thread's scope: "model/layer1" + ...
 //! void   oomscope_scope_pop(void);
 //! void   oomscope_scope_clear(void);              // leaves every scope of this thread
@@ -132,6 +134,30 @@ pub extern "C" fn oomscope_synchronize() -> c_int {
         Err(f) => {
             set_error(f.message());
             -1
+        }
+    })
+}
+
+/// PyTorch's pluggable-allocator `reset` hook, which `torch.cuda.empty_cache()` calls: the
+/// caching allocator gives its cached segments back to the device.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_empty_cache() {
+    guard((), || match runtime() {
+        Ok(rt) => rt.empty_cache(),
+        Err(f) => set_error(f.message()),
+    })
+}
+
+/// PyTorch's pluggable-allocator `memory_fraction` hook
+/// (`torch.cuda.set_per_process_memory_fraction`).
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_set_memory_fraction(fraction: f64, device: c_int) {
+    guard((), || {
+        if let Err(f) = runtime().and_then(|rt| rt.set_memory_fraction(fraction, device)) {
+            set_error(f.message());
+            if let Ok(rt) = runtime() {
+                rt.warn("fraction", f.message());
+            }
         }
     })
 }
@@ -276,7 +302,7 @@ pub unsafe extern "C" fn oomscope_stats(device: c_int, out: *mut OomscopeStats) 
             return -1;
         };
         let s = slot.allocator.stats();
-        let live = slot.allocator.with_core(|b| b.live_allocations()) as u64;
+        let live = slot.allocator.with_engine(|e| oomscope_core::View::live_allocations(e)) as u64;
         let stats = OomscopeStats {
             size: std::mem::size_of::<OomscopeStats>() as u64,
             limit: s.bytes_limit,

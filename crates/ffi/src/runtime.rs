@@ -5,11 +5,12 @@
 use oomscope_analysis::live::{self, Publisher, Sampler};
 use oomscope_analysis::{render, verdict};
 use oomscope_base::size::human;
-use oomscope_core::bfc::Options;
-use oomscope_core::config::{Config, DeviceChoice};
+use oomscope_core::bfc::{Bfc, Options};
+use oomscope_core::caching::{Caching, CachingOptions};
+use oomscope_core::config::{AllocatorChoice, Config, DeviceChoice};
 use oomscope_core::device::cuda::StreamEvent;
 use oomscope_core::device::{CudaDevice, Device, SimDevice};
-use oomscope_core::{Allocator, Oom, Recording, Request};
+use oomscope_core::{Allocator, Engine, Oom, Recording, Request};
 use oomscope_dump::{self as dump, Source, SourceKind};
 use std::collections::HashMap;
 use std::io::Write;
@@ -43,8 +44,10 @@ impl Failure {
     }
 }
 
-/// Work a freed chunk may still be part of: the streams that used it (PyTorch's
-/// `record_stream`), as events to wait for.
+/// Work a freed block may still be part of: the streams that used it (PyTorch's
+/// `record_stream`), as events to wait for. The BFC allocator has no streams: its free is
+/// held back here; the caching allocator keeps the block pending free itself, and is told
+/// when the events have passed.
 enum Pending {
     Cuda(StreamEvent),
     /// The simulated device has no streams: done at the next synchronize.
@@ -76,6 +79,8 @@ pub struct Slot {
     pub device: i32,
     pub allocator: Arc<Allocator>,
     sim: bool,
+    /// PyTorch's caching allocator (else BFC).
+    caching: bool,
     /// The stream of the first allocation; `multi_stream` once another appears.
     first_stream: AtomicUsize,
     multi_stream: AtomicBool,
@@ -206,14 +211,37 @@ impl Runtime {
             DeviceChoice::Sim { total, model } => (Box::new(SimDevice::new(*total, 0).with_model(model)), true),
         };
         let mem = dev.mem_info();
-        let mut opts = Options::new(self.config.limit_for(mem.total, mem.free));
-        // Grow on demand up to the limit: never take the whole card up front.
-        opts.allow_growth = true;
-        opts.history = self.config.history;
-        opts.name = format!("GPU_{ordinal}_bfc");
-        opts.device_name = format!("/job:localhost/replica:0/task:0/device:GPU:{ordinal}");
         let source = Source { kind: SourceKind::Run, command: Some(self.command.clone()), ..Source::default() };
-        let allocator = Arc::new(Allocator::with_recording(opts, dev, Recording::default()).with_source(source));
+        let caching = self.config.allocator == AllocatorChoice::Caching;
+        let engine = if caching {
+            let mut settings = self.config.torch_settings.clone();
+            if settings.expandable_segments && !sim {
+                // Reserving address space and mapping pages on a real GPU is not done yet.
+                self.warn(
+                    "expandable",
+                    "expandable_segments:True is not applied on a real GPU yet: segments are ordinary \
+                     cudaMalloc ranges (with --device sim:SIZE it is applied)",
+                );
+                settings.expandable_segments = false;
+            }
+            let mut opts = CachingOptions::new(ordinal);
+            opts.history = self.config.history;
+            let mut c = Caching::new(settings, opts, dev);
+            // PyTorch has no limit of its own: the device's memory is it, unless one is set.
+            if self.config.limit.is_some() || self.config.fraction.is_some() {
+                c.set_allowed(self.config.limit_for(mem.total, mem.free));
+            }
+            Engine::Caching(c)
+        } else {
+            let mut opts = Options::new(self.config.limit_for(mem.total, mem.free));
+            // Grow on demand up to the limit: never take the whole card up front.
+            opts.allow_growth = true;
+            opts.history = self.config.history;
+            opts.name = format!("GPU_{ordinal}_bfc");
+            opts.device_name = format!("/job:localhost/replica:0/task:0/device:GPU:{ordinal}");
+            Engine::Bfc(Bfc::new(opts, dev))
+        };
+        let allocator = Arc::new(Allocator::from_engine(engine, Recording::default()).with_source(source));
         let step = self.step.load(Ordering::Relaxed);
         if step != NO_STEP {
             allocator.mark_step(step);
@@ -223,6 +251,7 @@ impl Runtime {
             device: ordinal,
             allocator,
             sim,
+            caching,
             first_stream: AtomicUsize::new(NO_STREAM),
             multi_stream: AtomicBool::new(false),
             recorded: AtomicUsize::new(0),
@@ -234,7 +263,7 @@ impl Runtime {
 
     fn publish(&self, ordinal: i32, allocator: &Arc<Allocator>) -> Option<Sampler> {
         let hello =
-            allocator.with_core(|b| live::hello_for_this_process(&self.command, b, live::sampler::DEFAULT_INTERVAL));
+            allocator.with_engine(|e| live::hello_for_this_process(&self.command, e, live::sampler::DEFAULT_INTERVAL));
         let path = live::socket_path(&live::default_dir(), std::process::id(), Some(ordinal as u32));
         let started = Publisher::bind(&path, hello)
             .and_then(|p| Sampler::start(Arc::clone(allocator), Arc::new(p), live::sampler::DEFAULT_INTERVAL));
@@ -256,15 +285,19 @@ impl Runtime {
             return Ok(0);
         }
         let slot = self.slot(device)?;
-        slot.note_stream(self, stream);
+        if !slot.caching {
+            slot.note_stream(self, stream);
+        }
         slot.release_deferred(false);
-        let req = Request::new(size as u64);
+        let req = Request::new(size as u64).stream(stream as u64);
         match slot.allocator.allocate(&req) {
             Ok(addr) => Ok(addr),
             Err(oom) => {
                 // Memory other streams still hold back: wait for it once before giving up,
-                // as PyTorch synchronizes before it reports an OOM.
-                if slot.release_deferred(true) > 0
+                // as PyTorch synchronizes before it reports an OOM (the caching allocator
+                // did so itself).
+                if !slot.caching
+                    && slot.release_deferred(true) > 0
                     && let Ok(addr) = slot.allocator.allocate(&req)
                 {
                     return Ok(addr);
@@ -301,9 +334,18 @@ impl Runtime {
                     false => StreamEvent::record(s).map_or(Pending::Sim, Pending::Cuda),
                 })
                 .collect();
-            if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
-                lock(&slot.streams).deferred.push((ptr, pending));
-                slot.held.fetch_add(1, Ordering::AcqRel);
+            let held = slot.allocator.with_engine(|e| match e {
+                // The BFC allocator reuses a free chunk at once: the free waits here.
+                Engine::Bfc(b) => b.allocated_size(ptr).is_some(),
+                // The caching allocator keeps the block pending free until it is told.
+                Engine::Caching(c) => c.free(ptr, slot.allocator.elapsed_ns()).is_ok(),
+            });
+            if held {
+                let mut st = lock(&slot.streams);
+                // An entry left for this address is stale (the block was reused since).
+                st.deferred.retain(|(p, _)| *p != ptr);
+                st.deferred.push((ptr, pending));
+                slot.held.store(st.deferred.len(), Ordering::Release);
                 return Ok(());
             }
         }
@@ -316,7 +358,11 @@ impl Runtime {
     /// PyTorch's `record_stream`: `ptr` is in use on `stream` too.
     pub fn record_stream(&self, ptr: u64, stream: usize) {
         for slot in self.all() {
-            if slot.allocator.with_core(|b| b.allocated_size(ptr)).is_some() {
+            let known = slot.allocator.with_engine(|e| match e {
+                Engine::Bfc(b) => b.allocated_size(ptr).is_some(),
+                Engine::Caching(c) => c.allocated_size(ptr).is_some() && c.record_stream(ptr, stream as u64),
+            });
+            if known {
                 let mut st = lock(&slot.streams);
                 let streams = st.recorded.entry(ptr).or_default();
                 if streams.is_empty() {
@@ -335,6 +381,43 @@ impl Runtime {
     /// memory it held back.
     pub fn synchronize(&self) -> usize {
         self.all().iter().map(|s| s.release_deferred(true)).sum()
+    }
+
+    /// `torch.cuda.empty_cache()`: pending frees complete, and the caching allocator gives
+    /// every whole cached segment back to the device (BFC keeps its regions, as TF does).
+    pub fn empty_cache(&self) {
+        for s in self.all() {
+            s.release_deferred(true);
+            let t_ns = s.allocator.elapsed_ns();
+            s.allocator.with_engine(|e| {
+                if let Engine::Caching(c) = e {
+                    c.empty_cache(t_ns);
+                }
+            });
+        }
+    }
+
+    /// `torch.cuda.set_per_process_memory_fraction(fraction, device)`: the caching
+    /// allocator may hold at most that share of the device's memory.
+    pub fn set_memory_fraction(&self, fraction: f64, device: i32) -> Result<(), Failure> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(Failure::Error(format!("memory fraction {fraction}: expected a number from 0 to 1")));
+        }
+        let slot = self.slot(device)?;
+        let applied = slot.allocator.with_engine(|e| match e {
+            Engine::Caching(c) => {
+                c.set_memory_fraction(fraction);
+                true
+            }
+            Engine::Bfc(_) => false,
+        });
+        if !applied {
+            self.warn(
+                "fraction",
+                "set_per_process_memory_fraction is not applied to the BFC allocator (its limit is --limit)",
+            );
+        }
+        Ok(())
     }
 
     pub fn step(&self, step: i64) {
@@ -394,17 +477,21 @@ impl Runtime {
         let d = &oom.dump;
         let stats = &d.stats;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
-        let message = format!(
-            "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
-             {} in use, {} in its pool, and {} in its largest free block.{verdict} ({where_}; the report is on stderr)",
-            human(oom.requested()),
-            oom.requested(),
-            slot.device,
-            human(d.allocator.limit),
-            human(stats.bytes_in_use),
-            human(stats.pool_bytes),
-            human(stats.largest_free_block),
-        );
+        let message = match render::torch::oom_message(d) {
+            // PyTorch's own words, then oomscope's.
+            Some(torch) if slot.caching => format!("{torch}\noomscope:{verdict} ({where_}; the report is on stderr)"),
+            _ => format!(
+                "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
+                 {} in use, {} in its pool, and {} in its largest free block.{verdict} ({where_}; the report is on stderr)",
+                human(oom.requested()),
+                oom.requested(),
+                slot.device,
+                human(d.allocator.limit),
+                human(stats.bytes_in_use),
+                human(stats.pool_bytes),
+                human(stats.largest_free_block),
+            ),
+        };
         let report = render::render(d, render::Format::Tf);
         let mut err = std::io::stderr().lock();
         if n == 1 && !self.config.quiet {
@@ -488,9 +575,21 @@ impl Slot {
             self.held.fetch_sub(ready.len(), Ordering::AcqRel);
             ready
         };
-        for ptr in &ready {
-            let _ = self.allocator.free(*ptr);
-        }
+        let t_ns = self.allocator.elapsed_ns();
+        self.allocator.with_engine(|e| {
+            for &ptr in &ready {
+                match e {
+                    Engine::Bfc(b) => {
+                        let _ = b.free(ptr, t_ns);
+                    }
+                    // Stale when the allocator synchronized on its own since (its retry
+                    // chain does): then nothing is left to complete.
+                    Engine::Caching(c) => {
+                        c.complete_pending(ptr, t_ns);
+                    }
+                }
+            }
+        });
         ready.len()
     }
 }

@@ -57,8 +57,10 @@ fn library() -> Result<PathBuf, CliError> {
 }
 
 /// The functions the hook calls; a library without them is from an older oomscope.
-const SYMBOLS: [&str; 8] = [
+const SYMBOLS: [&str; 10] = [
     "oomscope_torch_malloc",
+    "oomscope_empty_cache",
+    "oomscope_set_memory_fraction",
     "oomscope_malloc",
     "oomscope_free",
     "oomscope_record_stream",
@@ -141,6 +143,12 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         _ => None,
     })
     .map_err(|e| CliError(e.replace("OOMSCOPE_DEVICE=", "--device ")))?;
+    // PyTorch refuses bad settings at its first allocation; say so before the run starts.
+    oomscope_core::config::Config::from_vars(|k| match k {
+        "PYTORCH_ALLOC_CONF" | "PYTORCH_CUDA_ALLOC_CONF" => std::env::var(k).ok(),
+        _ => None,
+    })
+    .map_err(|e| CliError(format!("{e} (PyTorch would refuse it too)")))?;
 
     let hook = PrivateDir::new("run")?;
     for (name, text) in
@@ -173,6 +181,13 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if a.no_ops {
         cmd.env("OOMSCOPE_NO_OPS", "1");
     }
+    cmd.env(
+        "OOMSCOPE_ALLOCATOR",
+        match a.allocator {
+            super::args::RunAllocator::Caching => "caching",
+            super::args::RunAllocator::Bfc => "bfc",
+        },
+    );
     if let Some(dir) = &live_dir {
         cmd.env("OOMSCOPE_LIVE", "1").env("OOMSCOPE_LIVE_DIR", &dir.0);
     } else if a.live {

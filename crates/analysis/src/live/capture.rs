@@ -4,10 +4,10 @@
 //! the rest (bins, usage by node, merging, sampling, symbols).
 
 use oomscope_base::hash::FastMap;
-use oomscope_core::bfc::Bfc;
 use oomscope_core::bfc::bins_of;
 use oomscope_core::record::{Event, EventKind, UNNAMED_OP};
 use oomscope_core::stack;
+use oomscope_core::{View, Visit};
 use oomscope_dump::NodeUsage;
 use oomscope_dump::Stats;
 use oomscope_dump::live::{MapRegion, NODES_SENT, SPANS_SENT, Span, State, Step};
@@ -65,34 +65,29 @@ impl Capture {
 
     /// Copies what a frame needs. Call under the allocator's lock; `t_ns` is now on the
     /// allocator's clock.
-    pub fn take(&mut self, bfc: &Bfc, t_ns: u64) -> Raw {
-        let names = bfc.names();
+    pub fn take(&mut self, alloc: &(impl View + ?Sized), t_ns: u64) -> Raw {
+        let names = alloc.names();
         let mut raw = Raw {
             t_ns,
-            step: bfc.current_step(),
-            stats: bfc.stats(),
-            live: bfc.live_allocations() as u64,
+            step: alloc.current_step(),
+            stats: alloc.stats(),
+            live: alloc.live_allocations() as u64,
             ..Raw::default()
         };
-        for (i, (addr, size)) in bfc.regions().enumerate() {
-            raw.regions.push((addr, size, raw.chunks.len()));
-            raw.chunks.extend(bfc.region_chunks(i).map(|c| {
-                if c.in_use {
-                    RawChunk {
-                        size: c.size,
-                        requested: c.requested,
-                        in_use: true,
-                        op: c.meta.op,
-                        shape: c.meta.shape,
-                        stack: c.meta.stack,
-                        step: c.meta.step,
-                    }
-                } else {
-                    RawChunk { size: c.size, ..RawChunk::default() }
-                }
-            }));
-        }
-        let history = bfc.history();
+        alloc.visit(&mut |v| match v {
+            Visit::Region { addr, size } => raw.regions.push((addr, size, raw.chunks.len())),
+            Visit::Chunk { size, requested, in_use: true, meta } => raw.chunks.push(RawChunk {
+                size,
+                requested,
+                in_use: true,
+                op: meta.op,
+                shape: meta.shape,
+                stack: meta.stack,
+                step: meta.step,
+            }),
+            Visit::Chunk { size, .. } => raw.chunks.push(RawChunk { size, ..RawChunk::default() }),
+        });
+        let history = alloc.history();
         let from = self.next_event.max(history.total().saturating_sub(EVENTS_TAKEN as u64));
         raw.events.extend(history.since(from).copied());
         self.next_event = history.total();
@@ -162,8 +157,8 @@ impl Capture {
     }
 
     /// Both halves at once, for a single-threaded caller that owns the allocator.
-    pub fn state(&mut self, bfc: &Bfc, t_ns: u64) -> (State, Vec<Step>) {
-        let raw = self.take(bfc, t_ns);
+    pub fn state(&mut self, alloc: &(impl View + ?Sized), t_ns: u64) -> (State, Vec<Step>) {
+        let raw = self.take(alloc, t_ns);
         self.build(raw)
     }
 

@@ -24,13 +24,17 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The hello of this process for an allocator of `bfc`, sampled every `interval`.
-pub fn hello_for_this_process(command: &str, bfc: &oomscope_core::bfc::Bfc, interval: std::time::Duration) -> Hello {
+pub fn hello_for_this_process(
+    command: &str,
+    alloc: &(impl oomscope_core::View + ?Sized),
+    interval: std::time::Duration,
+) -> Hello {
     Hello {
         protocol: PROTOCOL.to_string(),
         pid: std::process::id(),
         command: command.to_string(),
-        device: bfc.device_info(),
-        allocator: bfc.allocator_info(),
+        device: alloc.device_info(),
+        allocator: alloc.allocator_info(),
         started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         interval_ms: interval.as_millis() as u64,
     }

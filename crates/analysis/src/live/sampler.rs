@@ -48,7 +48,7 @@ impl Sampler {
             loop {
                 let last = matches!(stop_rx.recv_timeout(wait), Ok(()) | Err(RecvTimeoutError::Disconnected));
                 let started = Instant::now();
-                let raw = allocator.with_core(|bfc| capture.take(bfc, allocator.elapsed_ns()));
+                let raw = allocator.with_engine(|e| capture.take(e, allocator.elapsed_ns()));
                 let held = started.elapsed();
                 let (state, steps) = capture.build(raw);
                 for step in steps {

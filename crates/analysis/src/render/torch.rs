@@ -11,25 +11,33 @@ const SEGMENTS_SHOWN: usize = 20;
 /// Ops listed.
 const OPS_SHOWN: usize = 15;
 
+/// PyTorch's OOM message (2.2 and later) for the dump's OOM, figures from the allocator at
+/// the failure.
+pub fn oom_message(d: &Dump) -> Option<String> {
+    let o = d.oom.as_ref()?;
+    let c = d.allocator.caching.as_deref().copied().unwrap_or_default();
+    let tried = o.segment_request.unwrap_or(o.rounded);
+    let allowed = c.allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+    Some(format!(
+        "CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. {allowed}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+        size(tried),
+        d.device.name.trim_start_matches("cuda:"),
+        size(o.device_total),
+        size(o.device_free),
+        size(o.bytes_in_use),
+        size(o.pool_bytes.saturating_sub(o.bytes_in_use)),
+    ))
+}
+
 /// The report of a dump made by the caching allocator.
 pub fn render(d: &Dump) -> String {
     let mut s = String::new();
     let c = d.allocator.caching.as_deref().copied().unwrap_or_default();
-    if let Some(o) = &d.oom {
-        // PyTorch's message, figures from the allocator at the failure.
-        let tried = o.segment_request.unwrap_or(o.rounded);
-        let allowed = c.allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. {allowed}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-            size(tried),
-            d.device.name.trim_start_matches("cuda:"),
-            size(o.device_total),
-            size(o.device_free),
-            size(o.bytes_in_use),
-            size(o.pool_bytes.saturating_sub(o.bytes_in_use)),
-        );
-        let _ = writeln!(s, "  the request: {} bytes by {}", o.requested, o.op);
+    if let Some(message) = oom_message(d) {
+        let _ = writeln!(s, "torch.OutOfMemoryError: {message}");
+        if let Some(o) = &d.oom {
+            let _ = writeln!(s, "  the request: {} bytes by {}", o.requested, o.op);
+        }
         s.push('\n');
     }
     let settings = d.allocator.settings.as_deref().filter(|t| !t.is_empty()).unwrap_or("defaults");

@@ -343,6 +343,11 @@ impl Caching {
         self.allowed_memory_maximum = Some((fraction * total as f64) as u64);
     }
 
+    /// A limit in bytes, as a memory fraction sets one (for `--limit`).
+    pub fn set_allowed(&mut self, bytes: u64) {
+        self.allowed_memory_maximum = Some(bytes);
+    }
+
     /// The limit a memory fraction set.
     pub fn allowed(&self) -> Option<u64> {
         self.allowed_memory_maximum
@@ -739,9 +744,26 @@ impl Caching {
         true
     }
 
-    /// `synchronize_and_free_events`: every pending free completes (the device was waited for).
+    /// Every stream a pending free waited for has passed: the block returns to the pool.
+    /// True when `addr` was pending.
+    pub fn complete_pending(&mut self, addr: u64, t_ns: u64) -> bool {
+        let Some(&h) = self.active.get(&addr) else { return false };
+        let b = &mut self.blocks[h as usize];
+        if b.allocated || b.event_count == 0 {
+            return false;
+        }
+        b.event_count = 0;
+        self.free_block(h, t_ns);
+        true
+    }
+
+    /// `synchronize_and_free_events`: the device is waited for, and every pending free
+    /// completes.
     pub fn synchronize(&mut self, t_ns: u64) -> usize {
         let pending: Vec<u64> = self.pending_frees().collect();
+        if !pending.is_empty() {
+            self.device.synchronize();
+        }
         for &addr in &pending {
             if let Some(&h) = self.active.get(&addr) {
                 self.blocks[h as usize].event_count = 0;

@@ -137,6 +137,72 @@ impl Caching {
         }
     }
 
+    /// The state's figures as a dump carries them: in use is what PyTorch calls allocated,
+    /// the pool is what it reserved, the limit the memory fraction's or the device's.
+    pub fn stats(&self) -> Stats {
+        let s = &self.stats;
+        let largest_free = self.largest_free_block();
+        let pool_bytes = s.reserved_bytes.all.current;
+        let free_bytes = pool_bytes.saturating_sub(s.active_bytes.all.current);
+        Stats {
+            bytes_limit: self.limit(),
+            bytes_in_use: s.allocated_bytes.all.current,
+            peak_bytes_in_use: s.allocated_bytes.all.peak,
+            num_allocs: s.allocation.all.allocated,
+            num_frees: s.allocation.all.freed,
+            largest_alloc_size: self.largest_alloc,
+            pool_bytes,
+            peak_pool_bytes: s.reserved_bytes.all.peak,
+            largest_free_block: largest_free,
+            free_bytes,
+            fragmentation: if free_bytes == 0 { 0.0 } else { 1.0 - largest_free as f64 / free_bytes as f64 },
+            num_ooms: s.num_ooms,
+            ..Stats::default()
+        }
+    }
+
+    /// What the allocator may hold: the memory fraction's limit, else the device's memory
+    /// less what other processes hold.
+    pub fn limit(&self) -> u64 {
+        let mem = self.device.mem_info();
+        self.allowed_memory_maximum.unwrap_or(mem.total.saturating_sub(self.device.describe().others))
+    }
+
+    pub fn device_info(&self) -> DeviceInfo {
+        let mem = self.device.mem_info();
+        let desc = self.device.describe();
+        DeviceInfo {
+            kind: desc.kind,
+            name: self.opts.device_name.clone(),
+            model: desc.model,
+            total: mem.total,
+            free: mem.free,
+            others: desc.others,
+        }
+    }
+
+    pub fn allocator_info(&self) -> AllocatorInfo {
+        AllocatorInfo {
+            name: self.opts.name.clone(),
+            limit: self.limit(),
+            allow_growth: true,
+            expandable_segments: self.settings.expandable_segments,
+            settings: Some(self.settings.text.clone()),
+            caching: Some(Box::new(self.caching_stats())),
+            ..AllocatorInfo::default()
+        }
+    }
+
+    /// The dump of the moment `failure` (the last failed request) happened: the state, with
+    /// the failure as its OOM.
+    pub fn oom_dump(&self, source: Source) -> Dump {
+        let mut d = self.snapshot(source);
+        if let Some(last) = d.ooms.last() {
+            d.oom = Some(last.clone());
+        }
+        d
+    }
+
     /// The whole state as a dump: segments as regions (with stream, pool and expandable
     /// flag), blocks as chunks (pending frees flagged), PyTorch's counters, the failures.
     pub fn snapshot(&self, source: Source) -> Dump {
@@ -184,49 +250,13 @@ impl Caching {
         }
         let events = self.history.to_dump(names);
         let s = &self.stats;
-        let largest_free = self.largest_free_block();
-        let pool_bytes = s.reserved_bytes.all.current;
-        let in_use = s.allocated_bytes.all.current;
-        let free_bytes = pool_bytes.saturating_sub(s.active_bytes.all.current);
-        let mem = self.device.mem_info();
-        let desc = self.device.describe();
-        let limit = self.allowed_memory_maximum.unwrap_or(mem.total.saturating_sub(desc.others));
-        let stats = Stats {
-            bytes_limit: limit,
-            bytes_in_use: in_use,
-            peak_bytes_in_use: s.allocated_bytes.all.peak,
-            num_allocs: s.allocation.all.allocated,
-            num_frees: s.allocation.all.freed,
-            largest_alloc_size: self.largest_alloc,
-            pool_bytes,
-            peak_pool_bytes: s.reserved_bytes.all.peak,
-            largest_free_block: largest_free,
-            free_bytes,
-            fragmentation: if free_bytes == 0 { 0.0 } else { 1.0 - largest_free as f64 / free_bytes as f64 },
-            num_ooms: s.num_ooms,
-            ..Stats::default()
-        };
+        let stats = self.stats();
         Dump {
             version: DUMP_VERSION,
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
             source,
-            device: DeviceInfo {
-                kind: desc.kind,
-                name: self.opts.device_name.clone(),
-                model: desc.model,
-                total: mem.total,
-                free: mem.free,
-                others: desc.others,
-            },
-            allocator: AllocatorInfo {
-                name: self.opts.name.clone(),
-                limit,
-                allow_growth: true,
-                expandable_segments: self.settings.expandable_segments,
-                settings: Some(self.settings.text.clone()),
-                caching: Some(Box::new(self.caching_stats())),
-                ..AllocatorInfo::default()
-            },
+            device: self.device_info(),
+            allocator: self.allocator_info(),
             stats,
             oom: ooms.first().cloned(),
             ooms_total: s.num_ooms,

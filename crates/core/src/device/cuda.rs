@@ -143,6 +143,12 @@ impl Device for CudaDevice {
         }
     }
 
+    fn synchronize(&mut self) {
+        if self.ensure_context().is_ok() {
+            let _ = guarded("cuCtxSynchronize", result::ctx::synchronize);
+        }
+    }
+
     fn describe(&self) -> DeviceDescription {
         DeviceDescription { kind: oomscope_dump::DeviceKind::Cuda, model: self.model.clone(), others: self.others }
     }

@@ -74,6 +74,9 @@ pub trait Device: Send {
     fn unmap(&mut self, _addr: u64, _bytes: u64) {}
     /// Gives reserved address space back.
     fn unreserve(&mut self, _addr: u64, _bytes: u64) {}
+    /// Waits until the device has finished all work queued on it (`cudaDeviceSynchronize`),
+    /// before memory other streams used is reused. A simulated device has none.
+    fn synchronize(&mut self) {}
 }
 
 /// A device as reports name it.

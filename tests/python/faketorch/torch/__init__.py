@@ -23,6 +23,12 @@ class _Inner:
     def set_record_stream_fn(self, fn):
         installed["record_stream_fn"] = fn
 
+    def set_reset_fn(self, fn):
+        installed["reset_fn"] = fn
+
+    def set_memory_fraction_fn(self, fn):
+        installed["memory_fraction_fn"] = fn
+
 
 class _Memory:
     class CUDAPluggableAllocator:
