@@ -20,6 +20,7 @@ use oomscope_core::Allocator;
 use oomscope_core::Recording;
 use oomscope_core::Request;
 use oomscope_core::bfc::{Bfc, Options};
+use oomscope_core::caching::{Caching, CachingOptions, Settings};
 use oomscope_core::device::SimDevice;
 use oomscope_core::record::Meta;
 use oomscope_dump::{self as dump, Source};
@@ -209,6 +210,125 @@ fn pair_core_recording(bench: Bencher) {
         .counter(ItemsCount::new(w.allocs))
         .with_inputs(|| bfc(10_000))
         .bench_local_refs(|b| replay_core(b, &w.trace, true));
+}
+
+fn caching(history: usize) -> Caching {
+    let mut o = CachingOptions::new(0);
+    o.history = history;
+    Caching::new(Settings::default(), o, Box::new(SimDevice::new(LIMIT, 0)))
+}
+
+/// The same replay through PyTorch's caching allocator (one stream).
+fn replay_caching(c: &mut Caching, t: &Trace, record: bool) -> u64 {
+    let mut addrs = vec![0u64; t.allocs as usize];
+    let mut failed = 0;
+    for e in &t.events {
+        match *e {
+            Event::Alloc { alloc, bytes, meta, .. } => {
+                let meta = if record { meta } else { Meta::default() };
+                match c.allocate(bytes, 0, meta) {
+                    Ok(a) => addrs[alloc as usize] = a,
+                    Err(_) => failed += 1,
+                }
+            }
+            Event::Free { alloc, t_ns, .. } => {
+                let _ = c.free(addrs[alloc as usize], t_ns);
+            }
+            Event::Step { step, t_ns } => {
+                if record {
+                    c.mark_step(step, t_ns)
+                }
+            }
+        }
+    }
+    assert_eq!(failed, 0, "the bench limit fits the trace");
+    addrs.len() as u64
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_caching_core_no_recording(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| caching(0))
+        .bench_local_refs(|c| replay_caching(c, &w.trace, false));
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn pair_caching_core_recording(bench: Bencher) {
+    let w = &*WORKLOAD;
+    bench
+        .counter(ItemsCount::new(w.allocs))
+        .with_inputs(|| caching(10_000))
+        .bench_local_refs(|c| replay_caching(c, &w.trace, true));
+}
+
+/// The benchmark trace as a PyTorch snapshot's trace records it: `alloc`, then
+/// `free_requested` and `free_completed` for each free (a fresh address per allocation, as
+/// the replay maps recorded addresses to its own).
+static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> = LazyLock::new(|| {
+    use oomscope_analysis::torch_replay::{Action, Entry, SettingsFrom, SnapshotTrace};
+    let w = &*WORKLOAD;
+    let mut entries = Vec::new();
+    let entry = |action, alloc: u32, size, t_ns, op: Option<String>| Entry {
+        action,
+        addr: (u64::from(alloc) + 1) << 12,
+        size,
+        stream: 0,
+        t_ns,
+        op,
+    };
+    for e in &w.trace.events {
+        match *e {
+            Event::Alloc { alloc, bytes, meta, .. } => {
+                entries.push(entry(Action::Alloc, alloc, bytes, meta.t_ns, Some(w.ops[alloc as usize].clone())))
+            }
+            Event::Free { alloc, t_ns, .. } => {
+                entries.push(entry(Action::FreeRequested, alloc, 0, t_ns, None));
+                entries.push(entry(Action::FreeCompleted, alloc, 0, t_ns, None));
+            }
+            Event::Step { .. } => {}
+        }
+    }
+    SnapshotTrace {
+        path: "bench".into(),
+        device: 0,
+        segments: Vec::new(),
+        entries,
+        settings: Settings::default(),
+        settings_from: SettingsFrom::Recorded,
+    }
+});
+
+/// `oomscope replay SNAPSHOT` after reading: every entry through the caching allocator,
+/// with op names, and the final state compared.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn replay_snapshot_trace(bench: Bencher) {
+    use oomscope_analysis::torch_replay::{Options, run};
+    let t = &*SNAPSHOT_TRACE;
+    let opts = Options { settings: Settings::default(), device: Some(LIMIT), as_recorded: true };
+    bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| run(t, &opts, |_| {}).allocs);
+}
+
+/// The largest real snapshot we hold (a PyTorch user's, read from the shared data beside the
+/// repository), imported and replayed as `oomscope replay` does. Skipped when absent.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn import_and_replay_real_snapshot(bench: Bencher) {
+    use oomscope_analysis::torch_replay::{Options, SnapshotTrace, run};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/torch-snapshots/Maphsge4__select_n__04d383cd__snapshot.pickle");
+    let Ok(bytes) = std::fs::read(&path) else {
+        eprintln!("{}: not here; the real-snapshot benchmark is skipped", path.display());
+        return;
+    };
+    let t = SnapshotTrace::read(&path, &bytes, None).expect("a snapshot");
+    eprintln!("real snapshot: {} trace entries, {} bytes", t.entries.len(), bytes.len());
+    bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| {
+        let bytes = std::fs::read(&path).expect("read");
+        let t = SnapshotTrace::read(&path, &bytes, None).expect("a snapshot");
+        let opts = Options { settings: t.settings.clone(), device: None, as_recorded: true };
+        run(&t, &opts, |_| {}).placed
+    });
 }
 
 /// The thread-safe API as a training process calls it: a lock per call, the op name as a

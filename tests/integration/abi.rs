@@ -97,7 +97,10 @@ fn the_c_abi_serves_with_pytorchs_caching_allocator_by_default() {
     }
     // Settings PyTorch refuses: every allocation fails with the reason.
     let o = Command::new(py)
-        .args(["-c", "from oomscope_ctypes import lib, last_error\nprint(lib.oomscope_malloc(1024, 0, None), last_error())"])
+        .args([
+            "-c",
+            "from oomscope_ctypes import lib, last_error\nprint(lib.oomscope_malloc(1024, 0, None), last_error())",
+        ])
         .env("OOMSCOPE_LIB", library())
         .env("OOMSCOPE_DEVICE", "sim:1GiB")
         .env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:10")
@@ -153,7 +156,10 @@ fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     // 1 TiB, as PyTorch's message prints it.
-    assert!(out.contains("caught std::runtime_error: CUDA out of memory. Tried to allocate 1024.00 GiB. GPU 0"), "{out}");
+    assert!(
+        out.contains("caught std::runtime_error: CUDA out of memory. Tried to allocate 1024.00 GiB. GPU 0"),
+        "{out}"
+    );
     assert!(out.contains("caught std::runtime_error: oomscope could not allocate: a negative size"), "{out}");
     assert!(err.contains("oomscope: OOM #1 on GPU 0"), "quiet: one line: {err}");
     std::fs::remove_dir_all(dir).unwrap();
@@ -349,5 +355,31 @@ fn a_real_pytorch_training_loop() {
         ops.contains(&"Adam/aten::zeros_like") || ops.iter().any(|o| o.starts_with("Adam/")),
         "the optimizer's state"
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// In emulation, as through the pluggable allocator's hooks on a GPU: `empty_cache` and
+/// `set_per_process_memory_fraction` act on oomscope's caching allocator.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn pytorchs_cache_calls_reach_the_caching_allocator() {
+    let py = torch_python();
+    let dir = temp_dir("abi-torch-cache");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:64MiB", "--no-ops", "--dump-dir"])
+        .arg(dir.join("dumps"))
+        .args(["--", &py])
+        .arg(tests_python().join("torch_cache_calls.py"))
+        .env("OOMSCOPE_TORCH_EMULATE", "1")
+        .env("OOMSCOPE_QUIET", "1")
+        .env("PYTHONPATH", tests_python())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success() && out.contains("every check holds"), "{out}\n{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

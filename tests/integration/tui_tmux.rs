@@ -180,7 +180,7 @@ fn run_tui_watches_a_wrapped_program() {
         ),
     );
     let live = t.wait_for(" LIVE ", 30);
-    assert!(live.contains("GPU_0_bfc"), "{live}");
+    assert!(live.contains("pytorch_caching_allocator"), "PyTorch's allocator by default: {live}");
     let gone = t.wait_for("DISCONNECTED", 30);
     assert!(gone.contains("OOM: 64.00MiB requested by model/block"), "{gone}");
     t.keys(&["2"]);

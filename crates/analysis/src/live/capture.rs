@@ -303,7 +303,7 @@ fn samples(raw: &Raw) -> (Vec<[u64; 3]>, Vec<Step>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oomscope_core::bfc::Options;
+    use oomscope_core::bfc::{Bfc, Options};
     use oomscope_core::device::SimDevice;
     use oomscope_core::record::Meta;
 
@@ -374,5 +374,25 @@ mod tests {
             spans.iter().map(|s| s.chunks() as u64).sum::<u64>(),
             s.bins.iter().map(|b| b.total_chunks).sum::<u64>()
         );
+    }
+
+    #[test]
+    fn a_frame_of_the_caching_allocator_shows_its_segments_and_pending_frees() {
+        use oomscope_core::caching::{Caching, CachingOptions, Settings};
+        let mut c = Caching::new(Settings::default(), CachingOptions::new(0), Box::new(SimDevice::new(1 << 30, 0)));
+        let op = c.names_mut().ops.intern("Net.fc1/aten::addmm");
+        let a = c.allocate(1, 0, Meta { op, ..Meta::default() }).unwrap();
+        let b = c.allocate(4 << 20, 0, Meta { op, ..Meta::default() }).unwrap();
+        c.record_stream(b, 7);
+        c.free(b, 1).unwrap();
+        let (s, _) = Capture::new().state(&c, 2);
+        let regions: Vec<(u64, u64)> = s.regions.iter().map(|r| (r.address, r.size)).collect();
+        assert_eq!(regions.len(), 2, "a 2 MiB small-pool and a 20 MiB large-pool segment: {regions:?}");
+        assert_eq!(s.stats.pool_bytes, 22 << 20);
+        assert_eq!(s.stats.bytes_in_use, 512, "PyTorch's allocated: the pending free no longer counts");
+        let held: u64 = s.regions.iter().flat_map(|r| &r.spans).map(|sp| sp.in_use()).sum();
+        assert_eq!(held, 512 + (4 << 20), "but its block is not free to reuse: the map shows it held");
+        assert_eq!(s.nodes[0].op, "Net.fc1/aten::addmm");
+        assert!(c.free(a, 3).is_ok());
     }
 }
