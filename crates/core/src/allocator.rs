@@ -7,6 +7,7 @@
 
 use crate::bfc::{AllocFailure, Bfc, FreeError, Options};
 use crate::caching::Caching;
+use crate::clock::Clock;
 use crate::device::Device;
 use crate::record::{History, Meta, Names};
 use crate::{scope, stack};
@@ -14,7 +15,6 @@ use oomscope_base::size::human;
 use oomscope_dump::{AllocatorInfo, DeviceInfo, Dump, Source, SourceKind, Stats};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
 
 /// The allocator a process runs: the one whose choices oomscope makes.
 #[derive(Debug)]
@@ -317,7 +317,7 @@ impl std::error::Error for Oom {}
 /// A thread-safe, recording allocator.
 pub struct Allocator {
     engine: Mutex<Engine>,
-    origin: Instant,
+    clock: Clock,
     recording: Recording,
     /// What OOM dumps say they come from.
     source: Source,
@@ -344,7 +344,7 @@ impl Allocator {
     pub fn from_engine(engine: Engine, recording: Recording) -> Allocator {
         Allocator {
             engine: Mutex::new(engine),
-            origin: Instant::now(),
+            clock: Clock::start(),
             recording,
             source: Source { kind: SourceKind::Api, ..Source::default() },
         }
@@ -370,7 +370,7 @@ impl Allocator {
     /// Allocates; on failure returns the report of this OOM. Zero bytes give address 0.
     pub fn allocate(&self, req: &Request<'_>) -> Result<u64, Oom> {
         let ips = if self.recording.stacks { Some(stack::capture(1)) } else { None };
-        let t_ns = if self.recording.ops { self.origin.elapsed().as_nanos() as u64 } else { 0 };
+        let t_ns = if self.recording.ops { self.clock.now_ns() } else { 0 };
         let mut engine = self.lock();
         let mut meta = Meta { t_ns, step: engine.current_step(), ..Meta::default() };
         if self.recording.ops {
@@ -406,18 +406,18 @@ impl Allocator {
 
     /// Nanoseconds since the allocator was created: the clock of its records.
     pub fn elapsed_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        self.clock.now_ns()
     }
 
     /// Frees an allocation; address 0 is ignored. Returns the chunk size.
     pub fn free(&self, addr: u64) -> Result<u64, FreeError> {
-        let t_ns = if self.recording.ops { self.origin.elapsed().as_nanos() as u64 } else { 0 };
+        let t_ns = if self.recording.ops { self.clock.now_ns() } else { 0 };
         self.lock().free(addr, t_ns)
     }
 
     /// Marks the start of training step `step`.
     pub fn mark_step(&self, step: i64) {
-        let t_ns = self.origin.elapsed().as_nanos() as u64;
+        let t_ns = self.clock.now_ns();
         self.lock().mark_step(step, t_ns);
     }
 

@@ -27,6 +27,7 @@
 mod allocator;
 pub mod bfc;
 pub mod caching;
+pub mod clock;
 pub mod config;
 pub mod device;
 pub mod record;

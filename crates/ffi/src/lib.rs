@@ -171,7 +171,9 @@ unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<std::borrow::Cow<'a, 
         return Err(format!("{what}: NULL instead of a string"));
     }
     // SAFETY: the caller promises a NUL-terminated string.
-    Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy())
+    let c = unsafe { CStr::from_ptr(s) };
+    // `to_str` validates faster than `to_string_lossy`, which is for the rare bad name.
+    Ok(c.to_str().map_or_else(|_| c.to_string_lossy(), std::borrow::Cow::Borrowed))
 }
 
 /// Enters name scope `name` on this thread: allocations are named `scope/.../op`.

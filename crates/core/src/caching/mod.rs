@@ -27,6 +27,7 @@
 //! - expandable segments: one address-space reservation per (stream, pool), pages (2 MiB
 //!   small, 20 MiB large) mapped as needed and unmapped on release.
 
+mod set;
 pub mod settings;
 mod snapshot;
 
@@ -38,7 +39,8 @@ pub use settings::{
     LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE, Settings, SettingsError,
 };
 pub use snapshot::{RestoredBlock, RestoredSegment};
-use std::collections::{BTreeSet, VecDeque};
+use set::{FreeSet, OrderedSet};
+use std::collections::VecDeque;
 use std::fmt;
 
 const NONE: u32 = u32::MAX;
@@ -180,8 +182,8 @@ type UnmappedKey = (u64, u64, u32);
 
 #[derive(Clone, Debug, Default)]
 struct Pool {
-    blocks: BTreeSet<FreeKey>,
-    unmapped: BTreeSet<UnmappedKey>,
+    blocks: FreeSet,
+    unmapped: OrderedSet<UnmappedKey>,
     get_free_blocks_call_count: u64,
 }
 
@@ -516,12 +518,12 @@ impl Caching {
             self.pools[pi].get_free_blocks_call_count += 1;
         }
         let expandable_on = self.settings.expandable_segments;
-        let mut candidates = self.pools[pi].blocks.range((p.stream, p.size, 0, 0)..);
-        let mut k = *candidates.next()?;
+        let mut k = self.pools[pi].blocks.first_from(p.stream, p.size)?;
         if k.0 != p.stream {
             return None;
         }
         if self.blocks[k.3 as usize].expandable != NONE {
+            let mut candidates = self.pools[pi].blocks.from(p.stream, p.size).skip(1);
             if expandable_on {
                 // Best fit by the size a block can grow to: its size and the unmapped space
                 // right after it.
@@ -538,7 +540,7 @@ impl Caching {
                     if self.blocks[k.3 as usize].expandable == NONE || next.0 != p.stream || grow(next.3) >= grow(k.3) {
                         break;
                     }
-                    k = *next;
+                    k = next;
                 }
             } else {
                 // Expandable segments turned off after some were made: only other blocks.
@@ -546,7 +548,7 @@ impl Caching {
                 if other.0 != p.stream {
                     return None;
                 }
-                k = *other;
+                k = other;
             }
         }
         let max_split = self.settings.max_split();
@@ -882,7 +884,7 @@ impl Caching {
         let Some(max_split) = self.settings.max_split_size else { return false };
         let pi = p.pool.index();
         let key_size = p.size.max(max_split);
-        let found = self.pools[pi].blocks.range((p.stream, key_size, 0, 0)..).next().copied();
+        let found = self.pools[pi].blocks.first_from(p.stream, key_size);
         if let Some(k) = found
             && k.0 == p.stream
             && self.blocks[k.3 as usize].expandable == NONE
@@ -891,7 +893,7 @@ impl Caching {
             return true;
         }
         // No single block is large enough: free oversize blocks, largest first.
-        let below: Vec<FreeKey> = self.pools[pi].blocks.range(..(p.stream, key_size, 0, 0)).rev().copied().collect();
+        let below: Vec<FreeKey> = self.pools[pi].blocks.below_rev(p.stream, key_size);
         let mut released = 0;
         for k in below {
             if released >= key_size || k.1 < max_split || k.0 != p.stream {
@@ -911,7 +913,7 @@ impl Caching {
     pub fn release_cached_blocks(&mut self, t_ns: u64) {
         self.synchronize(t_ns);
         for pi in [PoolKind::Large.index(), PoolKind::Small.index()] {
-            let keys: Vec<FreeKey> = self.pools[pi].blocks.iter().copied().collect();
+            let keys: Vec<FreeKey> = self.pools[pi].blocks.iter().collect();
             let mut to_unmap = Vec::new();
             for k in keys {
                 let b = &self.blocks[k.3 as usize];
@@ -950,7 +952,7 @@ impl Caching {
         let age = |b: &Block| count - b.gc_base;
         let mut total_age: u64 = 0;
         let mut freeable: u64 = 0;
-        for k in &self.pools[li].blocks {
+        for k in self.pools[li].blocks.iter() {
             let b = &self.blocks[k.3 as usize];
             if !b.is_split() {
                 total_age += age(b);
@@ -965,7 +967,7 @@ impl Caching {
         while reclaimed < target && freed && freeable > 0 {
             let threshold_age = total_age as f64 / freeable as f64;
             freed = false;
-            let keys: Vec<FreeKey> = self.pools[li].blocks.iter().copied().collect();
+            let keys: Vec<FreeKey> = self.pools[li].blocks.iter().collect();
             for k in keys {
                 let b = &self.blocks[k.3 as usize];
                 if !b.is_split() && b.expandable == NONE && age(b) as f64 >= threshold_age {
@@ -1026,7 +1028,7 @@ impl Caching {
             bytes >= p.size
         };
         let unmapped: Vec<UnmappedKey> =
-            self.pools[pi].unmapped.range((p.stream, 0, 0)..).take_while(|k| k.0 == p.stream).copied().collect();
+            self.pools[pi].unmapped.from((p.stream, 0, 0)).take_while(|k| k.0 == p.stream).copied().collect();
         for k in unmapped {
             let mut c = k.2;
             let prev = self.blocks[c as usize].prev;
@@ -1229,7 +1231,7 @@ impl Caching {
             let b = &self.blocks[k.3 as usize];
             b.addr <= addr && addr < b.addr + b.size && (b.expandable != NONE || b.addr == addr)
         });
-        let Some(&k) = found else { return false };
+        let Some(k) = found else { return false };
         let h = k.3;
         if self.blocks[h as usize].expandable != NONE {
             self.unmap_block(h, t_ns);

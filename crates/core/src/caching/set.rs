@@ -1,0 +1,297 @@
+//! An ordered set of free-block keys, as PyTorch's `std::set<Block*, Comparator>`: a sorted
+//! vector while small (a pool holds a few dozen free blocks in a typical run, where shifting
+//! a vector beats a tree several times over) and a B-tree once it holds many (a fragmented
+//! pool can hold thousands). Both give the same order, so the choice is invisible outside.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Above this many keys the set becomes a tree...
+const TO_TREE: usize = 256;
+/// ...and below this many a vector again (apart from `TO_TREE`, so a set hovering around
+/// one size does not convert back and forth).
+const TO_VEC: usize = 64;
+
+#[derive(Clone, Debug)]
+pub(super) enum OrderedSet<K: Ord + Copy> {
+    Small(Vec<K>),
+    Large(BTreeSet<K>),
+}
+
+impl<K: Ord + Copy> Default for OrderedSet<K> {
+    fn default() -> Self {
+        OrderedSet::Small(Vec::new())
+    }
+}
+
+impl<K: Ord + Copy> OrderedSet<K> {
+    pub fn len(&self) -> usize {
+        match self {
+            OrderedSet::Small(v) => v.len(),
+            OrderedSet::Large(t) => t.len(),
+        }
+    }
+
+    pub fn insert(&mut self, key: K) {
+        match self {
+            OrderedSet::Small(v) => {
+                let at = v.partition_point(|k| *k < key);
+                if v.get(at) != Some(&key) {
+                    v.insert(at, key);
+                }
+                if v.len() > TO_TREE {
+                    *self = OrderedSet::Large(v.drain(..).collect());
+                }
+            }
+            OrderedSet::Large(t) => {
+                t.insert(key);
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &K) -> bool {
+        match self {
+            OrderedSet::Small(v) => match v.binary_search(key) {
+                Ok(at) => {
+                    v.remove(at);
+                    true
+                }
+                Err(_) => false,
+            },
+            OrderedSet::Large(t) => {
+                let removed = t.remove(key);
+                if t.len() < TO_VEC {
+                    *self = OrderedSet::Small(std::mem::take(t).into_iter().collect());
+                }
+                removed
+            }
+        }
+    }
+
+    /// The keys at or after `from`, in order.
+    pub fn from(&self, from: K) -> Box<dyn Iterator<Item = &K> + '_> {
+        match self {
+            OrderedSet::Small(v) => Box::new(v[v.partition_point(|k| *k < from)..].iter()),
+            OrderedSet::Large(t) => Box::new(t.range((Bound::Included(from), Bound::Unbounded))),
+        }
+    }
+
+    /// The first key at or after `from` (no iterator to box: the hot path).
+    pub fn first_from(&self, from: K) -> Option<K> {
+        match self {
+            OrderedSet::Small(v) => v.get(v.partition_point(|k| *k < from)).copied(),
+            OrderedSet::Large(t) => t.range(from..).next().copied(),
+        }
+    }
+
+    /// The keys before `to`, largest first.
+    pub fn before_rev(&self, to: K) -> Box<dyn Iterator<Item = &K> + '_> {
+        match self {
+            OrderedSet::Small(v) => Box::new(v[..v.partition_point(|k| *k < to)].iter().rev()),
+            OrderedSet::Large(t) => Box::new(t.range(..to).rev()),
+        }
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
+        match self {
+            OrderedSet::Small(v) => Box::new(v.iter()),
+            OrderedSet::Large(t) => Box::new(t.iter()),
+        }
+    }
+}
+
+/// A pool's free blocks, keyed (stream, size, address, handle) and ordered so, as
+/// PyTorch's `BlockComparatorSize`. Inside, per stream, blocks are binned by the power of two
+/// of their size (each bin ordered by (size, address)): a search looks in the request's bin
+/// and then takes the first block of the next non-empty bin, so each insert and remove
+/// touches one small bin, not the whole pool. The order seen outside is the same.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FreeSet {
+    /// By stream, in stream order (a program uses a few streams).
+    streams: Vec<(u64, Bins)>,
+    len: usize,
+}
+
+type Key = (u64, u64, u64, u32);
+type BinKey = (u64, u64, u32);
+const BINS: usize = 64;
+
+#[derive(Clone, Debug)]
+struct Bins {
+    sets: Box<[OrderedSet<BinKey>; BINS]>,
+    /// Bit `b` is set when bin `b` is not empty.
+    nonempty: u64,
+}
+
+impl Default for Bins {
+    fn default() -> Self {
+        Bins { sets: Box::new(std::array::from_fn(|_| OrderedSet::default())), nonempty: 0 }
+    }
+}
+
+#[inline]
+fn bin(size: u64) -> usize {
+    63 - (size | 1).leading_zeros() as usize
+}
+
+impl Bins {
+    /// The bins at or above `b` that hold blocks, lowest first.
+    fn above(&self, b: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut mask = if b >= BINS { 0 } else { self.nonempty & !((1u64 << b) - 1) };
+        std::iter::from_fn(move || {
+            if mask == 0 {
+                return None;
+            }
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            Some(i)
+        })
+    }
+}
+
+impl FreeSet {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn stream(&self, stream: u64) -> Option<&Bins> {
+        self.streams.iter().find(|(s, _)| *s == stream).map(|(_, b)| b)
+    }
+
+    pub fn insert(&mut self, k: Key) {
+        let at = match self.streams.iter().position(|(s, _)| *s == k.0) {
+            Some(at) => at,
+            None => {
+                let at = self.streams.partition_point(|(s, _)| *s < k.0);
+                self.streams.insert(at, (k.0, Bins::default()));
+                at
+            }
+        };
+        let bins = &mut self.streams[at].1;
+        let b = bin(k.1);
+        let before = bins.sets[b].len();
+        bins.sets[b].insert((k.1, k.2, k.3));
+        bins.nonempty |= 1 << b;
+        self.len += bins.sets[b].len() - before;
+    }
+
+    pub fn remove(&mut self, k: &Key) -> bool {
+        let Some((_, bins)) = self.streams.iter_mut().find(|(s, _)| *s == k.0) else { return false };
+        let b = bin(k.1);
+        let removed = bins.sets[b].remove(&(k.1, k.2, k.3));
+        if bins.sets[b].len() == 0 {
+            bins.nonempty &= !(1 << b);
+        }
+        self.len -= usize::from(removed);
+        removed
+    }
+
+    /// The first block of `stream` of at least `size` bytes, in (size, address) order.
+    #[inline]
+    pub fn first_from(&self, stream: u64, size: u64) -> Option<Key> {
+        let bins = self.stream(stream)?;
+        let b = bin(size);
+        if bins.nonempty & (1 << b) != 0
+            && let Some(k) = bins.sets[b].first_from((size, 0, 0))
+        {
+            return Some((stream, k.0, k.1, k.2));
+        }
+        // Every block in a higher bin is larger than anything bin `b` holds.
+        let higher = bins.above(b + 1).next()?;
+        bins.sets[higher].first_from((0, 0, 0)).map(|k| (stream, k.0, k.1, k.2))
+    }
+
+    /// The blocks of `stream` of at least `size` bytes, in order.
+    pub fn from(&self, stream: u64, size: u64) -> Box<dyn Iterator<Item = Key> + '_> {
+        let Some(bins) = self.stream(stream) else { return Box::new(std::iter::empty()) };
+        let b = bin(size);
+        let first = bins.sets[b].from((size, 0, 0));
+        let rest = bins.above(b + 1).flat_map(move |i| bins.sets[i].iter());
+        Box::new(first.chain(rest).map(move |k| (stream, k.0, k.1, k.2)))
+    }
+
+    /// The blocks of `stream` smaller than `size`, largest first.
+    pub fn below_rev(&self, stream: u64, size: u64) -> Vec<Key> {
+        let Some(bins) = self.stream(stream) else { return Vec::new() };
+        let b = bin(size);
+        let mut out: Vec<Key> = bins.sets[b].before_rev((size, 0, 0)).map(|k| (stream, k.0, k.1, k.2)).collect();
+        for i in (0..b).rev().filter(|i| bins.nonempty & (1 << i) != 0) {
+            out.extend(bins.sets[i].before_rev((u64::MAX, 0, 0)).map(|k| (stream, k.0, k.1, k.2)));
+        }
+        out
+    }
+
+    /// Every block, in (stream, size, address) order.
+    pub fn iter(&self) -> impl Iterator<Item = Key> + '_ {
+        self.streams.iter().flat_map(|(s, bins)| {
+            bins.above(0).flat_map(move |i| bins.sets[i].iter().map(move |k| (*s, k.0, k.1, k.2)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The binned set answers every query as one B-tree over all keys does.
+    #[test]
+    fn the_free_set_orders_as_pytorchs_set() {
+        let mut set = FreeSet::default();
+        let mut reference: BTreeSet<Key> = BTreeSet::new();
+        let mut seed = 7u64;
+        for round in 0..8000u32 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let size = 512 << ((seed >> 58) % 20) | ((seed >> 30) % 8) * 512;
+            let key = ((seed >> 61) % 3, size, (seed >> 20) % 5000 * 512, round);
+            if round < 4000 || seed.is_multiple_of(3) {
+                set.insert(key);
+                reference.insert(key);
+            } else if let Some(&k) = reference.iter().nth((seed % reference.len().max(1) as u64) as usize) {
+                assert!(set.remove(&k));
+                reference.remove(&k);
+            }
+            assert_eq!(set.len(), reference.len());
+            let (stream, size) = ((seed >> 50) % 3, 512 << ((seed >> 40) % 22));
+            let same = |k: &&Key| k.0 == stream;
+            let want = reference.range((stream, size, 0, 0)..).find(same).copied();
+            assert_eq!(set.first_from(stream, size), want);
+            if round % 97 == 0 {
+                let want: Vec<Key> = reference.range((stream, size, 0, 0)..).filter(same).copied().collect();
+                assert_eq!(set.from(stream, size).collect::<Vec<_>>(), want);
+                let want: Vec<Key> = reference.range(..(stream, size, 0, 0)).rev().filter(same).copied().collect();
+                assert_eq!(set.below_rev(stream, size), want);
+                assert!(set.iter().eq(reference.iter().copied()));
+            }
+        }
+    }
+
+    /// The vector and the tree agree with a B-tree on every query, across both conversions.
+    #[test]
+    fn both_forms_answer_as_a_btree_does() {
+        let mut set = OrderedSet::default();
+        let mut reference = BTreeSet::new();
+        let mut seed = 99u64;
+        for round in 0..6000u32 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let key = ((seed >> 60) % 2, (seed >> 33) % 64 * 512, (seed >> 20) % 1000, round);
+            if round < 3000 || seed.is_multiple_of(3) {
+                set.insert(key);
+                reference.insert(key);
+            } else if let Some(&k) = reference.iter().nth((seed % reference.len().max(1) as u64) as usize) {
+                assert!(set.remove(&k));
+                reference.remove(&k);
+            }
+            assert_eq!(set.len(), reference.len());
+            let probe = ((seed >> 50) % 2, (seed >> 40) % 64 * 512, 0, 0);
+            assert_eq!(set.first_from(probe), reference.range(probe..).next().copied());
+            assert!(set.from(probe).copied().eq(reference.range(probe..).copied()));
+            assert!(set.before_rev(probe).copied().eq(reference.range(..probe).rev().copied()));
+        }
+        assert!(set.iter().copied().eq(reference.iter().copied()));
+        assert!(matches!(set, OrderedSet::Large(_)), "grew into a tree");
+        for k in std::mem::take(&mut reference) {
+            assert!(set.remove(&k));
+        }
+        assert!(matches!(set, OrderedSet::Small(ref v) if v.is_empty()), "shrunk back to a vector");
+    }
+}
