@@ -241,7 +241,7 @@ mod tests {
         let mut seed = 7u64;
         for round in 0..8000u32 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let size = 512 << ((seed >> 58) % 20) | ((seed >> 30) % 8) * 512;
+            let size = (512 << ((seed >> 58) % 20)) | (((seed >> 30) % 8) * 512);
             let key = ((seed >> 61) % 3, size, (seed >> 20) % 5000 * 512, round);
             if round < 4000 || seed.is_multiple_of(3) {
                 set.insert(key);
