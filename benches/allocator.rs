@@ -166,32 +166,51 @@ fn bfc(history: usize) -> Bfc {
     Bfc::new(o, Box::new(SimDevice::new(LIMIT, 0)))
 }
 
-/// Replays the trace through the single-threaded core; `record` passes each event's
-/// metadata (op, dtype, step, time) and keeps a 10 000-event history.
-fn replay_core(b: &mut Bfc, t: &Trace, record: bool) -> u64 {
+/// Replays the trace through a single-threaded core (`alloc`, `free`, `step` are its calls);
+/// `record` passes each event's metadata (op, dtype, step, time) and keeps a 10 000-event
+/// history.
+fn replay_with<C>(
+    c: &mut C,
+    t: &Trace,
+    record: bool,
+    alloc: impl Fn(&mut C, u64, Meta) -> Option<u64>,
+    free: impl Fn(&mut C, u64, u64),
+    step: impl Fn(&mut C, i64, u64),
+) -> u64 {
     let mut addrs = vec![0u64; t.allocs as usize];
     let mut failed = 0;
     for e in &t.events {
         match *e {
-            Event::Alloc { alloc, bytes, meta, .. } => {
+            Event::Alloc { alloc: id, bytes, meta, .. } => {
                 let meta = if record { meta } else { Meta::default() };
-                match b.allocate(bytes, meta) {
-                    Ok(a) => addrs[alloc as usize] = a,
-                    Err(_) => failed += 1,
+                match alloc(c, bytes, meta) {
+                    Some(a) => addrs[id as usize] = a,
+                    None => failed += 1,
                 }
             }
-            Event::Free { alloc, t_ns, .. } => {
-                let _ = b.free(addrs[alloc as usize], t_ns);
-            }
-            Event::Step { step, t_ns } => {
+            Event::Free { alloc: id, t_ns, .. } => free(c, addrs[id as usize], t_ns),
+            Event::Step { step: s, t_ns } => {
                 if record {
-                    b.mark_step(step, t_ns)
+                    step(c, s, t_ns)
                 }
             }
         }
     }
     assert_eq!(failed, 0, "the bench limit fits the trace");
     addrs.len() as u64
+}
+
+fn replay_core(b: &mut Bfc, t: &Trace, record: bool) -> u64 {
+    replay_with(
+        b,
+        t,
+        record,
+        |b, bytes, meta| b.allocate(bytes, meta).ok(),
+        |b, a, t_ns| {
+            let _ = b.free(a, t_ns);
+        },
+        |b, s, t_ns| b.mark_step(s, t_ns),
+    )
 }
 
 #[divan::bench(sample_count = 10, sample_size = 1)]
@@ -220,29 +239,16 @@ fn caching(history: usize) -> Caching {
 
 /// The same replay through PyTorch's caching allocator (one stream).
 fn replay_caching(c: &mut Caching, t: &Trace, record: bool) -> u64 {
-    let mut addrs = vec![0u64; t.allocs as usize];
-    let mut failed = 0;
-    for e in &t.events {
-        match *e {
-            Event::Alloc { alloc, bytes, meta, .. } => {
-                let meta = if record { meta } else { Meta::default() };
-                match c.allocate(bytes, 0, meta) {
-                    Ok(a) => addrs[alloc as usize] = a,
-                    Err(_) => failed += 1,
-                }
-            }
-            Event::Free { alloc, t_ns, .. } => {
-                let _ = c.free(addrs[alloc as usize], t_ns);
-            }
-            Event::Step { step, t_ns } => {
-                if record {
-                    c.mark_step(step, t_ns)
-                }
-            }
-        }
-    }
-    assert_eq!(failed, 0, "the bench limit fits the trace");
-    addrs.len() as u64
+    replay_with(
+        c,
+        t,
+        record,
+        |c, bytes, meta| c.allocate(bytes, 0, meta).ok(),
+        |c, a, t_ns| {
+            let _ = c.free(a, t_ns);
+        },
+        |c, s, t_ns| c.mark_step(s, t_ns),
+    )
 }
 
 #[divan::bench(sample_count = 10, sample_size = 1)]

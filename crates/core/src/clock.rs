@@ -71,7 +71,9 @@ impl Clock {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         match self.tsc {
-            Some(t) => ((u128::from(ticks().wrapping_sub(self.origin_ticks)) * u128::from(t.ns_per_tick_q32)) >> 32) as u64,
+            Some(t) => {
+                ((u128::from(ticks().wrapping_sub(self.origin_ticks)) * u128::from(t.ns_per_tick_q32)) >> 32) as u64
+            }
             None => self.origin.elapsed().as_nanos() as u64,
         }
     }

@@ -114,16 +114,7 @@ pub fn describe(
 impl Bfc {
     /// The device as a dump describes it (free memory as of now).
     pub fn device_info(&self) -> DeviceInfo {
-        let desc = self.device.describe();
-        let mem = self.device.mem_info();
-        DeviceInfo {
-            kind: desc.kind,
-            name: self.opts.device_name.clone(),
-            model: desc.model,
-            total: mem.total,
-            free: mem.free,
-            others: desc.others,
-        }
+        crate::device::info(self.device.as_ref(), &self.opts.device_name)
     }
 
     /// The allocator's settings as a dump describes them.

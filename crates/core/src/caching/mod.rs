@@ -35,11 +35,11 @@ use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
 use crate::record::{Event, EventKind, History, Meta, Names, StepMark};
 use oomscope_base::hash::FastMap;
+use set::{FreeSet, OrderedSet};
 pub use settings::{
     LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE, Settings, SettingsError,
 };
 pub use snapshot::{RestoredBlock, RestoredSegment};
-use set::{FreeSet, OrderedSet};
 use std::collections::VecDeque;
 use std::fmt;
 

@@ -169,16 +169,7 @@ impl Caching {
     }
 
     pub fn device_info(&self) -> DeviceInfo {
-        let mem = self.device.mem_info();
-        let desc = self.device.describe();
-        DeviceInfo {
-            kind: desc.kind,
-            name: self.opts.device_name.clone(),
-            model: desc.model,
-            total: mem.total,
-            free: mem.free,
-            others: desc.others,
-        }
+        crate::device::info(self.device.as_ref(), &self.opts.device_name)
     }
 
     pub fn allocator_info(&self) -> AllocatorInfo {

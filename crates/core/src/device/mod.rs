@@ -79,6 +79,20 @@ pub trait Device: Send {
     fn synchronize(&mut self) {}
 }
 
+/// What a dump says of `device`, named `name` in reports.
+pub fn info(device: &dyn Device, name: &str) -> oomscope_dump::DeviceInfo {
+    let desc = device.describe();
+    let mem = device.mem_info();
+    oomscope_dump::DeviceInfo {
+        kind: desc.kind,
+        name: name.to_string(),
+        model: desc.model,
+        total: mem.total,
+        free: mem.free,
+        others: desc.others,
+    }
+}
+
 /// A device as reports name it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceDescription {
