@@ -41,7 +41,10 @@ pub enum Command {
         {\"ev\":\"free\",\"id\":\"t1\"}\n  \
         {\"ev\":\"step\",\"step\":3}\n  \
         {\"ev\":\"region\",\"address\":140230343098368,\"bytes\":2097152}   where the device placed a region\n\n\
-        Example:\n  oomscope replay fixtures/traces/unet-b2.jsonl --limit 7GiB -o unet.dump.json")]
+        Examples:\n  oomscope replay fixtures/traces/steps-growth.jsonl --limit 1GiB -o growth.dump.json\n  \
+        oomscope replay unet --batch 2 --limit 8GiB\n  \
+        oomscope replay trace.jsonl --limit 1GiB --allocator caching --set expandable_segments:True\n  \
+        oomscope replay snapshot.pickle --set expandable_segments:True")]
     Replay(ReplayArgs),
     /// Read what you have: a pasted OOM message, a TensorFlow log, or a PyTorch snapshot; the verdict and a dump.
     #[command(after_help = "Formats (detected when --from is not given):\n  \
@@ -145,19 +148,31 @@ fn fraction(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// The trace (JSON Lines), or a PyTorch memory snapshot (pickle) to replay through
-    /// PyTorch's caching allocator
+    /// The trace (JSON Lines), a workload (built-in name or model file), or a PyTorch memory
+    /// snapshot (pickle) to replay through PyTorch's caching allocator
     pub trace: PathBuf,
-    /// Allocator memory limit (1073741824, 512MiB, 9.1GiB); required for a trace
+    /// Allocator memory limit (1073741824, 512MiB, 9.1GiB); required for a trace or a
+    /// workload (PyTorch's caching allocator: the bytes a memory fraction allows)
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub limit: Option<u64>,
     /// A snapshot's device [default: the first with a trace]
     #[arg(long, value_name = "N")]
     pub gpu: Option<i64>,
-    /// A snapshot: replay it again under these PYTORCH_CUDA_ALLOC_CONF settings, on top of
-    /// the snapshot's own (expandable_segments:True, max_split_size_mb:128, ...), and compare
+    /// Replay again under these PYTORCH_CUDA_ALLOC_CONF settings (expandable_segments:True,
+    /// max_split_size_mb:128, ...), on top of a snapshot's own or --conf, and compare
     #[arg(long = "set", value_name = "SETTINGS")]
     pub set: Vec<String>,
+    /// A trace or workload: the allocator to replay it through [default: bfc; caching with
+    /// --set or --conf]
+    #[arg(long, value_enum, value_name = "ALLOCATOR")]
+    pub allocator: Option<RunAllocator>,
+    /// A trace or workload through PyTorch's caching allocator: its settings, as a
+    /// PYTORCH_CUDA_ALLOC_CONF string [default: PyTorch's defaults]
+    #[arg(long, value_name = "SETTINGS")]
+    pub conf: Option<String>,
+    /// A workload (built-in name or model file): the batch [default: the model's]
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u64>,
     /// Grow the pool on demand (2 MiB regions, doubling) instead of one region of the limit
     #[arg(long)]
     pub allow_growth: bool,

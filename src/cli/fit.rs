@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A trace is JSON Lines (`.jsonl`, or a first line that is an event); anything else is a
 /// workload: a built-in name or a model file.
-fn is_trace(input: &str) -> bool {
+pub(super) fn is_trace(input: &str) -> bool {
     if builtin::find(input).is_some() {
         return false;
     }

@@ -1,12 +1,15 @@
 //! `oomscope replay TRACE --limit SIZE`: feed a trace through the allocator and report.
 
-use super::args::ReplayArgs;
+use super::args::{ReplayArgs, RunAllocator};
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
 use oomscope_analysis::render;
 use oomscope_analysis::replay::{Settings, replay};
 use oomscope_analysis::trace;
 use oomscope_analysis::verdict;
+use oomscope_analysis::what_if;
+use oomscope_analysis::workload::Workload;
+use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
 use oomscope_dump as dump;
@@ -23,19 +26,31 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError(format!("{}: cannot read the snapshot: {e}", a.trace.display())))?;
         return super::replay_snapshot::run(a, &bytes);
     }
+    let trace_path = a.trace.display().to_string();
+    let is_workload = !super::fit::is_trace(&trace_path);
+    let what = if is_workload { "a workload" } else { "a trace" };
     let Some(limit) = a.limit else {
         return Err(CliError(format!(
-            "{}: a trace needs --limit SIZE, the allocator's memory limit (for example --limit 8GiB)",
+            "{}: {what} needs --limit SIZE, the allocator's memory limit (for example --limit 8GiB)",
             a.trace.display()
         )));
     };
-    let file = std::fs::File::open(&a.trace)
-        .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut progress = Progress::new("reading trace", size);
-    let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| progress.update(done));
-    progress.finish();
-    let t = parsed.map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?;
+    let t = if is_workload {
+        let w = Workload::load(&trace_path).map_err(|e| CliError(e.to_string()))?;
+        let batch = a.batch.unwrap_or(w.model.batch);
+        w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?
+    } else {
+        if a.batch.is_some() {
+            return Err(CliError(format!("{}: --batch is for a workload; a trace has its own sizes", a.trace.display())));
+        }
+        let file = std::fs::File::open(&a.trace)
+            .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut progress = Progress::new("reading trace", size);
+        let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| progress.update(done));
+        progress.finish();
+        parsed.map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?
+    };
 
     let mut opts = Options::new(limit);
     opts.allow_growth = a.allow_growth;
@@ -56,17 +71,62 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
             human(settings.device_total)
         )));
     }
-
+    let caching = match a.allocator {
+        Some(RunAllocator::Caching) => true,
+        Some(RunAllocator::Bfc) => {
+            if !a.set.is_empty() || a.conf.is_some() {
+                return Err(CliError(
+                    "--set and --conf are settings of PyTorch's caching allocator: drop --allocator bfc".into(),
+                ));
+            }
+            false
+        }
+        None => !a.set.is_empty() || a.conf.is_some(),
+    };
+    let mut whatifs = Vec::new();
+    if caching {
+        let conf = a.conf.as_deref().unwrap_or("");
+        let torch = TorchSettings::parse(conf).map_err(|e| CliError(format!("--conf {conf:?}: {e}")))?;
+        for text in &a.set {
+            whatifs.push(torch.with(text).map_err(|e| CliError(format!("--set {text:?}: {e}")))?);
+        }
+        settings.torch = Some(torch);
+    }
     let mut progress = Progress::new("replaying", t.events.len() as u64);
-    let outcome = replay(&t, &settings, Some(&a.trace.display().to_string()), |done| progress.update(done as u64));
+    let mut outcome = replay(&t, &settings, Some(&trace_path), |done| progress.update(done as u64));
     progress.finish();
+    // The what-ifs: the same requests under each --set, on the same memory.
+    let capacity = limit.min(settings.device_total.saturating_sub(settings.device_others));
+    let mut rows = Vec::new();
+    if let (Some(torch), false) = (&settings.torch, whatifs.is_empty()) {
+        rows.push(Row::of(label(&torch.text), &outcome));
+        for w in &whatifs {
+            let mut s = settings.clone();
+            s.torch = Some(w.clone());
+            let o = replay(&t, &s, Some(&trace_path), |_| {});
+            rows.push(Row::of(label(&w.text), &o));
+            outcome = o;
+        }
+    }
+    let shown = settings.torch.clone();
+    let shown = whatifs.last().cloned().or(shown);
     let mut d = outcome.dump;
-    verdict::attach(&mut d);
+    match &shown {
+        Some(torch) => verdict::attach_with(&mut d, &mut |set| what_if::replay_trace(&t, torch, set, capacity)),
+        None => verdict::attach(&mut d),
+    }
 
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
-    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
+    let format: render::Format = a.format.into();
+    let mut text = String::new();
+    if let (Some(last), false) = (rows.last(), format == render::Format::Json) {
+        text.push_str(&table(&rows, Some(capacity)));
+        text.push_str(&format!("\nThe state below is the end of the replay under {}.\n\n", last.name));
+    }
+    text.push_str(&render::render_as(&d, format, a.tf_style.as_ref()));
+    output::print(&text)?;
 
     let events = t.events.len();
     match outcome.first_failure_line {
@@ -85,4 +145,59 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         eprintln!("oomscope: dump written to {}", path.display());
     }
     Ok(if outcome.failures > 0 { EXIT_OOM } else { 0 })
+}
+
+/// Settings as a what-if table names them.
+pub(super) fn label(conf: &str) -> String {
+    if conf.is_empty() { "defaults".into() } else { conf.to_string() }
+}
+
+/// One line of a what-if table.
+pub(super) struct Row {
+    pub name: String,
+    pub ooms: u64,
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
+    pub device_allocs: u64,
+}
+
+impl Row {
+    fn of(name: String, o: &oomscope_analysis::replay::Outcome) -> Row {
+        let s = &o.dump.stats;
+        Row {
+            name,
+            ooms: o.failures,
+            peak_reserved: s.peak_pool_bytes,
+            peak_allocated: s.peak_bytes_in_use,
+            device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
+        }
+    }
+}
+
+/// The what-ifs side by side.
+pub(super) fn table(rows: &[Row], capacity: Option<u64>) -> String {
+    use oomscope_base::size::torch as size;
+    use std::fmt::Write;
+    let mut s = String::new();
+    let device = capacity
+        .map_or("a device as large as needed".to_string(), |c| format!("a device with {} for PyTorch", size(c)));
+    let _ = writeln!(s, "What if (the same requests, the allocator deciding everything, on {device}):");
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(8).max(8);
+    let _ = writeln!(
+        s,
+        "  {:<w$}  {:>14}  {:>14}  {:>14}  {:>13}",
+        "settings", "out of memory", "peak reserved", "peak allocated", "device allocs"
+    );
+    for r in rows {
+        let oom = if r.ooms > 0 { format!("yes ({})", r.ooms) } else { "no".into() };
+        let _ = writeln!(
+            s,
+            "  {:<w$}  {oom:>14}  {:>14}  {:>14}  {:>13}",
+            r.name,
+            size(r.peak_reserved),
+            size(r.peak_allocated),
+            r.device_allocs
+        );
+    }
+    s
 }

@@ -3,6 +3,7 @@
 
 use super::args::ReplayArgs;
 use super::output::{self, Progress};
+use super::replay::{Row, label, table};
 use super::{CliError, EXIT_OOM};
 use oomscope_analysis::render;
 use oomscope_analysis::torch_replay::{self, Action, Options, Outcome, SettingsFrom, SnapshotTrace};
@@ -57,7 +58,29 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
 
     let shown = runs.last().map_or(&recorded, |r| &r.1);
     let mut d = shown.dump.clone();
-    verdict::attach(&mut d);
+    // A fix of the settings is tried on the whole trace, on the memory the run had.
+    let settings = shown.settings.clone();
+    verdict::attach_with(&mut d, &mut |set| {
+        let bytes = capacity?;
+        let changed = settings.with(set).ok()?;
+        let run = |s: &oomscope_core::caching::Settings| {
+            torch_replay::run(&t, &Options { settings: s.clone(), device: capacity, as_recorded: false }, |_| {})
+        };
+        let replayed = |o: &Outcome| dump::Replayed {
+            out_of_memory: o.ooms > 0,
+            peak_reserved: o.peak_reserved,
+            peak_allocated: o.peak_allocated,
+        };
+        let as_run = run(&settings);
+        Some(dump::WhatIf {
+            set: set.to_string(),
+            settings: settings.text.clone(),
+            capacity: bytes,
+            requests: as_run.allocs + as_run.ooms,
+            as_run: replayed(&as_run),
+            changed: replayed(&run(&changed)),
+        })
+    });
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
@@ -67,7 +90,18 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     } else {
         let mut text = header(&t, &recorded);
         if let Some((name, _)) = runs.last() {
-            text.push_str(&table(&runs, capacity));
+            let rows: Vec<Row> = runs
+                .iter()
+                .map(|(name, o)| Row {
+                    name: name.clone(),
+                    ooms: o.ooms,
+                    peak_reserved: o.peak_reserved,
+                    peak_allocated: o.peak_allocated,
+                    device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
+                })
+                .collect();
+            text.push('\n');
+            text.push_str(&table(&rows, capacity));
             let _ = writeln!(text, "\nThe state below is the end of the replay under {name}.");
         }
         text.push('\n');
@@ -79,10 +113,6 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
         eprintln!("oomscope: dump written to {}", path.display());
     }
     Ok(if shown.ooms > 0 { EXIT_OOM } else { 0 })
-}
-
-fn label(conf: &str) -> String {
-    if conf.is_empty() { "defaults".into() } else { conf.to_string() }
 }
 
 fn one_line(t: &SnapshotTrace, o: &Outcome) -> String {
@@ -125,29 +155,5 @@ fn header(t: &SnapshotTrace, o: &Outcome) -> String {
         o.placed, o.allocs, o.final_segments_equal, o.final_segments
     );
     let _ = writeln!(s, "Peak reserved {}, peak allocated {}.", size(o.peak_reserved), size(o.peak_allocated));
-    s
-}
-
-fn table(runs: &[(String, Outcome)], capacity: Option<u64>) -> String {
-    let mut s = String::new();
-    let device = capacity
-        .map_or("a device as large as needed".to_string(), |c| format!("a device with {} for PyTorch", size(c)));
-    let _ = writeln!(s, "\nWhat if (the same requests, the allocator deciding everything, on {device}):");
-    let w = runs.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
-    let _ = writeln!(
-        s,
-        "  {:<w$}  {:>14}  {:>14}  {:>14}  {:>13}",
-        "settings", "out of memory", "peak reserved", "peak allocated", "device allocs"
-    );
-    for (name, o) in runs {
-        let oom = if o.ooms > 0 { format!("yes ({})", o.ooms) } else { "no".into() };
-        let _ = writeln!(
-            s,
-            "  {name:<w$}  {oom:>14}  {:>14}  {:>14}  {:>13}",
-            size(o.peak_reserved),
-            size(o.peak_allocated),
-            o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs)
-        );
-    }
     s
 }

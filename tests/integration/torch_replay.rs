@@ -150,3 +150,110 @@ fn snapshots_without_a_trace_are_refused_with_what_to_do() {
     let o = oomscope(&["replay", snapshot("a0kuma").to_str().unwrap(), "--gpu", "3"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// 60 tensors of 7 MiB and 60 of 7.5 MiB kept alive on a 1 GiB device: PyTorch's caching
+/// allocator puts two in each 20 MiB segment and runs out with 280.50 MiB reserved but
+/// unallocated; expandable segments pack them.
+const SEGMENTS: &str = "fixtures/traces/segments.jsonl";
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn a_fragmentation_verdict_under_the_caching_allocator_quotes_the_replayed_fix() {
+    let dir = temp_dir("what-if-verdict");
+    let dump = dir.join("segments.dump.json");
+    let o = oomscope(&[
+        "replay",
+        SEGMENTS,
+        "--limit",
+        "1GiB",
+        "--allocator",
+        "caching",
+        "--format",
+        "json",
+        "-o",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = &d["verdict"];
+    assert_eq!(v["kind"], "fragmentation", "{v}");
+    assert_eq!(d["oom"]["op"], "model/block_051/gelu");
+    let w = &v["what_if"];
+    assert_eq!(w["set"], "expandable_segments:True");
+    assert_eq!(w["settings"], "");
+    assert_eq!(w["capacity"], 1024 * MIB);
+    assert_eq!(w["requests"], 120, "the whole trace is replayed");
+    assert_eq!(
+        w["as_run"],
+        json!({"out_of_memory": true, "peak_reserved": 1020 * MIB, "peak_allocated": 1479 * MIB / 2})
+    );
+    // 870 MiB of tensors in 44 pages of 20 MiB.
+    assert_eq!(w["changed"], json!({"out_of_memory": false, "peak_reserved": 880 * MIB, "peak_allocated": 870 * MIB}));
+    let fix = v["fix"].as_str().unwrap();
+    assert!(fix.starts_with("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: replayed with it, the same 120 requests fit in the 1024.00 MiB"), "{fix}");
+
+    // TensorFlow's BFC allocator packs the same tensors without running out.
+    let o = oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--allocator", "bfc", "--format", "summary"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    // The dump's own history answers when there is no trace: the run's 103 requests.
+    let mut d: Json = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    d.as_object_mut().unwrap().remove("verdict");
+    let bare = dir.join("bare.dump.json");
+    std::fs::write(&bare, d.to_string()).unwrap();
+    let o = oomscope(&["report", bare.to_str().unwrap(), "--format", "json"]);
+    let r: Json = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(r["verdict"]["what_if"]["requests"], 103, "{}", r["verdict"]);
+    assert_eq!(r["verdict"]["what_if"]["changed"]["out_of_memory"], false);
+
+    // Exported as a PyTorch snapshot and replayed: the snapshot's trace answers.
+    let pickle = dir.join("segments.pickle");
+    let o = oomscope(&["export", dump.to_str().unwrap(), "--format", "torch-snapshot", "-o", pickle.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = oomscope(&["replay", pickle.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let s: Json = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(s["oom"]["op"], "model/block_051/gelu", "oomscope's own export names its blocks");
+    assert_eq!(s["verdict"]["kind"], "fragmentation");
+    let w = &s["verdict"]["what_if"];
+    assert_eq!((w["requests"].as_u64(), w["capacity"].as_u64()), (Some(103), Some(1024 * MIB)), "{w}");
+    assert_eq!(w["as_run"]["out_of_memory"], true);
+    assert_eq!(w["changed"]["out_of_memory"], false);
+}
+
+#[test]
+fn traces_and_workloads_replay_under_other_settings_side_by_side() {
+    let o = oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--set", "expandable_segments:True"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("What if (the same requests, the allocator deciding everything, on a device with 1024.00 MiB for PyTorch):"), "{out}");
+    let row = |name: &str| -> Vec<String> {
+        let line = out.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{name}: {out}"));
+        line.split("  ").map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    };
+    assert_eq!(row("defaults")[1..], ["yes (1)", "1020.00 MiB", "739.50 MiB", "51"]);
+    assert_eq!(row("expandable_segments:True")[1..], ["no", "880.00 MiB", "870.00 MiB", "44"]);
+    // --conf is the settings in force; --set goes on top.
+    let o = oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--conf", "expandable_segments:True", "--format", "summary"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Settings are the caching allocator's: not BFC's, and checked as PyTorch checks them.
+    for (args, says) in [
+        (vec!["--allocator", "bfc", "--set", "expandable_segments:True"], "drop --allocator bfc"),
+        (vec!["--set", "max_split_size_mb:10"], "must be > 20"),
+        (vec!["--batch", "4"], "--batch is for a workload"),
+    ] {
+        let mut all = vec!["replay", SEGMENTS, "--limit", "1GiB"];
+        all.extend(args);
+        let o = oomscope(&all);
+        assert_eq!(o.status.code(), Some(2), "{all:?}");
+        assert!(stderr(&o).contains(says), "{all:?}: {}", stderr(&o));
+    }
+    // A workload replays at its own batch, or at --batch.
+    let o = oomscope(&["replay", "unet", "--limit", "8GiB", "--format", "summary"]);
+    assert_eq!(o.status.code(), Some(1), "batch 2 of the U-Net does not fit 8 GiB: {}", stdout(&o));
+    let o = oomscope(&["replay", "fixtures/workloads/unet.json", "--batch", "1", "--limit", "8GiB", "--format", "summary"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = oomscope(&["replay", "unet", "--batch", "1", "--limit", "8GiB", "--allocator", "caching", "--format", "json"]);
+    let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(d["allocator"]["name"], "pytorch_caching_allocator");
+}

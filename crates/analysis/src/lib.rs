@@ -22,6 +22,7 @@ pub mod replay;
 pub mod torch_replay;
 pub mod trace;
 pub mod verdict;
+pub mod what_if;
 pub mod workload;
 
 /// The README's Rust example, compiled and run as a doctest so it stays true.

@@ -6,7 +6,6 @@
 use crate::live::capture::Capture;
 use crate::replay::{Outcome, Settings, replay, replay_observed};
 use crate::trace::{Event, Trace};
-use oomscope_core::bfc::Bfc;
 use oomscope_core::record::Meta;
 use oomscope_dump::live::{Hello, Message};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +35,7 @@ pub fn play(
     let mut capture = Capture::new();
     let mut next_frame = Duration::ZERO;
     let mut stopped = false;
-    let outcome = replay_observed(&stamped, settings, source_path, |bfc, done| {
+    let outcome = replay_observed(&stamped, settings, source_path, |engine, done| {
         if stop.load(Ordering::Relaxed) {
             stopped = true;
             return false;
@@ -48,7 +47,7 @@ pub fn play(
         let last = done >= events;
         if due >= next_frame || last {
             next_frame = due + FRAME_EVERY;
-            let (state, steps) = capture.state(bfc, due.as_nanos() as u64);
+            let (state, steps) = capture.state(engine, due.as_nanos() as u64);
             for s in steps {
                 emit(Message::Step(s));
             }
@@ -75,6 +74,6 @@ fn stamp(trace: &Trace, per_event: u64) -> Trace {
 
 /// The hello of a played run: this process, the simulated device, the allocator.
 pub fn hello(settings: &Settings, command: &str) -> Hello {
-    let bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device()));
-    crate::live::hello_for_this_process(command, &bfc, FRAME_EVERY)
+    let engine = settings.engine_for(&Trace::default());
+    crate::live::hello_for_this_process(command, &engine, FRAME_EVERY)
 }

@@ -1,7 +1,10 @@
-//! Feeding a trace through the allocator on a simulated device.
+//! Feeding a trace through the allocator on a simulated device: TensorFlow's BFC allocator,
+//! or PyTorch's caching allocator under given settings.
 
 use crate::trace::{Event, Trace};
+use oomscope_core::Engine;
 use oomscope_core::bfc::{Bfc, Options};
+use oomscope_core::caching::{Caching, CachingOptions, Settings as TorchSettings};
 use oomscope_core::device::SimDevice;
 use oomscope_dump::{Dump, Source};
 
@@ -17,6 +20,10 @@ pub struct Settings {
     pub device_model: String,
     /// Go on after a failed allocation (frees of failed allocations are then ignored).
     pub keep_going: bool,
+    /// Replay through PyTorch's caching allocator with these settings instead of BFC. The
+    /// BFC options then give only the history's length; `allocator.limit` below the device
+    /// acts as a memory fraction (the bytes PyTorch may reserve).
+    pub torch: Option<TorchSettings>,
 }
 
 impl Settings {
@@ -29,6 +36,24 @@ impl Settings {
             device_others: 0,
             device_model: "simulated GPU".into(),
             keep_going: false,
+            torch: None,
+        }
+    }
+
+    /// A fresh allocator for `trace`, as these settings choose it.
+    pub fn engine_for(&self, trace: &Trace) -> Engine {
+        let device = Box::new(self.device_for(trace));
+        match &self.torch {
+            None => Engine::Bfc(Bfc::new(self.allocator.clone(), device)),
+            Some(s) => {
+                let mut opts = CachingOptions::new(0);
+                opts.history = self.allocator.history;
+                let mut c = Caching::new(s.clone(), opts, device);
+                if self.allocator.limit < self.device_total.saturating_sub(self.device_others) {
+                    c.set_allowed(self.allocator.limit);
+                }
+                Engine::Caching(c)
+            }
         }
     }
 
@@ -75,34 +100,40 @@ pub fn replay(
     })
 }
 
-/// [`replay`] with a look at the allocator between events: `after(bfc, events_done)` is
+/// [`replay`] with a look at the allocator between events: `after(engine, events_done)` is
 /// called before each event and once at the end; returning false stops the replay there
 /// (the real-time demo paces and samples the run this way).
 pub fn replay_observed(
     trace: &Trace,
     settings: &Settings,
     source_path: Option<&str>,
-    mut after: impl FnMut(&Bfc, usize) -> bool,
+    mut after: impl FnMut(&Engine, usize) -> bool,
 ) -> Outcome {
-    let mut bfc = Bfc::new(settings.allocator.clone(), Box::new(settings.device_for(trace)));
-    *bfc.names_mut() = trace.names.clone();
+    let mut engine = settings.engine_for(trace);
+    *engine.names_mut() = trace.names.clone();
     let mut addrs = vec![0u64; trace.allocs as usize];
     let (mut failures, mut first_failure_line, mut replayed) = (0u64, None, 0usize);
     for (i, event) in trace.events.iter().enumerate() {
-        if !after(&bfc, i) {
+        if !after(&engine, i) {
             break;
         }
         replayed = i + 1;
         match *event {
             Event::Alloc { alloc, bytes, meta, outside } => {
-                match if outside { bfc.allocate_outside(bytes, meta) } else { bfc.allocate(bytes, meta) } {
+                // PyTorch's allocator has no memory outside its pool: under it, such
+                // requests are ordinary allocations.
+                let result = match &mut engine {
+                    Engine::Bfc(bfc) if outside => bfc.allocate_outside(bytes, meta),
+                    e => e.allocate(bytes, 0, meta),
+                };
+                match result {
                     Ok(addr) => addrs[alloc as usize] = addr,
                     Err(_) => {
                         addrs[alloc as usize] = FAILED;
                         failures += 1;
                         first_failure_line.get_or_insert(trace.lines[i]);
                         if !settings.keep_going {
-                            after(&bfc, replayed);
+                            after(&engine, replayed);
                             break;
                         }
                     }
@@ -111,19 +142,20 @@ pub fn replay_observed(
             Event::Free { alloc, t_ns, outside } => {
                 let addr = addrs[alloc as usize];
                 // The trace was checked: every free matches a live allocation.
-                if addr != FAILED && outside {
-                    let _ = bfc.free_outside(addr, t_ns);
-                } else if addr != FAILED {
-                    let _ = bfc.free(addr, t_ns);
+                if addr != FAILED {
+                    let _ = match &mut engine {
+                        Engine::Bfc(bfc) if outside => bfc.free_outside(addr, t_ns),
+                        e => e.free(addr, t_ns),
+                    };
                 }
             }
-            Event::Step { step, t_ns } => bfc.mark_step(step, t_ns),
+            Event::Step { step, t_ns } => engine.mark_step(step, t_ns),
         }
         if replayed == trace.events.len() {
-            after(&bfc, replayed);
+            after(&engine, replayed);
         }
     }
     let source =
         Source { kind: oomscope_dump::SourceKind::Replay, path: source_path.map(str::to_string), ..Source::default() };
-    Outcome { dump: bfc.snapshot(source), events_replayed: replayed, first_failure_line, failures }
+    Outcome { dump: engine.snapshot(source), events_replayed: replayed, first_failure_line, failures }
 }

@@ -108,7 +108,7 @@ fn frames_op(frames: Option<Value>, cache: &mut HashMap<String, Option<String>>)
     }
     let parsed = torch_frames::from_pickle(&items);
     let key = torch_frames::key(&parsed);
-    cache.entry(key).or_insert_with(|| torch_frames::name(&parsed).node()).clone()
+    cache.entry(key).or_insert_with(|| torch_frames::node(&parsed)).clone()
 }
 
 /// Settings from `allocator_settings` (max_split_size −1 is unset; divisions keyed by the

@@ -445,6 +445,34 @@ pub struct Verdict {
     /// Live bytes by kind at the failure (or at the end when nothing failed), largest first.
     #[serde(default)]
     pub breakdown: Vec<KindBytes>,
+    /// The fix tried: the same requests replayed under the changed settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
+}
+
+/// The same requests replayed through the same allocator twice, on the memory the run
+/// had: under the settings in force, and with `set` changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhatIf {
+    /// The change, in the allocator's own terms (`expandable_segments:True`).
+    pub set: String,
+    /// The settings in force (empty: the defaults).
+    pub settings: String,
+    /// Bytes the allocator could have (what it held plus what was free, under any limit).
+    pub capacity: u64,
+    /// Allocation requests replayed.
+    pub requests: u64,
+    pub as_run: Replayed,
+    pub changed: Replayed,
+}
+
+/// How one replay of a what-if went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replayed {
+    /// A request failed.
+    pub out_of_memory: bool,
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
 }
 
 /// The classes of OOM oomscope tells apart.

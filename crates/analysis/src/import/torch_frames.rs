@@ -107,6 +107,16 @@ fn dotted(op: &str) -> String {
     op.to_string()
 }
 
+/// The node an allocation is ranked under, from its frames (innermost first): oomscope's
+/// own export names each block in its first frame (`step:N:op tensor`); PyTorch's frames
+/// give the aten op and the user's own line.
+pub fn node(frames: &[Frame]) -> Option<String> {
+    match frames.first().map(|f| (f.file.as_deref(), f.function.as_deref())) {
+        Some((Some("step" | "setup"), Some(name))) => Some(name.split(' ').next().unwrap_or(name).to_string()),
+        _ => name(frames).node(),
+    }
+}
+
 /// The op and the place of an allocation, from its frames (innermost first).
 pub fn name(frames: &[Frame]) -> Named {
     // aten's own op frames (`at::_ops::mm::call`); the kernel wrappers only when there are

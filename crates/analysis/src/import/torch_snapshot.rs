@@ -52,13 +52,7 @@ impl Walk<'_> {
         if parsed.is_empty() {
             return Ok((None, None));
         }
-        // oomscope's own export names each block in its first frame: `step:N:op tensor`.
-        let first = &parsed[0];
-        let op = match (first.file.as_deref(), first.function.as_deref()) {
-            (Some("step" | "setup"), Some(name)) => Some(name.split(' ').next().unwrap_or(name).to_string()),
-            // PyTorch's frames: the aten op and the user's own line.
-            _ => super::torch_frames::name(&parsed).node(),
-        };
+        let op = super::torch_frames::node(&parsed);
         let key = super::torch_frames::key(&parsed);
         let next = self.stacks.len() as u32;
         let idx = *self.stack_index.entry(key).or_insert(next);

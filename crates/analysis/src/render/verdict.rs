@@ -4,7 +4,7 @@
 use crate::verdict::{Cause, Diagnosis, Elsewhere, Fix, Request, SplitFirst};
 use oomscope_base::shape;
 use oomscope_base::size::{human, human_bytes_driver};
-use oomscope_dump::{Kind, KindBytes, Verdict};
+use oomscope_dump::{Kind, KindBytes, Verdict, WhatIf};
 use std::fmt::Write;
 
 /// Width the verdict is wrapped to.
@@ -13,7 +13,43 @@ const WIDTH: usize = 100;
 /// The diagnosis in words: the headline, the evidence and the fix, as the dump keeps them.
 pub fn words(d: &Diagnosis) -> Verdict {
     let (headline, evidence) = cause(&d.cause, &d.breakdown);
-    Verdict { kind: d.kind(), headline, evidence, fix: fix(&d.fix), breakdown: d.breakdown.clone() }
+    Verdict {
+        kind: d.kind(),
+        headline,
+        evidence,
+        fix: fix(&d.fix),
+        breakdown: d.breakdown.clone(),
+        what_if: d.what_if().cloned(),
+    }
+}
+
+/// A settings fix as the replay answered it.
+fn tried(w: &WhatIf) -> String {
+    use oomscope_base::size::torch as size;
+    let conf = if w.settings.is_empty() { w.set.clone() } else { format!("{},{}", w.settings, w.set) };
+    let (c, r) = (&w.changed, &w.as_run);
+    if !c.out_of_memory {
+        format!(
+            "PYTORCH_CUDA_ALLOC_CONF={conf}: replayed with it, the same {} requests fit in the {} PyTorch could have \
+             (peak reserved {} instead of {}; peak allocated {})",
+            w.requests,
+            size(w.capacity),
+            size(c.peak_reserved),
+            size(r.peak_reserved),
+            size(c.peak_allocated)
+        )
+    } else {
+        format!(
+            "{} is not enough: replayed with it, the same {} requests still run out of the {} PyTorch could have \
+             (peak reserved {}, peak allocated {}), so fragmentation is not all of it: reduce what is live at the failure \
+             (a smaller batch, or tensors freed sooner), then set PYTORCH_CUDA_ALLOC_CONF={conf}",
+            w.set,
+            w.requests,
+            size(w.capacity),
+            size(c.peak_reserved),
+            size(c.peak_allocated)
+        )
+    }
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -450,12 +486,13 @@ fn fix(f: &Fix) -> String {
             "free what {} keeps each step before it reaches the limit",
             culprit.as_deref().unwrap_or("the growing tensors")
         ),
-        Fix::MaxSplitSize => "cap splitting of large blocks: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128, or call torch.cuda.empty_cache() \
+        Fix::MaxSplitSize { what_if: None } => "cap splitting of large blocks: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128, or call torch.cuda.empty_cache() \
              between phases that allocate different sizes"
             .to_string(),
-        Fix::ExpandableSegments => "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place and free pieces can merge \
+        Fix::ExpandableSegments { what_if: None } => "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place and free pieces can merge \
              (PyTorch's own OOM message suggests it)"
             .to_string(),
+        Fix::MaxSplitSize { what_if: Some(w) } | Fix::ExpandableSegments { what_if: Some(w) } => tried(w),
         Fix::GarbageCollection { empty_regions } => format!(
             "turn on garbage collection of empty regions (TF_ENABLE_GPU_GARBAGE_COLLECTION=true): {empty_regions} region(s) hold nothing and \
              would be returned for one large enough"
@@ -576,6 +613,7 @@ mod tests {
             evidence: vec!["short".into()],
             fix: "do it".into(),
             breakdown: vec![],
+            what_if: None,
         };
         let text = render(&v);
         assert!(text.starts_with("Verdict: true peak\n  word word"), "{text}");

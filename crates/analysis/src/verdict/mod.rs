@@ -21,7 +21,7 @@
 use oomscope_core::record::Kind;
 use oomscope_dump::{
     Dump, Framework, ImportedFrom, KindBytes, MessageFormat, Mode, OomRecord, ProcessMemory, Section, VerdictKind,
-    XlaProgram,
+    WhatIf, XlaProgram,
 };
 
 mod message;
@@ -40,6 +40,14 @@ pub struct Diagnosis {
 impl Diagnosis {
     pub fn kind(&self) -> VerdictKind {
         self.cause.kind()
+    }
+
+    /// The fix, tried by replay.
+    pub fn what_if(&self) -> Option<&WhatIf> {
+        match &self.fix {
+            Fix::ExpandableSegments { what_if } | Fix::MaxSplitSize { what_if } => what_if.as_ref(),
+            _ => None,
+        }
     }
 }
 
@@ -263,10 +271,11 @@ pub enum Fix {
     KeepNumbers { culprit: Option<String> },
     /// Growth without an OOM yet.
     FreeBeforeLimit { culprit: Option<String> },
-    /// PyTorch fragmentation: expandable segments.
-    ExpandableSegments,
-    /// PyTorch fragmentation with expandable segments already on.
-    MaxSplitSize,
+    /// PyTorch fragmentation: expandable segments (`what_if`: the requests replayed with
+    /// them, when there was a whole history or trace to replay).
+    ExpandableSegments { what_if: Option<WhatIf> },
+    /// PyTorch fragmentation with expandable segments already on: cap splitting.
+    MaxSplitSize { what_if: Option<WhatIf> },
     /// TF fragmentation with empty regions: garbage collection returns them.
     GarbageCollection { empty_regions: usize },
     /// TF fragmentation across grown regions: preallocate one.
@@ -386,8 +395,22 @@ pub fn attach(d: &mut Dump) {
     }
 }
 
-/// The diagnosis of a dump.
+/// [`attach`], trying a fix by replaying the requests that led to the dump: `replay(set)`
+/// answers what the allocator's settings with `set` changed would have done.
+pub fn attach_with(d: &mut Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) {
+    if d.verdict.is_none() {
+        d.verdict = Some(crate::render::verdict::words(&analyze_with(d, replay)));
+    }
+}
+
+/// The diagnosis of a dump; a fix of the caching allocator's settings is tried on the
+/// dump's own history when it is whole.
 pub fn analyze(d: &Dump) -> Diagnosis {
+    analyze_with(d, &mut |set| crate::what_if::from_history(d, set))
+}
+
+/// [`analyze`] with the replay of [`attach_with`].
+pub fn analyze_with(d: &Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> Diagnosis {
     let b = breakdown(d);
     if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
         return message::analyze(d, m, b);
@@ -420,7 +443,7 @@ pub fn analyze(d: &Dump) -> Diagnosis {
     {
         return v;
     }
-    if let Some(v) = fragmentation(d, o, &b) {
+    if let Some(v) = fragmentation(d, o, &b, replay) {
         return v;
     }
     peak(d, o, b)
@@ -543,8 +566,10 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
 }
 
 /// The data came from a PyTorch snapshot: fixes are PyTorch's.
+/// The dump is of PyTorch's caching allocator: imported from a snapshot, or recorded or
+/// replayed through oomscope's.
 fn torch(d: &Dump) -> bool {
-    d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot)
+    d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot) || d.allocator.caching.is_some()
 }
 
 /// Live bytes that do not shrink with the batch: weights, optimizer state, inputs.
@@ -654,7 +679,12 @@ fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> Diag
     }
 }
 
-fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+fn fragmentation(
+    d: &Dump,
+    o: &OomRecord,
+    b: &[KindBytes],
+    replay: &mut dyn FnMut(&str) -> Option<WhatIf>,
+) -> Option<Diagnosis> {
     let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
     let grow = growable(o);
     if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= o.rounded {
@@ -677,7 +707,11 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
     let mut pins: Vec<(Option<String>, u64)> = pinning.into_iter().map(|(op, n)| (op.map(str::to_string), n)).collect();
     pins.sort_by_key(|p| std::cmp::Reverse(p.1));
     let fix = if torch(d) {
-        if a.expandable_segments { Fix::MaxSplitSize } else { Fix::ExpandableSegments }
+        if a.expandable_segments {
+            Fix::MaxSplitSize { what_if: replay(MAX_SPLIT) }
+        } else {
+            Fix::ExpandableSegments { what_if: replay(EXPANDABLE) }
+        }
     } else if !a.garbage_collection
         && !empty_regions.is_empty()
         && empty_regions.iter().sum::<u64>() + grow >= o.rounded
@@ -701,6 +735,10 @@ fn fragmentation(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
         breakdown: b.to_vec(),
     })
 }
+
+/// The caching allocator's settings its fragmentation fixes try.
+pub const EXPANDABLE: &str = "expandable_segments:True";
+pub const MAX_SPLIT: &str = "max_split_size_mb:128";
 
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
     let cap = capacity(o);
@@ -994,9 +1032,9 @@ mod tests {
         d.imported = Some(oomscope_dump::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
         // The headroom to grow is gone: the pool is the device.
         d.oom.as_mut().unwrap().limit_headroom = 0;
-        assert_eq!(analyze(&d).fix, Fix::ExpandableSegments);
+        assert_eq!(analyze(&d).fix, Fix::ExpandableSegments { what_if: None });
         d.allocator.expandable_segments = true;
-        assert_eq!(analyze(&d).fix, Fix::MaxSplitSize, "expandable segments are on already");
+        assert_eq!(analyze(&d).fix, Fix::MaxSplitSize { what_if: None }, "expandable segments are on already");
     }
 
     #[test]

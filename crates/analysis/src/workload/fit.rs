@@ -63,6 +63,7 @@ fn unlimited(s: &Settings) -> Settings {
         device_others: 0,
         device_model: s.device_model.clone(),
         keep_going: true,
+        torch: s.torch.clone(),
     }
 }
 
@@ -264,5 +265,6 @@ pub fn settings(total: u64, others: u64, model: &str, limit: Option<u64>) -> Set
         device_others: others,
         device_model: model.to_string(),
         keep_going: false,
+        torch: None,
     }
 }

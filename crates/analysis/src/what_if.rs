@@ -1,0 +1,180 @@
+//! What-ifs for PyTorch's caching allocator: the same requests replayed under the settings
+//! in force and under a changed one, on the memory the run had. A fragmentation verdict
+//! quotes the answer instead of guessing that a setting would help.
+//!
+//! The requests come from a trace (`oomscope replay TRACE`), or from a dump's own history
+//! when it holds every event from the first allocation (a run's dump with fewer events
+//! than the history keeps). The replay under the settings in force must fail where the run
+//! failed; if it does not (the history misses what the run did: streams, `empty_cache`),
+//! there is no answer rather than a wrong one.
+
+use crate::replay::{self, Settings as ReplaySettings};
+use crate::trace::{Builder, Trace};
+use oomscope_core::bfc::Options;
+use oomscope_core::caching::Settings;
+use oomscope_dump::{Dump, EventKind, Kind, Replayed, WhatIf};
+use std::collections::HashMap;
+
+/// Replays `trace` on `capacity` bytes under `settings`, then with `set` on top.
+/// `None` when `set` is not a valid change of `settings`.
+pub fn replay_trace(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<WhatIf> {
+    both(trace, settings, set, capacity).map(|w| w.0)
+}
+
+/// [`replay_trace`], with the events the replay as run got through.
+fn both(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<(WhatIf, usize)> {
+    let changed = settings.with(set).ok()?;
+    let (as_run, done) = once(trace, settings, capacity);
+    let w = WhatIf {
+        set: set.to_string(),
+        settings: settings.text.clone(),
+        capacity,
+        requests: u64::from(trace.allocs),
+        as_run,
+        changed: once(trace, &changed, capacity).0,
+    };
+    Some((w, done))
+}
+
+/// One replay: how it went, and the events it got through.
+fn once(trace: &Trace, settings: &Settings, capacity: u64) -> (Replayed, usize) {
+    let mut o = Options::new(capacity);
+    o.history = 0;
+    let mut r = ReplaySettings::new(o);
+    r.torch = Some(settings.clone());
+    let out = replay::replay(trace, &r, None, |_| {});
+    let replayed = Replayed {
+        out_of_memory: out.failures > 0,
+        peak_reserved: out.dump.stats.peak_pool_bytes,
+        peak_allocated: out.dump.stats.peak_bytes_in_use,
+    };
+    (replayed, out.events_replayed)
+}
+
+/// The what-if of `set` for a dump of PyTorch's caching allocator that failed and whose
+/// history is whole; `None` otherwise, or when the history does not reproduce the failure.
+pub fn from_history(d: &Dump, set: &str) -> Option<WhatIf> {
+    let o = d.oom.as_ref()?;
+    let settings = Settings::parse(d.allocator.settings.as_deref()?).ok()?;
+    let whole = !d.events.is_empty() && d.events_total == d.events.len() as u64 && d.events[0].seq == 0;
+    if !whole {
+        return None;
+    }
+    let trace = requests(d)?;
+    let mut capacity = o.pool_bytes.saturating_add(o.device_free);
+    if let Some(allowed) = d.allocator.caching.as_ref().and_then(|c| c.allowed) {
+        capacity = capacity.min(allowed);
+    }
+    // The replay as run must fail at the request that failed, the history's last.
+    let (w, done) = both(&trace, &settings, set, capacity)?;
+    (w.as_run.out_of_memory && done == trace.events.len()).then_some(w)
+}
+
+/// The history's requests up to and including the first failed one, as a trace.
+fn requests(d: &Dump) -> Option<Trace> {
+    let mut b = Builder::new();
+    let mut live: HashMap<u64, u32> = HashMap::new();
+    let mut failed = false;
+    for e in &d.events {
+        let op = e.op.as_deref().unwrap_or("unknown");
+        match e.kind {
+            EventKind::Step => b.step(e.step),
+            EventKind::Alloc => {
+                let id = b.alloc(e.requested, op, None, None, Kind::Unknown, false);
+                live.insert(e.address, id);
+            }
+            EventKind::Free => {
+                // A free of a block allocated before the history began: not whole.
+                b.free(live.remove(&e.address)?);
+            }
+            EventKind::Oom => {
+                b.alloc(e.requested, op, None, None, Kind::Unknown, false);
+                failed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    failed.then(|| b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_core::caching::{Caching, CachingOptions};
+    use oomscope_core::device::SimDevice;
+    use oomscope_core::record::Meta;
+    use oomscope_dump::Source;
+
+    const MIB: u64 = 1 << 20;
+
+    /// 7 MiB tensors kept alive: two fit in each 20 MiB segment, and 6 MiB of each segment
+    /// stays reserved but unallocated, until the 1 GiB device is full of segments.
+    fn seven_mib_tensors(settings: &str, history: usize) -> Dump {
+        let mut opts = CachingOptions::new(0);
+        opts.history = history;
+        let mut c = Caching::new(Settings::parse(settings).unwrap(), opts, Box::new(SimDevice::new(1 << 30, 0)));
+        c.mark_step(0, 0);
+        for _ in 0..130 {
+            if c.allocate(7 * MIB, 0, Meta::default()).is_err() {
+                break;
+            }
+        }
+        c.snapshot(Source::default())
+    }
+
+    #[test]
+    fn seven_mib_tensors_in_twenty_mib_segments_fit_with_expandable_segments() {
+        let d = seven_mib_tensors("", 10_000);
+        let o = d.oom.as_ref().expect("the default settings run out");
+        assert!(o.pool_bytes - o.bytes_in_use >= 250 * MIB, "{o:?}");
+        let w = from_history(&d, "expandable_segments:True").expect("a whole history");
+        assert_eq!(w.settings, "");
+        assert_eq!(w.capacity, o.pool_bytes + o.device_free);
+        assert!(w.as_run.out_of_memory);
+        assert_eq!(w.as_run.peak_reserved, o.pool_bytes);
+        assert!(!w.changed.out_of_memory, "{w:?}");
+        // Every request replayed: the failed one too.
+        let asked = d.events.iter().filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Oom)).count();
+        assert_eq!((w.requests, asked), (103, 103), "two 7 MiB tensors in each of 51 segments, then the failure");
+        assert_eq!(w.changed.peak_allocated, w.requests * 7 * MIB);
+        assert!(w.changed.peak_reserved < w.as_run.peak_reserved);
+    }
+
+    #[test]
+    fn the_fragmentation_verdict_quotes_the_replay() {
+        let d = seven_mib_tensors("", 10_000);
+        let v = crate::verdict::analyze(&d);
+        assert_eq!(v.kind(), oomscope_dump::VerdictKind::Fragmentation, "{v:?}");
+        let crate::verdict::Fix::ExpandableSegments { what_if: Some(w) } = &v.fix else { panic!("{v:?}") };
+        assert!(!w.changed.out_of_memory);
+        let words = crate::render::verdict::words(&v);
+        assert!(
+            words.fix.starts_with(
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: replayed with it, the same 103 requests fit in the "
+            ),
+            "{}",
+            words.fix
+        );
+        assert_eq!(words.what_if.as_ref(), Some(w));
+        // Already on: the replay tries capping splits, and says it is not enough.
+        let d = seven_mib_tensors("expandable_segments:True", 10_000);
+        assert!(d.oom.is_none(), "103 tensors of 7 MiB fit in expandable segments");
+    }
+
+    #[test]
+    fn no_answer_from_a_history_that_lost_its_start() {
+        let d = seven_mib_tensors("", 50);
+        assert!(d.oom.is_some());
+        assert!(d.events_total > d.events.len() as u64);
+        assert_eq!(from_history(&d, "expandable_segments:True"), None);
+    }
+
+    #[test]
+    fn no_answer_when_the_history_does_not_fail_where_the_run_did() {
+        let mut d = seven_mib_tensors("", 10_000);
+        // The run had less memory than the history needs: the replay fails elsewhere or not.
+        d.oom.as_mut().unwrap().device_free += 512 * MIB;
+        assert_eq!(from_history(&d, "expandable_segments:True"), None);
+    }
+}
