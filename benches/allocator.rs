@@ -276,7 +276,10 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> 
     use oomscope_analysis::torch_replay::{Action, Entry, SettingsFrom, SnapshotTrace};
     let w = &*WORKLOAD;
     let mut entries = Vec::new();
-    let entry = |action, alloc: u32, size, t_ns, op: Option<String>| Entry {
+    // Op names once each, as reading a snapshot leaves them.
+    let mut ops = vec![String::from("(allocated before recording began)")];
+    let mut ids: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let entry = |action, alloc: u32, size, t_ns, op: u32| Entry {
         action,
         addr: (u64::from(alloc) + 1) << 12,
         size,
@@ -287,11 +290,17 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> 
     for e in &w.trace.events {
         match *e {
             Event::Alloc { alloc, bytes, meta, .. } => {
-                entries.push(entry(Action::Alloc, alloc, bytes, meta.t_ns, Some(w.ops[alloc as usize].clone())))
+                let name = &w.ops[alloc as usize];
+                let next = ops.len() as u32;
+                let id = *ids.entry(name.clone()).or_insert(next);
+                if id == next {
+                    ops.push(name.clone());
+                }
+                entries.push(entry(Action::Alloc, alloc, bytes, meta.t_ns, id))
             }
             Event::Free { alloc, t_ns, .. } => {
-                entries.push(entry(Action::FreeRequested, alloc, 0, t_ns, None));
-                entries.push(entry(Action::FreeCompleted, alloc, 0, t_ns, None));
+                entries.push(entry(Action::FreeRequested, alloc, 0, t_ns, 0));
+                entries.push(entry(Action::FreeCompleted, alloc, 0, t_ns, 0));
             }
             Event::Step { .. } => {}
         }
@@ -301,6 +310,7 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> 
         device: 0,
         segments: Vec::new(),
         entries,
+        ops,
         settings: Settings::default(),
         settings_from: SettingsFrom::Recorded,
     }

@@ -23,6 +23,7 @@ use oomscope_core::caching::{
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::Meta;
 use oomscope_dump::{DeviceKind, Dump, Source, SourceKind};
+use oomscope_base::hash::FastMap;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -49,8 +50,9 @@ pub struct Entry {
     pub size: u64,
     pub stream: u64,
     pub t_ns: u64,
-    /// The aten op and user line its frames name.
-    pub op: Option<String>,
+    /// The aten op and user line its frames name: an index into [`SnapshotTrace::ops`]
+    /// (0: no frames, allocated before recording began).
+    pub op: u32,
 }
 
 /// A block of the final state.
@@ -93,8 +95,33 @@ pub struct SnapshotTrace {
     pub device: i64,
     pub segments: Vec<FinalSegment>,
     pub entries: Vec<Entry>,
+    /// The entries' op names, each once; the first is for entries without frames.
+    pub ops: Vec<String>,
     pub settings: Settings,
     pub settings_from: SettingsFrom,
+}
+
+/// Op names, each kept once, numbered from 0 (no frames).
+struct Ops {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Ops {
+    fn new() -> Ops {
+        Ops { names: vec![torch_frames::BEFORE_RECORDING.to_string()], index: HashMap::new() }
+    }
+
+    fn id(&mut self, op: Option<String>) -> u32 {
+        let Some(op) = op else { return 0 };
+        if let Some(&id) = self.index.get(&op) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(op.clone());
+        self.index.insert(op, id);
+        id
+    }
 }
 
 fn int(v: &Value, key: &str) -> Option<u64> {
@@ -167,6 +194,7 @@ impl SnapshotTrace {
         let trace =
             usize::try_from(device).ok().and_then(|d| traces.get(d)).and_then(|t| t.items()).unwrap_or_default();
         let mut cache = HashMap::new();
+        let mut ops = Ops::new();
         let mut finals = Vec::new();
         let mut any_expandable = false;
         for seg in
@@ -229,9 +257,9 @@ impl SnapshotTrace {
                 stream: int(e, "stream").unwrap_or(0),
                 t_ns: e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64),
                 op: if action == Action::Alloc || action == Action::Oom {
-                    frames_op(e.get("frames"), &mut cache)
+                    ops.id(frames_op(e.get("frames"), &mut cache))
                 } else {
-                    None
+                    0
                 },
             });
         }
@@ -249,6 +277,7 @@ impl SnapshotTrace {
             device,
             segments: finals,
             entries,
+            ops: ops.names,
             settings,
             settings_from,
         })
@@ -260,15 +289,15 @@ impl SnapshotTrace {
         if self.entries.is_empty() {
             return false;
         }
-        let mut live = HashSet::new();
+        let mut live: FastMap<u64, ()> = FastMap::default();
         let mut segs: Vec<(u64, u64)> = Vec::new();
         for e in &self.entries {
             match e.action {
                 Action::Alloc => {
-                    live.insert(e.addr);
+                    live.insert(e.addr, ());
                 }
                 Action::FreeRequested | Action::FreeCompleted => {
-                    if !live.contains(&e.addr) {
+                    if !live.contains_key(&e.addr) {
                         return false;
                     }
                     if e.action == Action::FreeCompleted {
@@ -290,7 +319,7 @@ impl SnapshotTrace {
                 .iter()
                 .flat_map(|s| &s.blocks)
                 .filter(|b| b.allocated || b.pending_free)
-                .all(|b| live.contains(&b.addr))
+                .all(|b| live.contains_key(&b.addr))
     }
 }
 
@@ -578,12 +607,15 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
         }
         // The reserved bytes at the start are not a peak the trace reached.
     }
-    let mut addr_map: HashMap<u64, u64> = HashMap::new();
+    let mut addr_map: FastMap<u64, u64> = FastMap::default();
     for (&a, _) in start_ops.iter() {
         addr_map.insert(a, a);
     }
-    let mut pending: HashMap<u64, u64> = HashMap::new();
+    let mut pending: FastMap<u64, u64> = FastMap::default();
     let (mut allocs, mut placed, mut ooms) = (0u64, 0u64, 0u64);
+    // Op names interned once, not per request.
+    let op_ids: Vec<u32> = t.ops.iter().map(|o| c.names_mut().ops.intern(o.as_str())).collect();
+    let mut scripted = false;
     let mut failed_first: Option<Dump> = None;
     let n = t.entries.len();
     for (i, e) in t.entries.iter().enumerate() {
@@ -596,6 +628,7 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
                     && let Ok(mut s) = script.lock()
                 {
                     s.next.push_back((e.addr, e.size));
+                    scripted = true;
                 }
             }
             Action::SegmentFree | Action::SegmentUnmap => {
@@ -604,7 +637,7 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
                 }
             }
             Action::Alloc | Action::Oom => {
-                let op = c.names_mut().ops.intern(e.op.as_deref().unwrap_or(torch_frames::BEFORE_RECORDING));
+                let op = op_ids.get(e.op as usize).copied().unwrap_or(0);
                 let meta = Meta { op, step: -1, t_ns: e.t_ns, ..Meta::default() };
                 let recorded_oom = e.action == Action::Oom;
                 if recorded_oom
@@ -613,6 +646,7 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
                 {
                     s.refuse = true;
                     s.free_at_oom = e.addr;
+                    scripted = true;
                 }
                 match c.allocate(e.size, e.stream, meta) {
                     Ok(a) => {
@@ -629,11 +663,12 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
                         }
                     }
                 }
-                if let Ok(mut s) = script.lock() {
+                // The script is touched only around segment events and recorded OOMs: most
+                // requests need no lock.
+                if scripted && let Ok(mut s) = script.lock() {
                     s.refuse = false;
-                    if opts.as_recorded {
-                        s.next.clear();
-                    }
+                    s.next.clear();
+                    scripted = false;
                 }
             }
             Action::FreeRequested => {
