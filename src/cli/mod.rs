@@ -56,7 +56,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("oomscope: error: {e}");
+            eprintln!("oomscope: error: {}", output::safe(&e.to_string()));
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }

@@ -264,3 +264,70 @@ fn demo_publish_prints_the_same_report() {
     assert!(files_in(&live).is_empty(), "the socket is removed at the end");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn run_gives_the_program_ctrl_c_and_passes_sigterm_on() {
+    // The program starts with SIGINT's default disposition (oomscope ignores it only in
+    // itself): bit 1 of the kernel's ignored-signals mask is SIGINT.
+    let o = oomscope(&["run", "--device", "sim:1GiB", "--", "grep", "SigIgn", "/proc/self/status"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mask = out.split_whitespace().nth(1).map(|m| u64::from_str_radix(m, 16).unwrap()).expect(&out);
+    assert_eq!(mask & 0b10, 0, "SIGINT is ignored in the program: {out}");
+
+    // SIGTERM to oomscope ends the program too, and oomscope cleans up after it.
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:1GiB", "--", "sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let hook = std::env::temp_dir().join(format!("oomscope-run-{}", run.id()));
+    let t = std::time::Instant::now();
+    while !hook.exists() && t.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The program is started right after the hook's files are written.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let k = std::process::Command::new("kill").args(["-TERM", &run.id().to_string()]).status().unwrap();
+    assert!(k.success());
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed().as_secs() > 20 {
+            let _ = run.kill();
+            panic!("oomscope run did not end after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(143), "the program's own exit: killed by SIGTERM");
+    assert!(!hook.exists(), "{} is left behind", hook.display());
+}
+
+#[test]
+fn escape_sequences_in_a_pasted_log_are_shown_not_sent_to_the_terminal() {
+    let dir = temp_dir("escapes");
+    let hostile = "shared_model/unet_00/Conv2D\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    let log = std::fs::read_to_string(root().join("fixtures/logs/seed-003-unet.txt"))
+        .unwrap()
+        .replace("shared_model/unet_00/Conv2D", hostile);
+    let path = dir.join("hostile.log");
+    std::fs::write(&path, log).unwrap();
+    let dump = dir.join("hostile.dump.json");
+    let o = oomscope(&["import", path.to_str().unwrap(), "-o", dump.to_str().unwrap()]);
+    assert!(o.status.success() || o.status.code() == Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("shared_model/unet_00/Conv2D\\x1b]0;pwned\\x07\\x1b[2J"), "{text}");
+    for (name, out) in [
+        ("import", o.stdout.clone()),
+        ("report", oomscope(&["report", dump.to_str().unwrap()]).stdout),
+        ("report summary", oomscope(&["report", dump.to_str().unwrap(), "--format", "summary"]).stdout),
+    ] {
+        assert!(!out.is_empty(), "{name}");
+        assert!(!out.iter().any(|&b| b == 0x1b || b == 0x07), "{name} printed a raw control character");
+    }
+    // The dump keeps the name as the log had it.
+    assert!(std::fs::read_to_string(&dump).unwrap().contains("Conv2D\\u001b]0;pwned\\u0007"));
+}

@@ -243,11 +243,21 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
 
     let started = SystemTime::now();
     // Ctrl-C is for the program: it gets it (same process group) and we report after it.
+    // The program starts with SIGINT's default disposition, not our ignoring of it.
+    // SAFETY: between fork and exec only signal(2), which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     ignore_interrupts(true);
     let mut child = cmd.spawn().map_err(|e| {
         ignore_interrupts(false);
         CliError(format!("{program}: cannot start it: {e}"))
     })?;
+    // SIGTERM and SIGHUP to us are passed on: the program ends, and we clean up and report.
+    forward_terminations(child.id());
     // The program has them now (the pty's other side went with `cmd`).
     drop(feed_write);
     drop(cmd);
@@ -415,6 +425,29 @@ fn read_feed(from: std::fs::File, min_level: Arc<AtomicU8>, frameworks: Arc<Mute
             frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&line);
         }
     });
+}
+
+/// The program's pid, for the forwarding handler (0: none).
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = CHILD.load(AtomicOrdering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+fn forward_terminations(pid: u32) {
+    CHILD.store(i32::try_from(pid).unwrap_or(0), AtomicOrdering::Relaxed);
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only reads an atomic and calls kill(2).
+        unsafe {
+            libc::signal(sig, pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
 }
 
 fn ignore_interrupts(on: bool) {
