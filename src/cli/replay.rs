@@ -36,6 +36,16 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         )));
     };
     let t = if is_workload {
+        let mut head = [0u8; 16];
+        let n = std::fs::File::open(&a.trace).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+        if head[..n].starts_with(b"{\"version\":") {
+            return Err(CliError(format!(
+                "{}: this is an oomscope dump, the state at one moment, not requests to replay: read it with `oomscope report {}` or `oomscope tui {}`",
+                a.trace.display(),
+                a.trace.display(),
+                a.trace.display()
+            )));
+        }
         let w = Workload::load(&trace_path).map_err(|e| CliError(e.to_string()))?;
         let batch = a.batch.unwrap_or(w.model.batch);
         w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?

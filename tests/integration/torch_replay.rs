@@ -248,6 +248,10 @@ fn traces_and_workloads_replay_under_other_settings_side_by_side() {
         assert_eq!(o.status.code(), Some(2), "{all:?}");
         assert!(stderr(&o).contains(says), "{all:?}: {}", stderr(&o));
     }
+    // A dump is not something to replay: the error names the commands that read it.
+    let o = oomscope(&["replay", "fixtures/dumps/unet-b2.dump.json", "--limit", "8GiB"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("oomscope report fixtures/dumps/unet-b2.dump.json"), "{}", stderr(&o));
     // A workload replays at its own batch, or at --batch.
     let o = oomscope(&["replay", "unet", "--limit", "8GiB", "--format", "summary"]);
     assert_eq!(o.status.code(), Some(1), "batch 2 of the U-Net does not fit 8 GiB: {}", stdout(&o));
