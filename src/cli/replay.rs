@@ -9,9 +9,9 @@ use oomscope_analysis::trace;
 use oomscope_analysis::verdict;
 use oomscope_analysis::what_if;
 use oomscope_analysis::workload::Workload;
-use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
+use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_dump as dump;
 use std::io::BufReader;
 
@@ -51,7 +51,10 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?
     } else {
         if a.batch.is_some() {
-            return Err(CliError(format!("{}: --batch is for a workload; a trace has its own sizes", a.trace.display())));
+            return Err(CliError(format!(
+                "{}: --batch is for a workload; a trace has its own sizes",
+                a.trace.display()
+            )));
         }
         let file = std::fs::File::open(&a.trace)
             .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
@@ -118,10 +121,10 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
             outcome = o;
         }
     }
-    let shown = settings.torch.clone();
-    let shown = whatifs.last().cloned().or(shown);
+    // The state shown is the last replay's: the last --set, else the settings in force.
+    let shown = whatifs.last().or(settings.torch.as_ref());
     let mut d = outcome.dump;
-    match &shown {
+    match shown {
         Some(torch) => verdict::attach_with(&mut d, &mut |set| what_if::replay_trace(&t, torch, set, capacity)),
         None => verdict::attach(&mut d),
     }

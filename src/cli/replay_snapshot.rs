@@ -60,27 +60,7 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     let mut d = shown.dump.clone();
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
-    verdict::attach_with(&mut d, &mut |set| {
-        let bytes = capacity?;
-        let changed = settings.with(set).ok()?;
-        let run = |s: &oomscope_core::caching::Settings| {
-            torch_replay::run(&t, &Options { settings: s.clone(), device: capacity, as_recorded: false }, |_| {})
-        };
-        let replayed = |o: &Outcome| dump::Replayed {
-            out_of_memory: o.ooms > 0,
-            peak_reserved: o.peak_reserved,
-            peak_allocated: o.peak_allocated,
-        };
-        let as_run = run(&settings);
-        Some(dump::WhatIf {
-            set: set.to_string(),
-            settings: settings.text.clone(),
-            capacity: bytes,
-            requests: as_run.allocs + as_run.ooms,
-            as_run: replayed(&as_run),
-            changed: replayed(&run(&changed)),
-        })
-    });
+    verdict::attach_with(&mut d, &mut |set| torch_replay::what_if(&t, &settings, set, capacity?));
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }

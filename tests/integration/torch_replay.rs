@@ -226,7 +226,12 @@ fn traces_and_workloads_replay_under_other_settings_side_by_side() {
     let o = oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--set", "expandable_segments:True"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.starts_with("What if (the same requests, the allocator deciding everything, on a device with 1024.00 MiB for PyTorch):"), "{out}");
+    assert!(
+        out.starts_with(
+            "What if (the same requests, the allocator deciding everything, on a device with 1024.00 MiB for PyTorch):"
+        ),
+        "{out}"
+    );
     let row = |name: &str| -> Vec<String> {
         let line = out.lines().find(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{name}: {out}"));
         line.split("  ").map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
@@ -234,7 +239,8 @@ fn traces_and_workloads_replay_under_other_settings_side_by_side() {
     assert_eq!(row("defaults")[1..], ["yes (1)", "1020.00 MiB", "739.50 MiB", "51"]);
     assert_eq!(row("expandable_segments:True")[1..], ["no", "880.00 MiB", "870.00 MiB", "44"]);
     // --conf is the settings in force; --set goes on top.
-    let o = oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--conf", "expandable_segments:True", "--format", "summary"]);
+    let o =
+        oomscope(&["replay", SEGMENTS, "--limit", "1GiB", "--conf", "expandable_segments:True", "--format", "summary"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Settings are the caching allocator's: not BFC's, and checked as PyTorch checks them.
     for (args, says) in [
@@ -255,9 +261,11 @@ fn traces_and_workloads_replay_under_other_settings_side_by_side() {
     // A workload replays at its own batch, or at --batch.
     let o = oomscope(&["replay", "unet", "--limit", "8GiB", "--format", "summary"]);
     assert_eq!(o.status.code(), Some(1), "batch 2 of the U-Net does not fit 8 GiB: {}", stdout(&o));
-    let o = oomscope(&["replay", "fixtures/workloads/unet.json", "--batch", "1", "--limit", "8GiB", "--format", "summary"]);
+    let o =
+        oomscope(&["replay", "fixtures/workloads/unet.json", "--batch", "1", "--limit", "8GiB", "--format", "summary"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    let o = oomscope(&["replay", "unet", "--batch", "1", "--limit", "8GiB", "--allocator", "caching", "--format", "json"]);
+    let o =
+        oomscope(&["replay", "unet", "--batch", "1", "--limit", "8GiB", "--allocator", "caching", "--format", "json"]);
     let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(d["allocator"]["name"], "pytorch_caching_allocator");
 }

@@ -17,13 +17,13 @@
 use crate::import::ImportError;
 use crate::import::torch_frames;
 use crate::pickle::{self, Value};
+use oomscope_base::hash::FastMap;
 use oomscope_core::caching::{
     Caching, CachingOptions, PoolKind, RestoredBlock, RestoredSegment, SMALL_BUFFER, SMALL_SIZE, Settings,
 };
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::Meta;
-use oomscope_dump::{DeviceKind, Dump, Source, SourceKind};
-use oomscope_base::hash::FastMap;
+use oomscope_dump::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -738,6 +738,29 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
 
 fn source(t: &SnapshotTrace) -> Source {
     Source { kind: SourceKind::TorchSnapshot, path: Some(t.path.clone()), command: None, created_unix: None }
+}
+
+/// The trace's requests replayed with the allocator deciding everything on `capacity`
+/// bytes, under `settings` and with `set` on top: what a fragmentation verdict quotes.
+/// `None` when `set` is not a valid change of `settings`.
+pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: &str, capacity: u64) -> Option<WhatIf> {
+    let changed = settings.with(set).ok()?;
+    let run =
+        |s: &Settings| run(t, &Options { settings: s.clone(), device: Some(capacity), as_recorded: false }, |_| {});
+    let replayed = |o: &Outcome| Replayed {
+        out_of_memory: o.ooms > 0,
+        peak_reserved: o.peak_reserved,
+        peak_allocated: o.peak_allocated,
+    };
+    let as_run = run(settings);
+    Some(WhatIf {
+        set: set.to_string(),
+        settings: settings.text.clone(),
+        capacity,
+        requests: as_run.allocs + as_run.ooms,
+        as_run: replayed(&as_run),
+        changed: replayed(&run(&changed)),
+    })
 }
 
 /// The device's capacity a what-if assumes when not told: at a recorded OOM, what PyTorch
