@@ -588,3 +588,58 @@ fn dump_1m_read(bench: Bencher) {
     bench.bench_local(|| dump::read(&path).expect("read back").regions.len());
     let _ = std::fs::remove_file(&path);
 }
+
+/// How long one malloc+free waits at most while the live feed's sampler copies a state of
+/// 1M chunks over and over: in one hold of the lock (the copy as it was) against in slices
+/// of `SLOTS_PER_HOLD` chunk slots. Prints the longest wait and the copies made; the timed
+/// body is the whole 2-second run.
+#[divan::bench(args = ["one hold", "slices"], sample_count = 1, sample_size = 1)]
+fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
+    use oomscope_analysis::live::Capture;
+    use oomscope_analysis::live::capture::SLOTS_PER_HOLD;
+    use oomscope_core::Engine;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    let alloc = Arc::new(Allocator::from_engine(Engine::Bfc(million_live()), Recording::default()));
+    let run_for = if *FULL { Duration::from_secs(2) } else { Duration::from_millis(100) };
+    bench.bench_local(|| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let copies = Arc::new(AtomicU64::new(0));
+        let sampler = {
+            let (alloc, stop, copies, one) =
+                (Arc::clone(&alloc), Arc::clone(&stop), Arc::clone(&copies), how == "one hold");
+            std::thread::spawn(move || {
+                let mut capture = Capture::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let raw = if one {
+                        alloc.with_engine(|e| capture.take(e, 0))
+                    } else {
+                        let mut raw = alloc.with_engine(|e| capture.begin(e, 0));
+                        while !alloc.with_engine(|e| capture.more(e, &mut raw, SLOTS_PER_HOLD)) {
+                            std::thread::yield_now();
+                        }
+                        raw
+                    };
+                    divan::black_box(capture.build(raw));
+                    copies.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let (started, mut longest, mut pairs) = (Instant::now(), Duration::ZERO, 0u64);
+        while started.elapsed() < run_for {
+            let t = Instant::now();
+            let a = alloc.allocate(&Request::new(1000)).expect("fits");
+            alloc.free(a).expect("frees");
+            longest = longest.max(t.elapsed());
+            pairs += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().expect("the sampler runs");
+        eprintln!(
+            "{how}: longest malloc+free wait {longest:?} over {pairs} pairs, {} state copies of {} chunks",
+            copies.load(Ordering::Relaxed),
+            scale(1_000_000)
+        );
+    });
+}

@@ -383,3 +383,34 @@ fn pytorchs_cache_calls_reach_the_caching_allocator() {
     assert!(o.status.success() && out.contains("every check holds"), "{out}\n{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A thread-exit destructor (a pthread key's) runs after the thread's Rust thread-locals are
+/// destroyed; every entry point called from there works or returns an error value, and the
+/// host process lives on.
+#[test]
+fn the_c_abi_called_from_a_thread_exit_destructor_does_not_abort_the_process() {
+    let dir = temp_dir("abi-thread-exit");
+    let exe = dir.join("thread_exit");
+    let built = Command::new("gcc")
+        .arg(root().join("tests/abi/thread_exit.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-ldl", "-lpthread"])
+        .output()
+        .expect("gcc links the library, so it is installed");
+    assert!(built.status.success(), "{}", text(&built).1);
+    let o = Command::new(&exe)
+        .arg(library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_QUIET", "1")
+        .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "the process died: {:?}\n{out}\n{err}", o.status);
+    assert!(out.contains("destructor calls: 4"), "{out}");
+    assert_eq!(out.matches("malloc in destructor: ok").count(), 4, "allocation still works: {out}");
+    assert_eq!(out.matches("huge malloc in destructor: null").count(), 4, "{out}");
+    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

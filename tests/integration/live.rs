@@ -274,3 +274,151 @@ fn bad_feeds_give_errors_with_the_line() {
     assert_eq!(feed.next_message().unwrap(), None);
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
+
+/// A program using the library that exits normally says goodbye on its feed and removes its
+/// socket, so a viewer tells a clean exit from a crash and sockets do not pile up.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn a_program_using_the_library_says_goodbye_and_removes_its_socket_at_exit() {
+    crate::common::require("python3");
+    let dir = live_dir("live-bye");
+    let go = dir.parent().unwrap().join("go");
+    let lib = [
+        Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().unwrap().join("liboomscope.so"),
+        Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().unwrap().join("deps/liboomscope.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .unwrap();
+    let script = format!(
+        "import ctypes, os, time\n\
+         lib = ctypes.CDLL({lib:?})\n\
+         lib.oomscope_malloc.restype = ctypes.c_void_p\n\
+         assert lib.oomscope_malloc(1 << 20, 0, None)\n\
+         while not os.path.exists({go:?}): time.sleep(0.02)\n",
+        lib = lib.to_str().unwrap(),
+        go = go.to_str().unwrap()
+    );
+    /// Kills the program if the test fails before it ends.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Reap(
+        std::process::Command::new("python3")
+            .args(["-c", &script])
+            .env("OOMSCOPE_DEVICE", "sim:1GiB")
+            .env("OOMSCOPE_LIVE", "1")
+            .env("OOMSCOPE_LIVE_DIR", &dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The socket file appears a moment before it listens: retry until it answers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let socket = loop {
+        if let Some(s) = live::sockets_in(&dir).unwrap().into_iter().next()
+            && Feed::connect(&s).is_ok()
+        {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no socket answered in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let got = read_until(&socket, |m| matches!(m, Message::Bye { .. }));
+    std::fs::write(&go, b"").unwrap();
+    assert!(child.0.wait().unwrap().success());
+    let got = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(matches!(got.first(), Some(Message::Hello(_))), "{got:?}");
+    assert!(matches!(got.last(), Some(Message::Bye { .. })), "the last message is the goodbye: {got:?}");
+    assert!(!socket.exists(), "the socket is removed at exit");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A publisher that never ends its line: the viewer stops at the cap with a clear error
+/// instead of reading until memory runs out.
+#[test]
+fn an_endless_line_is_cut_off_at_the_cap() {
+    let dir = live_dir("live-endless");
+    let path = dir.join("endless.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let hello = Message::Hello(Box::new(hello())).to_line();
+        s.write_all(hello.as_bytes()).unwrap();
+        let block = vec![b'a'; 1 << 20];
+        let mut sent = 0usize;
+        // Until the viewer hangs up (or far past any cap).
+        while sent < 2 * oomscope_analysis::live::attach::MAX_LINE && s.write_all(&block).is_ok() {
+            sent += block.len();
+        }
+        sent
+    });
+    let mut feed = Feed::connect(&path).unwrap();
+    assert!(matches!(feed.next_message().unwrap(), Some(Message::Hello(_))));
+    let e = feed.next_message().unwrap_err().to_string();
+    assert!(e.contains("endless.sock line 2") && e.contains("longer than 256 MiB"), "{e}");
+    drop(feed);
+    let sent = server.join().unwrap();
+    assert!(sent < 2 * oomscope_analysis::live::attach::MAX_LINE, "the viewer hung up at the cap ({sent} bytes sent)");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// A state frame far larger than any allocator sends is refused, not built into a model.
+#[test]
+fn an_oversized_state_frame_is_refused() {
+    let dir = live_dir("live-huge-frame");
+    let path = dir.join("huge.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let spans = vec![oomscope_dump::live::Span(0, 1, 0, 0, 0, 0, 0, 0); 300_000];
+        let state = oomscope_dump::live::State {
+            regions: vec![oomscope_dump::live::MapRegion { address: 0, size: 300_000, spans }],
+            ..Default::default()
+        };
+        let _ = s.write_all(Message::State(Box::new(state)).to_line().as_bytes());
+    });
+    let mut feed = Feed::connect(&path).unwrap();
+    let e = feed.next_message().unwrap_err().to_string();
+    assert!(e.contains("300000 spans") && e.contains("larger than any allocator sends"), "{e}");
+    server.join().unwrap();
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+/// The viewer checks the socket's directory as the publisher does: another user may have
+/// made a world-writable one and put a socket of theirs in it.
+#[test]
+fn a_viewer_refuses_a_socket_in_a_directory_others_control() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = temp_dir("live-foreign");
+    let open = base.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = open.join("1.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let e = Feed::connect(&path).unwrap_err().to_string();
+    assert!(e.contains("not connecting") && e.contains("mode 777"), "{e}");
+    // Through the command: exit 2 with the reason, before any terminal is needed.
+    let o = crate::common::oomscope(&["tui", "--attach", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", crate::common::stderr(&o));
+    assert!(crate::common::stderr(&o).contains("not connecting"), "{}", crate::common::stderr(&o));
+    // A directory owned by someone else (root can make one).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = base.join("theirs");
+        oomscope_analysis::live::private_dir(&theirs).unwrap();
+        let sock = theirs.join("2.sock");
+        let _l2 = UnixListener::bind(&sock).unwrap();
+        let c = std::ffi::CString::new(theirs.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path; 65534 is `nobody`.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+        let e = Feed::connect(&sock).unwrap_err().to_string();
+        assert!(e.contains("owned by another user (uid 65534)"), "{e}");
+    }
+    drop(listener);
+    std::fs::remove_dir_all(base).unwrap();
+}

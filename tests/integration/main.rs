@@ -13,6 +13,7 @@ mod cli;
 mod demos;
 mod fuzz_importers;
 mod golden;
+mod hostile_files;
 mod live;
 mod messages;
 mod properties;

@@ -219,3 +219,90 @@ fn a_panic_leaves_the_terminal_usable() {
     assert!(!s.contains("EXIT=0"), "a panic is a failure: {s}");
     t.assert_restored();
 }
+
+/// The pid of the `oomscope` process the pane's shell runs.
+fn viewer_pid(t: &Tmux) -> i32 {
+    let shell = t.format("#{pane_pid}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = Command::new("pgrep").args(["-P", &shell, "oomscope"]).output().expect("pgrep runs");
+        if let Some(pid) = String::from_utf8_lossy(&o.stdout).lines().next().and_then(|l| l.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no oomscope process under the pane's shell {shell}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGTERM, SIGHUP and SIGQUIT end the UI as they end other programs, and the terminal is
+/// put back first: main screen, cursor, echo and line editing on.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn terminating_signals_restore_the_terminal() {
+    for (sig, name) in [(libc::SIGTERM, "TERM"), (libc::SIGHUP, "HUP"), (libc::SIGQUIT, "QUIT")] {
+        let t = Tmux::new();
+        // After the UI: the shell prints the exit status and the terminal's echo and
+        // canonical-mode flags.
+        t.start(
+            100,
+            30,
+            &format!(
+                "ulimit -c 0; {} tui fixtures/dumps/unet-b2.dump.json; code=$?; \
+                 flags=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo -e icanon -e -icanon | tr '\\n' ' '); \
+                 echo \"FLAGS=$flags EXIT=$code.\"",
+                bin()
+            ),
+        );
+        t.wait_for("POST-MORTEM", 20);
+        let pid = viewer_pid(&t);
+        // SAFETY: kill(2) to the viewer this test started.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        let s = t.wait_for("FLAGS=", 10);
+        assert!(s.contains(&format!("EXIT={}.", 128 + sig)), "SIG{name}: the signal ends it as usual: {s}");
+        assert!(
+            s.contains("icanon echo") || s.contains("echo icanon"),
+            "SIG{name}: echo and line editing are back: {s}"
+        );
+        assert!(!s.contains("-echo") && !s.contains("-icanon"), "SIG{name}: {s}");
+        t.assert_restored();
+    }
+}
+
+/// A hostile publisher sending one endless line: the viewer shows why it stopped reading,
+/// stays responsive, and quits cleanly.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn a_viewer_attached_to_a_hostile_socket_stops_at_the_line_cap() {
+    use std::io::Write;
+    let t = Tmux::new();
+    let base = temp_dir("tmux-hostile");
+    let dir = base.join("live");
+    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let path = dir.join("666.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let hello = oomscope_dump::live::Message::Hello(Box::new(oomscope_dump::live::Hello {
+            protocol: oomscope_dump::live::PROTOCOL.into(),
+            pid: 666,
+            command: "hostile".into(),
+            ..Default::default()
+        }));
+        s.write_all(hello.to_line().as_bytes()).unwrap();
+        let block = vec![b'x'; 1 << 20];
+        let mut sent = 0usize;
+        while sent < 1 << 30 && s.write_all(&block).is_ok() {
+            sent += block.len();
+        }
+        sent
+    });
+    t.start(120, 30, &format!("{} tui --attach {}", bin(), path.display()));
+    // The status line, cut at the screen's width.
+    t.wait_for("666.sock line 2: a message longer than", 60);
+    let sent = server.join().unwrap();
+    assert!(sent < 1 << 30, "the viewer hung up at the cap: {sent} bytes sent");
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+    std::fs::remove_dir_all(base).unwrap();
+}

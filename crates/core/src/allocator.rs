@@ -33,6 +33,18 @@ pub enum Visit<'a> {
     Chunk { size: u64, requested: u64, in_use: bool, meta: &'a Meta },
 }
 
+/// A chunk (block) as found in the allocator's table of chunk slots: [`View::visit_slots`].
+#[derive(Clone, Copy, Debug)]
+pub struct SlotChunk<'a> {
+    pub addr: u64,
+    pub size: u64,
+    pub requested: u64,
+    pub in_use: bool,
+    /// The first chunk of its region (segment).
+    pub head: bool,
+    pub meta: &'a Meta,
+}
+
 /// What readers of an allocator's state (the live feed) need, whichever allocator it is.
 pub trait View {
     fn names(&self) -> &Names;
@@ -44,6 +56,12 @@ pub trait View {
     fn allocator_info(&self) -> AllocatorInfo;
     /// Each region in address order, each followed by its chunks in address order.
     fn visit(&self, f: &mut dyn FnMut(Visit<'_>));
+    /// Slots in the table of chunks (live or not): the bound for [`View::visit_slots`].
+    fn slots(&self) -> usize;
+    /// The live chunks in slots `from..from + count`, in slot order (not address order):
+    /// work bounded by `count` whatever the state's size, so that a reader copies a huge
+    /// state in slices and lets the allocator run between them.
+    fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(SlotChunk<'_>));
 }
 
 impl View for Bfc {
@@ -75,6 +93,12 @@ impl View for Bfc {
                 f(Visit::Chunk { size: c.size, requested: c.requested, in_use: c.in_use, meta: c.meta });
             }
         }
+    }
+    fn slots(&self) -> usize {
+        Bfc::slots(self)
+    }
+    fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(SlotChunk<'_>)) {
+        Bfc::visit_slots(self, from, count, f)
     }
 }
 
@@ -109,6 +133,12 @@ impl View for Caching {
                 f(Visit::Chunk { size: b.size, requested: b.requested, in_use, meta: b.meta });
             }
         }
+    }
+    fn slots(&self) -> usize {
+        Caching::slots(self)
+    }
+    fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(SlotChunk<'_>)) {
+        Caching::visit_slots(self, from, count, f)
     }
 }
 
@@ -145,6 +175,12 @@ impl View for Engine {
     }
     fn visit(&self, f: &mut dyn FnMut(Visit<'_>)) {
         each!(self, e => View::visit(e, f))
+    }
+    fn slots(&self) -> usize {
+        each!(self, e => View::slots(e))
+    }
+    fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(SlotChunk<'_>)) {
+        each!(self, e => View::visit_slots(e, from, count, f))
     }
 }
 

@@ -9,6 +9,8 @@
 //! | `OOMSCOPE_DUMP_DIR` | where dumps are written at OOM (default `oomscope-dumps` in the working directory) |
 //! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
 //! | `OOMSCOPE_QUIET` | `1`: at OOM, one line on stderr instead of the whole report |
+//! | `OOMSCOPE_MAX_DUMPS` | OOMs that get a dump, per process (default 5); later ones are counted, a line every 10 s |
+//! | `OOMSCOPE_DUMP_DIR_LIMIT` | no OOM dump is written while the dump directory's oomscope dumps take this much (default `1GiB`) |
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
 //! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
 //! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
@@ -50,6 +52,10 @@ pub struct Config {
     pub live: bool,
     pub quiet: bool,
     pub history: usize,
+    /// OOMs per process that get a dump (a retry loop must not fill the disk).
+    pub max_dumps: u64,
+    /// The dump directory's size past which no OOM dump is written.
+    pub dump_dir_limit: u64,
 }
 
 impl Config {
@@ -102,7 +108,19 @@ impl Config {
             None => 10_000,
             Some(s) => s.parse().map_err(|_| format!("OOMSCOPE_HISTORY={s}: expected a number of events"))?,
         };
+        let max_dumps = match get("OOMSCOPE_MAX_DUMPS") {
+            None => 5,
+            Some(s) => {
+                s.parse().map_err(|_| format!("OOMSCOPE_MAX_DUMPS={s}: expected a number of dumps (0: none)"))?
+            }
+        };
+        let dump_dir_limit = match get("OOMSCOPE_DUMP_DIR_LIMIT") {
+            None => 1 << 30,
+            Some(s) => parse_size(&s).map_err(|e| format!("OOMSCOPE_DUMP_DIR_LIMIT={s}: {e}"))?,
+        };
         Ok(Config {
+            max_dumps,
+            dump_dir_limit,
             device,
             allocator,
             torch_settings,

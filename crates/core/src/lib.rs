@@ -34,4 +34,4 @@ pub mod record;
 pub mod scope;
 pub mod stack;
 
-pub use allocator::{Allocator, Engine, Oom, Recording, Request, View, Visit};
+pub use allocator::{Allocator, Engine, Oom, Recording, Request, SlotChunk, View, Visit};

@@ -57,9 +57,13 @@ pub fn with<R>(name: &str, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+// Every access uses `try_with`: the C ABI may be called from a thread-exit destructor,
+// after this thread's scopes are destroyed; there a thread has no scope, and pushes are
+// ignored, rather than panicking.
+
 /// Enters a scope without a guard (for the C ABI, where the caller pops explicitly).
 pub fn push_unguarded(name: &str) {
-    STACK.with(|s| {
+    let _ = STACK.try_with(|s| {
         let mut s = s.borrow_mut();
         let mark = s.joined.len();
         s.marks.push(mark);
@@ -72,26 +76,28 @@ pub fn push_unguarded(name: &str) {
 
 /// Leaves the innermost scope; returns false when there was none.
 pub fn pop() -> bool {
-    STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        match s.marks.pop() {
-            Some(mark) => {
-                s.joined.truncate(mark);
-                true
+    STACK
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            match s.marks.pop() {
+                Some(mark) => {
+                    s.joined.truncate(mark);
+                    true
+                }
+                None => false,
             }
-            None => false,
-        }
-    })
+        })
+        .unwrap_or(false)
 }
 
 /// Number of scopes entered on this thread.
 pub fn depth() -> usize {
-    STACK.with(|s| s.borrow().marks.len())
+    STACK.try_with(|s| s.borrow().marks.len()).unwrap_or(0)
 }
 
 /// The current scope path (`""` outside any scope).
 pub fn current() -> String {
-    STACK.with(|s| s.borrow().joined.clone())
+    STACK.try_with(|s| s.borrow().joined.clone()).unwrap_or_default()
 }
 
 /// The full name for `op` in the current scope, `None` when there is neither.
@@ -101,7 +107,9 @@ pub fn qualified(op: Option<&str>) -> Option<String> {
 
 /// Calls `f` with the full name for `op` without allocating a new string for it.
 pub fn with_qualified<R>(op: Option<&str>, f: impl FnOnce(Option<&str>) -> R) -> R {
-    STACK.with(|cell| {
+    let mut f = Some(f);
+    let scoped = STACK.try_with(|cell| {
+        let f = f.take().expect("called once");
         let mut s = cell.borrow_mut();
         match (s.joined.is_empty(), op) {
             (true, None) => f(None),
@@ -116,7 +124,12 @@ pub fn with_qualified<R>(op: Option<&str>, f: impl FnOnce(Option<&str>) -> R) ->
                 f(Some(scratch))
             }
         }
-    })
+    });
+    match (scoped, f) {
+        (Ok(r), _) => r,
+        (Err(_), Some(f)) => f(op),
+        (Err(_), None) => unreachable!("try_with fails before it calls its closure"),
+    }
 }
 
 #[cfg(test)]

@@ -73,6 +73,10 @@ pub struct State {
     /// Chunks were merged into runs to keep the frame small.
     #[serde(default)]
     pub merged: bool,
+    /// The allocator changed while its chunks were copied (in slices, so as not to hold it
+    /// up): the map mixes moments a few milliseconds apart; the figures are of the first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
     /// Names the spans refer to; index 0 is "none" in each.
     pub ops: Vec<String>,
     pub shapes: Vec<Vec<i64>>,

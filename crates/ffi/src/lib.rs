@@ -29,14 +29,17 @@ pub mod runtime;
 use runtime::{Failure, runtime};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+// Thread-locals are reached with `try_with` only: a thread-exit destructor may call in after
+// they are destroyed, and a panic outside `guard`'s catch would abort the host process.
 fn set_error(message: &str) {
-    LAST_ERROR.with(|e| *e.borrow_mut() = message.to_string());
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = message.to_string());
 }
 
 /// Runs `f`, turning a panic into `fallback` and an error message.
@@ -50,7 +53,8 @@ fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
             let msg = format!("oomscope: internal error: {what} (please report it)");
-            eprintln!("{msg}");
+            // Not eprintln!: it panics when stderr is closed, and this runs outside the catch.
+            let _ = writeln!(std::io::stderr(), "{msg}");
             set_error(&msg);
             fallback
         }
@@ -333,8 +337,7 @@ pub unsafe extern "C" fn oomscope_stats(device: c_int, out: *mut OomscopeStats) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn oomscope_last_error(buf: *mut c_char, len: usize) -> usize {
     guard(0, || {
-        LAST_ERROR.with(|e| {
-            let e = e.borrow();
+        let copy = |e: &str| {
             if !buf.is_null() && len > 0 {
                 let n = e.len().min(len - 1);
                 // SAFETY: `buf` holds `len` bytes by contract; we write n + 1 <= len.
@@ -344,7 +347,9 @@ pub unsafe extern "C" fn oomscope_last_error(buf: *mut c_char, len: usize) -> us
                 }
             }
             e.len()
-        })
+        };
+        // After the thread's destruction began there is no last error to give.
+        LAST_ERROR.try_with(|e| copy(&e.borrow())).unwrap_or_else(|_| copy(""))
     })
 }
 

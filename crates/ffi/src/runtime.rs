@@ -17,6 +17,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -26,6 +27,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 const NO_STEP: i64 = i64::MIN;
 /// Warnings of one kind printed before the rest are only counted.
 const WARNINGS_SHOWN: u64 = 5;
+/// OOMs past the dump budget are summed up in a line at most this often.
+const UNDUMPED_LINE_EVERY: Duration = Duration::from_secs(10);
 
 /// Why a call failed: what the caller is told.
 #[derive(Debug)]
@@ -90,8 +93,8 @@ pub struct Slot {
     recorded: AtomicUsize,
     held: AtomicUsize,
     streams: Mutex<Streams>,
-    /// The live feed, running while the slot lives.
-    sampler: Option<Sampler>,
+    /// The live feed, running until the process exits ([`Runtime::finish`]).
+    sampler: Mutex<Option<Sampler>>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -111,6 +114,9 @@ pub struct Runtime {
     opening: Mutex<()>,
     step: AtomicI64,
     ooms: AtomicU64,
+    /// OOMs past the dump budget since the last line said so, and when that line was.
+    undumped: AtomicU64,
+    undumped_line: Mutex<Option<Instant>>,
     warnings: Mutex<HashMap<&'static str, u64>>,
     command: String,
 }
@@ -122,6 +128,22 @@ impl std::fmt::Debug for Runtime {
 }
 
 static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+/// Runs [`Runtime::finish`] when the process exits (or the library is unloaded): a program
+/// that never says goodbye itself must not look like one that died. Registered as the
+/// library's destructor, so it runs at `exit()` and at `dlclose`, never after the code is
+/// gone.
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static FINISH: extern "C" fn() = finish_at_exit;
+
+extern "C" fn finish_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(Ok(rt)) = RUNTIME.get() {
+            rt.finish();
+        }
+    });
+}
 
 /// The process's runtime, set up from the environment on first use. A bad setting is an
 /// error on every call (and said once on stderr), never a crash.
@@ -156,6 +178,8 @@ impl Runtime {
             opening: Mutex::new(()),
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
+            undumped: AtomicU64::new(0),
+            undumped_line: Mutex::new(None),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
         }
@@ -197,6 +221,23 @@ impl Runtime {
     /// An existing slot (no device is opened).
     pub fn existing(&self, device: i32) -> Option<&Slot> {
         self.slots.get(usize::try_from(device).ok()?)?.get()
+    }
+
+    /// At the process's exit: each live feed sends its last state and says goodbye, and its
+    /// socket is removed; OOMs that were counted, not dumped, are summed up.
+    pub fn finish(&self) {
+        for slot in self.all() {
+            let sampler = lock(&slot.sampler).take();
+            drop(sampler);
+        }
+        let ooms = self.ooms.load(Ordering::Relaxed);
+        if ooms > self.config.max_dumps {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "oomscope: {ooms} OOMs in all; the first {} were dumped (OOMSCOPE_MAX_DUMPS)",
+                self.config.max_dumps
+            );
+        }
     }
 
     fn all(&self) -> Vec<&Slot> {
@@ -257,7 +298,7 @@ impl Runtime {
             recorded: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             streams: Mutex::new(Streams::default()),
-            sampler,
+            sampler: Mutex::new(sampler),
         })
     }
 
@@ -462,36 +503,23 @@ impl Runtime {
 
     /// At an OOM: the verdict attached, the dump written, the report on stderr (whole the
     /// first time) and on the live feed, and the message for the caller, in PyTorch's words
-    /// first.
+    /// first. Past `OOMSCOPE_MAX_DUMPS` (a program retrying in a loop) an OOM is only
+    /// counted: the caller still gets its message, stderr a line every few seconds.
     fn report_oom(&self, slot: &Slot, mut oom: Oom) -> String {
-        verdict::attach(&mut oom.dump);
         let n = self.ooms.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > self.config.max_dumps {
+            return self.count_oom(slot, &oom, n);
+        }
+        verdict::attach(&mut oom.dump);
         let path = self.dump_path(slot.device, "oom");
-        let written = std::fs::create_dir_all(&self.config.dump_dir)
-            .map_err(|e| format!("{}: {e}", self.config.dump_dir.display()))
-            .and_then(|()| dump::write_atomic(&path, &oom.dump).map_err(|e| e.to_string()));
+        let written = self.write_oom_dump(&path, &oom.dump);
         let where_ = match &written {
             Ok(()) => format!("dump: {}", path.display()),
-            Err(e) => format!("the dump could not be written: {e}"),
+            Err(e) => format!("the dump was not written: {e}"),
         };
         let d = &oom.dump;
-        let stats = &d.stats;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
-        let message = match render::torch::oom_message(d) {
-            // PyTorch's own words, then oomscope's.
-            Some(torch) if slot.caching => format!("{torch}\noomscope:{verdict} ({where_}; the report is on stderr)"),
-            _ => format!(
-                "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
-                 {} in use, {} in its pool, and {} in its largest free block.{verdict} ({where_}; the report is on stderr)",
-                human(oom.requested()),
-                oom.requested(),
-                slot.device,
-                human(d.allocator.limit),
-                human(stats.bytes_in_use),
-                human(stats.pool_bytes),
-                human(stats.largest_free_block),
-            ),
-        };
+        let message = self.caller_message(slot, &oom, &format!("{verdict} ({where_}; the report is on stderr)"));
         let report = render::render(d, render::Format::Tf);
         let mut err = std::io::stderr().lock();
         if n == 1 && !self.config.quiet {
@@ -509,12 +537,93 @@ impl Runtime {
             let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
             let _ = writeln!(err, "oomscope: OOM #{n} on GPU {}: {req}; {where_}", slot.device);
         }
+        if n == self.config.max_dumps {
+            let _ = writeln!(
+                err,
+                "oomscope: that was the last OOM dumped (OOMSCOPE_MAX_DUMPS={}); later ones are counted",
+                self.config.max_dumps
+            );
+        }
         drop(err);
-        if let Some(sampler) = &slot.sampler {
+        if let Some(sampler) = &*lock(&slot.sampler) {
             sampler.oom(std::sync::Arc::from(oom.dump), report);
         }
         message
     }
+
+    /// An OOM past the dump budget: no verdict, no dump, no report; a line now and then.
+    fn count_oom(&self, slot: &Slot, oom: &Oom, n: u64) -> String {
+        self.undumped.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let due = {
+            let mut last = lock(&self.undumped_line);
+            let due = last.is_none_or(|t| now.duration_since(t) >= UNDUMPED_LINE_EVERY);
+            if due {
+                *last = Some(now);
+            }
+            due
+        };
+        if due {
+            let since = self.undumped.swap(0, Ordering::Relaxed).max(1);
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "oomscope: {since} more OOM(s) on GPU {}, {n} in all; not dumped (the first {} were; \
+                 OOMSCOPE_MAX_DUMPS raises it)",
+                slot.device,
+                self.config.max_dumps
+            );
+        }
+        self.caller_message(slot, oom, &format!(" (OOM #{n}: not dumped; the first {} were)", self.config.max_dumps))
+    }
+
+    /// The allocation's failure in PyTorch's words (the caching allocator's), else TF's
+    /// figures, then `tail`.
+    fn caller_message(&self, slot: &Slot, oom: &Oom, tail: &str) -> String {
+        let d = &oom.dump;
+        let stats = &d.stats;
+        match render::torch::oom_message(d) {
+            Some(torch) if slot.caching => format!("{torch}\noomscope:{tail}"),
+            _ => format!(
+                "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
+                 {} in use, {} in its pool, and {} in its largest free block.{tail}",
+                human(oom.requested()),
+                oom.requested(),
+                slot.device,
+                human(d.allocator.limit),
+                human(stats.bytes_in_use),
+                human(stats.pool_bytes),
+                human(stats.largest_free_block),
+            ),
+        }
+    }
+
+    /// Writes an OOM dump unless the dump directory already holds its limit of them.
+    fn write_oom_dump(&self, path: &std::path::Path, d: &dump::Dump) -> Result<(), String> {
+        let dir = &self.config.dump_dir;
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let held = dumps_size(dir);
+        if held >= self.config.dump_dir_limit {
+            return Err(format!(
+                "{} already holds {} of oomscope dumps (OOMSCOPE_DUMP_DIR_LIMIT={}); remove some, or raise the limit",
+                dir.display(),
+                human(held),
+                human(self.config.dump_dir_limit)
+            ));
+        }
+        dump::write_atomic(path, d).map_err(|e| e.to_string())
+    }
+}
+
+/// Bytes taken by oomscope's dumps (`oomscope-*.dump.json`) in `dir`.
+fn dumps_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("oomscope-") && n.ends_with(".dump.json")))
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 fn with_device_suffix(p: &std::path::Path, device: i32) -> PathBuf {

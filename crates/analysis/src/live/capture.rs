@@ -1,13 +1,21 @@
 //! Allocator state → state frames. Split in two so the allocator's lock is held only to
-//! copy: [`Capture::take`] runs under the lock and copies plain numbers (chunks, recent
-//! events, names interned since the last frame); [`Capture::build`] runs outside it and does
-//! the rest (bins, usage by node, merging, sampling, symbols).
+//! copy: [`Capture::begin`] and [`Capture::more`] run under the lock and copy plain numbers
+//! (the figures, recent events, names interned since the last frame, then the chunks a
+//! slice of [`SLOTS_PER_HOLD`] slots at a time); [`Capture::build`] runs outside it and
+//! does the rest (regions from the chunks, bins, usage by node, merging, sampling,
+//! symbols).
+//!
+//! Copying the chunks in slices bounds how long the allocator waits for the sampler,
+//! whatever the chunk count: a million chunks take some 60 holds of a fraction of a
+//! millisecond, with the allocator running between them. When it changed in between, the
+//! copy is of several moments: overlapping chunks are dropped, gaps shown free, and the
+//! frame says it is approximate.
 
 use oomscope_base::hash::FastMap;
+use oomscope_core::View;
 use oomscope_core::bfc::bins_of;
 use oomscope_core::record::{Event, EventKind, UNNAMED_OP};
 use oomscope_core::stack;
-use oomscope_core::{View, Visit};
 use oomscope_dump::NodeUsage;
 use oomscope_dump::Stats;
 use oomscope_dump::live::{MapRegion, NODES_SENT, SPANS_SENT, Span, State, Step};
@@ -16,6 +24,8 @@ use oomscope_dump::live::{MapRegion, NODES_SENT, SPANS_SENT, Span, State, Step};
 pub const SAMPLES_SENT: usize = 512;
 /// Events looked at per frame (the history may hold more).
 const EVENTS_TAKEN: usize = 200_000;
+/// Chunk slots copied per hold of the allocator's lock.
+pub const SLOTS_PER_HOLD: usize = 16_384;
 
 /// What is copied under the lock.
 #[derive(Debug, Default)]
@@ -24,9 +34,14 @@ pub struct Raw {
     step: i64,
     stats: Stats,
     live: u64,
-    /// (address, size, index of the first chunk in `chunks`).
-    regions: Vec<(u64, u64, usize)>,
-    chunks: Vec<RawChunk>,
+    /// Chunks as copied, in slot order: (address, first of its region, chunk).
+    pieces: Vec<(u64, bool, RawChunk)>,
+    /// Slots copied so far.
+    slots_done: usize,
+    /// The allocator's event count when the copy began: another at a later slice means the
+    /// copy spans several moments.
+    events_at: u64,
+    torn: bool,
     events: Vec<Event>,
     new_ops: Vec<String>,
     new_shapes: Vec<Vec<i64>>,
@@ -63,31 +78,19 @@ impl Capture {
         Capture { ops: vec![String::new()], shapes: vec![Vec::new()], stacks: vec![Vec::new()], ..Capture::default() }
     }
 
-    /// Copies what a frame needs. Call under the allocator's lock; `t_ns` is now on the
-    /// allocator's clock.
-    pub fn take(&mut self, alloc: &(impl View + ?Sized), t_ns: u64) -> Raw {
+    /// Copies what a frame needs but the chunks: call under the allocator's lock, then
+    /// [`Capture::more`] until it says done. `t_ns` is now on the allocator's clock.
+    pub fn begin(&mut self, alloc: &(impl View + ?Sized), t_ns: u64) -> Raw {
         let names = alloc.names();
+        let history = alloc.history();
         let mut raw = Raw {
             t_ns,
             step: alloc.current_step(),
             stats: alloc.stats(),
             live: alloc.live_allocations() as u64,
+            events_at: history.total(),
             ..Raw::default()
         };
-        alloc.visit(&mut |v| match v {
-            Visit::Region { addr, size } => raw.regions.push((addr, size, raw.chunks.len())),
-            Visit::Chunk { size, requested, in_use: true, meta } => raw.chunks.push(RawChunk {
-                size,
-                requested,
-                in_use: true,
-                op: meta.op,
-                shape: meta.shape,
-                stack: meta.stack,
-                step: meta.step,
-            }),
-            Visit::Chunk { size, .. } => raw.chunks.push(RawChunk { size, ..RawChunk::default() }),
-        });
-        let history = alloc.history();
         let from = self.next_event.max(history.total().saturating_sub(EVENTS_TAKEN as u64));
         raw.events.extend(history.since(from).copied());
         self.next_event = history.total();
@@ -100,32 +103,67 @@ impl Capture {
         raw
     }
 
+    /// Copies the chunks of the next `count` slots; true when every slot is copied. Call
+    /// under the allocator's lock.
+    pub fn more(&mut self, alloc: &(impl View + ?Sized), raw: &mut Raw, count: usize) -> bool {
+        if alloc.history().total() != raw.events_at {
+            raw.torn = true;
+        }
+        let from = raw.slots_done;
+        alloc.visit_slots(from, count, &mut |c| {
+            let chunk = if c.in_use {
+                RawChunk {
+                    size: c.size,
+                    requested: c.requested,
+                    in_use: true,
+                    op: c.meta.op,
+                    shape: c.meta.shape,
+                    stack: c.meta.stack,
+                    step: c.meta.step,
+                }
+            } else {
+                RawChunk { size: c.size, requested: c.requested, ..RawChunk::default() }
+            };
+            raw.pieces.push((c.addr, c.head, chunk));
+        });
+        raw.slots_done = from.saturating_add(count);
+        raw.slots_done >= alloc.slots()
+    }
+
+    /// Everything at once, for a caller that holds the allocator (or its lock) throughout.
+    pub fn take(&mut self, alloc: &(impl View + ?Sized), t_ns: u64) -> Raw {
+        let mut raw = self.begin(alloc, t_ns);
+        while !self.more(alloc, &mut raw, usize::MAX) {}
+        raw
+    }
+
     /// Builds the frame (and the step marks it saw) from what [`Capture::take`] copied.
     pub fn build(&mut self, mut raw: Raw) -> (State, Vec<Step>) {
+        let (raw_regions, raw_chunks) = tile(std::mem::take(&mut raw.pieces));
         self.ops.append(&mut raw.new_ops);
         self.shapes.append(&mut raw.new_shapes);
         self.stacks.append(&mut raw.new_stacks);
         let (samples, steps) = samples(&raw);
 
-        let bins = bins_of(raw.chunks.iter().map(|c| (c.size, c.requested, c.in_use)));
+        let bins = bins_of(raw_chunks.iter().map(|c| (c.size, c.requested, c.in_use)));
         // Largest first; ties in the order the ops were first seen, as the dump's list.
-        let live = raw.chunks.iter().filter(|c| c.in_use).map(|c| (c.op, c.size, c.requested));
+        let live = raw_chunks.iter().filter(|c| c.in_use).map(|c| (c.op, c.size, c.requested));
         let mut nodes = NodeUsage::rank(live, |op| self.op_name(op).to_string());
         let nodes_rest = (nodes.len() > NODES_SENT).then(|| {
             let rest = nodes.split_off(NODES_SENT);
             [rest.len() as u64, rest.iter().map(|n| n.bytes).sum()]
         });
 
-        let merge = raw.chunks.len() > SPANS_SENT;
+        let merge = raw_chunks.len() > SPANS_SENT;
         let mut tables = Tables::default();
-        let mut regions = Vec::with_capacity(raw.regions.len());
-        let runs_cap = SPANS_SENT.max(raw.regions.len());
-        for (i, &(address, size, first)) in raw.regions.iter().enumerate() {
-            let end = raw.regions.get(i + 1).map_or(raw.chunks.len(), |r| r.2);
-            let chunks = &raw.chunks[first..end];
+        let mut regions = Vec::with_capacity(raw_regions.len());
+        let runs_cap = SPANS_SENT.max(raw_regions.len());
+        for (i, &(address, size, first)) in raw_regions.iter().enumerate() {
+            let end = raw_regions.get(i + 1).map_or(raw_chunks.len(), |r| r.2);
+            let chunks = &raw_chunks[first..end];
             let spans = if merge {
                 // A region's share of the frame, at least one span.
-                let share = ((chunks.len() * runs_cap) / raw.chunks.len()).max(1);
+                let share = ((chunks.len() * runs_cap) / raw_chunks.len()).max(1);
                 merged_spans(chunks, share, &mut tables)
             } else {
                 chunks.iter().map(|c| tables.span(c, 1, c.size, c.requested, c.in_use.then_some(c.size))).collect()
@@ -148,6 +186,7 @@ impl Capture {
             bins,
             regions,
             merged: merge,
+            approximate: raw.torn,
             ops,
             shapes,
             stacks,
@@ -179,6 +218,38 @@ impl Capture {
             .or_insert_with(|| ips.iter().flat_map(|&ip| stack::resolve(ip)).map(|f| f.text()).collect())
             .clone()
     }
+}
+
+/// Regions (address, size, index of the first chunk) and chunks in address order, from
+/// chunks copied in slot order. A copy that spans several moments may overlap or leave
+/// gaps: an overlapping chunk is dropped, a gap inside a region is shown as free.
+fn tile(mut pieces: Vec<(u64, bool, RawChunk)>) -> (Vec<(u64, u64, usize)>, Vec<RawChunk>) {
+    pieces.sort_unstable_by_key(|p| (p.0, !p.1));
+    let mut regions: Vec<(u64, u64, usize)> = Vec::new();
+    let mut chunks = Vec::with_capacity(pieces.len());
+    // The end of the open region.
+    let mut end: Option<u64> = None;
+    for (addr, head, c) in pieces {
+        match end {
+            // Overlaps what is placed already.
+            Some(e) if addr < e => continue,
+            // Before any region: a chunk whose region head moved while it was copied.
+            None if !head => continue,
+            _ => {}
+        }
+        if head {
+            regions.push((addr, 0, chunks.len()));
+        } else if let Some(e) = end
+            && addr > e
+        {
+            chunks.push(RawChunk { size: addr - e, ..RawChunk::default() });
+        }
+        let region = regions.last_mut().expect("a region is open: a head came first");
+        region.1 = addr + c.size - region.0;
+        end = Some(addr + c.size);
+        chunks.push(c);
+    }
+    (regions, chunks)
 }
 
 /// The frame's own name tables: global ids in the order first used (index 0: none).
@@ -376,6 +447,92 @@ mod tests {
         );
     }
 
+    /// Regions (address, size) and their chunks (size, in use).
+    type Layout = Vec<(u64, u64, Vec<(u64, bool)>)>;
+
+    /// The layout as an address-order walk sees it: the reference for copies made in slices.
+    fn walked(alloc: &impl View) -> Layout {
+        let mut out: Layout = Vec::new();
+        alloc.visit(&mut |v| match v {
+            oomscope_core::Visit::Region { addr, size } => out.push((addr, size, Vec::new())),
+            oomscope_core::Visit::Chunk { size, in_use, .. } => out.last_mut().unwrap().2.push((size, in_use)),
+        });
+        out
+    }
+
+    fn tiled(raw: Raw) -> Layout {
+        let (regions, chunks) = tile(raw.pieces);
+        regions
+            .iter()
+            .enumerate()
+            .map(|(i, &(addr, size, first))| {
+                let end = regions.get(i + 1).map_or(chunks.len(), |r| r.2);
+                (addr, size, chunks[first..end].iter().map(|c| (c.size, c.in_use)).collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_state_is_copied_in_bounded_slices_that_add_up_to_the_whole() {
+        // Several regions (growth), holes from frees, merged neighbours.
+        let mut b = bfc();
+        let mut addrs = Vec::new();
+        for i in 0..60_000u64 {
+            addrs.push(b.allocate(256 * (1 + i % 5), Meta::default()).unwrap());
+        }
+        for a in addrs.iter().step_by(3).chain(addrs.iter().skip(1).step_by(7)) {
+            let _ = b.free(*a, 0);
+        }
+        assert!(b.regions().len() > 1);
+        let mut cap = Capture::new();
+        let mut raw = cap.begin(&b, 1);
+        let mut holds = 0;
+        let mut most = 0;
+        loop {
+            holds += 1;
+            let before = raw.pieces.len();
+            let done = cap.more(&b, &mut raw, 1000);
+            most = most.max(raw.pieces.len() - before);
+            if done {
+                break;
+            }
+        }
+        assert!(holds >= 40, "{holds} holds for {} slots", b.slots());
+        assert!(most <= 1000, "a hold copied {most} chunks");
+        assert!(!raw.torn);
+        assert_eq!(tiled(raw), walked(&b), "the slices add up to the address-order walk");
+    }
+
+    #[test]
+    fn a_copy_spanning_changes_still_tiles_each_region_and_says_it_is_approximate() {
+        let mut b = bfc();
+        let mut addrs: Vec<u64> =
+            (0..20_000u64).map(|i| b.allocate(256 * (1 + i % 4), Meta::default()).unwrap()).collect();
+        let mut cap = Capture::new();
+        let mut raw = cap.begin(&b, 1);
+        let mut i = 0;
+        while !cap.more(&b, &mut raw, 500) {
+            // Frees and new allocations between slices: merges, splits, reused slots.
+            for _ in 0..50 {
+                i = (i * 7919 + 13) % addrs.len();
+                if b.free(addrs[i], 0).is_ok() {
+                    addrs[i] = b.allocate(256 * (1 + (i as u64) % 9), Meta::default()).unwrap();
+                }
+            }
+        }
+        assert!(raw.torn);
+        let (state, _) = cap.build(raw);
+        assert!(state.approximate);
+        for r in &state.regions {
+            assert_eq!(r.spans.iter().map(|s| s.size()).sum::<u64>(), r.size, "spans tile region {:#x}", r.address);
+        }
+        let mut at = 0;
+        for r in &state.regions {
+            assert!(r.address >= at, "regions do not overlap");
+            at = r.address + r.size;
+        }
+    }
+
     #[test]
     fn a_frame_of_the_caching_allocator_shows_its_segments_and_pending_frees() {
         use oomscope_core::caching::{Caching, CachingOptions, Settings};
@@ -394,5 +551,16 @@ mod tests {
         assert_eq!(held, 512 + (4 << 20), "but its block is not free to reuse: the map shows it held");
         assert_eq!(s.nodes[0].op, "Net.fc1/aten::addmm");
         assert!(c.free(a, 3).is_ok());
+        // Slot order, tiled, is the segments' own order; expandable segments too.
+        for expandable in [false, true] {
+            let settings = Settings { expandable_segments: expandable, ..Settings::default() };
+            let mut c = Caching::new(settings, CachingOptions::new(0), Box::new(SimDevice::new(1 << 30, 0)));
+            let addrs: Vec<u64> =
+                (0..300u64).map(|i| c.allocate((i % 13 + 1) << 18, 0, Meta::default()).unwrap()).collect();
+            for a in addrs.iter().step_by(4) {
+                c.free(*a, 1).unwrap();
+            }
+            assert_eq!(tiled(Capture::new().take(&c, 2)), walked(&c), "expandable: {expandable}");
+        }
     }
 }

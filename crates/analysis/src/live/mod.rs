@@ -61,7 +61,7 @@ pub fn socket_path(dir: &Path, pid: u32, device: Option<u32>) -> PathBuf {
     }
 }
 
-fn uid() -> u32 {
+pub(crate) fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
 }
@@ -77,37 +77,44 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
             .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
             .map_err(|e| io::Error::new(e.kind(), format!("{}: cannot create the live directory: {e}", dir.display()))),
         Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
-        Ok(meta) => {
-            if !meta.is_dir() {
-                return Err(io::Error::other(format!(
-                    "{}: not a directory (a symlink or a file); the live feed needs a private directory",
-                    dir.display()
-                )));
-            }
-            if meta.uid() != uid() {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{}: owned by another user (uid {}); set OOMSCOPE_LIVE_DIR to a directory of yours",
-                        dir.display(),
-                        meta.uid()
-                    ),
-                ));
-            }
-            let mode = meta.mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{}: other users can open it (mode {mode:o}); run `chmod 700 {}` or set OOMSCOPE_LIVE_DIR",
-                        dir.display(),
-                        dir.display()
-                    ),
-                ));
-            }
-            Ok(())
-        }
+        Ok(_) => check_private_dir(dir),
     }
+}
+
+/// Checks that `dir` is a directory (not a symlink) of this user's, closed to others. A
+/// viewer checks this before it connects: a socket in a directory another user controls may
+/// be theirs, however it is named.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{}: not a directory (a symlink or a file); the live feed needs a private directory",
+            dir.display()
+        )));
+    }
+    if meta.uid() != uid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: owned by another user (uid {}); set OOMSCOPE_LIVE_DIR to a directory of yours",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: other users can open it (mode {mode:o}); run `chmod 700 {}` or set OOMSCOPE_LIVE_DIR",
+                dir.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The sockets in `dir`, oldest first (the order processes started in).

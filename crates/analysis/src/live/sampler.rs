@@ -2,11 +2,12 @@
 //! interval, the step marks, and each OOM its owner hands over ([`Sampler::oom`]).
 //!
 //! Its cost to the allocator is the time the lock is held to copy the state (see
-//! [`super::capture`]). The interval stretches so that this stays under 2% of the time
-//! (at least 50 times the last copy), so a huge state is sampled less often rather than
-//! slowing the training.
+//! [`super::capture`]): the figures, then the chunks a slice at a time, so that no single
+//! hold grows with the state. The interval stretches so that the holds together stay under
+//! 2% of the time (at least 50 times the last copy), so a huge state is sampled less often
+//! rather than slowing the training.
 
-use super::capture::Capture;
+use super::capture::{Capture, SLOTS_PER_HOLD};
 use super::publish::Publisher;
 use oomscope_core::Allocator;
 use oomscope_dump::Dump;
@@ -47,9 +48,20 @@ impl Sampler {
             let mut wait = Duration::ZERO;
             loop {
                 let last = matches!(stop_rx.recv_timeout(wait), Ok(()) | Err(RecvTimeoutError::Disconnected));
+                let mut held = Duration::ZERO;
                 let started = Instant::now();
-                let raw = allocator.with_engine(|e| capture.take(e, allocator.elapsed_ns()));
-                let held = started.elapsed();
+                let mut raw = allocator.with_engine(|e| capture.begin(e, allocator.elapsed_ns()));
+                held += started.elapsed();
+                loop {
+                    let started = Instant::now();
+                    let done = allocator.with_engine(|e| capture.more(e, &mut raw, SLOTS_PER_HOLD));
+                    held += started.elapsed();
+                    if done {
+                        break;
+                    }
+                    // Let the allocator's callers in between slices.
+                    std::thread::yield_now();
+                }
                 let (state, steps) = capture.build(raw);
                 for step in steps {
                     publisher.send(&Message::Step(step));

@@ -487,6 +487,30 @@ impl Bfc {
         })
     }
 
+    /// Slots in the chunk table, live or deleted.
+    pub fn slots(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The live chunks in slots `from..from + count`, in slot order. A deleted slot is free
+    /// of an id and out of every bin (a live free chunk is always in its bin).
+    pub fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(crate::SlotChunk<'_>)) {
+        let end = from.saturating_add(count).min(self.chunks.len());
+        for c in self.chunks.get(from..end).unwrap_or_default() {
+            if !c.in_use() && c.bin == NO_BIN {
+                continue;
+            }
+            f(crate::SlotChunk {
+                addr: c.addr,
+                size: c.size,
+                requested: c.requested,
+                in_use: c.in_use(),
+                head: c.prev == NONE,
+                meta: &c.meta,
+            });
+        }
+    }
+
     /// The recent events.
     pub fn history(&self) -> &History {
         &self.history

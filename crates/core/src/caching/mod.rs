@@ -1352,6 +1352,34 @@ impl Caching {
         out
     }
 
+    /// Slots in the block table, live or dropped.
+    pub fn slots(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// The live, mapped blocks in slots `from..from + count`, in slot order; `head` marks
+    /// the first block of each segment as [`Caching::segments`] draws them.
+    pub fn visit_slots(&self, from: usize, count: usize, f: &mut dyn FnMut(crate::SlotChunk<'_>)) {
+        let end = from.saturating_add(count).min(self.blocks.len());
+        for (h, b) in self.blocks.iter().enumerate().take(end).skip(from) {
+            // Dropped handles are zeroed blocks; unmapped ones are address space only.
+            if b.size == 0 || !b.mapped {
+                continue;
+            }
+            let head = b.prev == NONE || (b.expandable != NONE && !self.blocks[b.prev as usize].mapped);
+            let pending = !b.allocated && self.active.get(&b.addr) == Some(&(h as u32));
+            f(crate::SlotChunk {
+                addr: b.addr,
+                size: b.size,
+                requested: b.requested,
+                // A pending free is not reusable yet: it counts as in use.
+                in_use: b.allocated || pending,
+                head,
+                meta: &b.meta,
+            });
+        }
+    }
+
     /// The blocks of a segment, in address order.
     pub fn segment_blocks(&self, seg: &SegmentRef) -> Vec<BlockRef<'_>> {
         let mut out = Vec::new();
