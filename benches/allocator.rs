@@ -589,11 +589,11 @@ fn dump_1m_read(bench: Bencher) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// How long one malloc+free waits at most while the live feed's sampler copies a state of
-/// 1M chunks over and over: in one hold of the lock (the copy as it was) against in slices
-/// of `SLOTS_PER_HOLD` chunk slots. Prints the longest wait and the copies made; the timed
-/// body is the whole 2-second run.
-#[divan::bench(args = ["one hold", "slices"], sample_count = 1, sample_size = 1)]
+/// How long one malloc+free waits while the live feed's sampler copies a state of 1M chunks
+/// over and over: with no sampler, with the copy in one hold of the lock (as it was), and
+/// in slices of `SLOTS_PER_HOLD` chunk slots. Prints the longest wait, the 99.99th
+/// percentile, the waits over 1 ms and the copies made; the timed body is the whole run.
+#[divan::bench(args = ["no sampler", "one hold", "slices"], sample_count = 1, sample_size = 1)]
 fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
     use oomscope_analysis::live::Capture;
     use oomscope_analysis::live::capture::SLOTS_PER_HOLD;
@@ -609,9 +609,10 @@ fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
         let sampler = {
             let (alloc, stop, copies, one) =
                 (Arc::clone(&alloc), Arc::clone(&stop), Arc::clone(&copies), how == "one hold");
+            let idle = how == "no sampler";
             std::thread::spawn(move || {
                 let mut capture = Capture::new();
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && !idle {
                     let raw = if one {
                         alloc.with_engine(|e| capture.take(e, 0))
                     } else {
@@ -626,18 +627,23 @@ fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
                 }
             })
         };
-        let (started, mut longest, mut pairs) = (Instant::now(), Duration::ZERO, 0u64);
+        let (started, mut waits) = (Instant::now(), Vec::new());
         while started.elapsed() < run_for {
             let t = Instant::now();
             let a = alloc.allocate(&Request::new(1000)).expect("fits");
             alloc.free(a).expect("frees");
-            longest = longest.max(t.elapsed());
-            pairs += 1;
+            waits.push(t.elapsed());
         }
+        waits.sort_unstable();
+        let pairs = waits.len();
+        let longest = waits.last().copied().unwrap_or_default();
+        let p9999 = waits[(pairs * 9999 / 10_000).min(pairs - 1)];
+        let over_1ms = waits.iter().filter(|w| **w > Duration::from_millis(1)).count();
         stop.store(true, Ordering::Relaxed);
         sampler.join().expect("the sampler runs");
         eprintln!(
-            "{how}: longest malloc+free wait {longest:?} over {pairs} pairs, {} state copies of {} chunks",
+            "{how}: longest malloc+free wait {longest:?}, 99.99th percentile {p9999:?}, {over_1ms} waits over 1 ms, \
+             {pairs} pairs, {} state copies of {} chunks",
             copies.load(Ordering::Relaxed),
             scale(1_000_000)
         );

@@ -7,12 +7,7 @@ use crate::common::{files_in, require, root, temp_dir, torch_python};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// `cargo build` puts the library beside the binary; `cargo test` leaves it in `deps/`.
-fn library() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().unwrap();
-    let lib = [dir.join("liboomscope.so"), dir.join("deps/liboomscope.so")].into_iter().find(|p| p.is_file());
-    lib.unwrap_or_else(|| panic!("cargo builds liboomscope.so in {} or its deps/", dir.display()))
-}
+use crate::common::library;
 
 /// `python3` (the test fails when it cannot run; `.ci/run` installs it).
 fn python() -> &'static str {
@@ -412,5 +407,59 @@ fn the_c_abi_called_from_a_thread_exit_destructor_does_not_abort_the_process() {
     assert_eq!(out.matches("malloc in destructor: ok").count(), 4, "allocation still works: {out}");
     assert_eq!(out.matches("huge malloc in destructor: null").count(), 4, "{out}");
     assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A program that retries a failing allocation in a loop: the first OOMs are dumped, the
+/// rest counted (the caller still gets each message), with a line now and then and a total
+/// at exit; and nothing is written once the dump directory holds its limit.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn ooms_in_a_retry_loop_are_dumped_a_few_times_then_counted() {
+    let py = python();
+    let script = "import ctypes, os\n\
+        lib = ctypes.CDLL(os.environ['OOMSCOPE_LIB'])\n\
+        lib.oomscope_malloc.restype = ctypes.c_void_p\n\
+        lib.oomscope_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]\n\
+        lib.oomscope_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]\n\
+        buf = ctypes.create_string_buffer(4096)\n\
+        for i in range(300):\n\
+        \x20   assert not lib.oomscope_malloc(1 << 40, 0, None)\n\
+        \x20   lib.oomscope_last_error(buf, 4096)\n\
+        \x20   assert b'CUDA out of memory' in buf.value, buf.value\n\
+        print('last:', buf.value.decode())\n";
+    let dir = temp_dir("abi-retry");
+    let dumps = dir.join("dumps");
+    let o = Command::new(py)
+        .args(["-c", script])
+        .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_DUMP_DIR", &dumps)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(files_in(&dumps).len(), 5, "the first five OOMs are dumped: {:?}", files_in(&dumps));
+    assert!(out.contains("OOM #300, not dumped: OOMSCOPE_MAX_DUMPS=5"), "the caller's message says so: {out}");
+    assert!(err.contains("OOM #5 was the last to get a dump (OOMSCOPE_MAX_DUMPS=5)"), "{err}");
+    assert!(err.contains("1 more OOM(s) on GPU 0 (6 in all), not dumped"), "{err}");
+    assert!(err.contains("oomscope: 300 OOMs in all, 5 dump(s) written"), "a total at exit: {err}");
+    assert!(err.lines().count() < 120, "a line per OOM past the first ones is too many: {} lines", err.lines().count());
+
+    // A dump directory at its limit: no more dumps, and the message says why.
+    let o = Command::new(py)
+        .args(["-c", script])
+        .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_DUMP_DIR", &dumps)
+        .env("OOMSCOPE_DUMP_DIR_LIMIT", "1KiB")
+        .env("OOMSCOPE_QUIET", "1")
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(files_in(&dumps).len(), 5, "nothing more is written: {:?}", files_in(&dumps));
+    assert!(err.contains("already holds") && err.contains("OOMSCOPE_DUMP_DIR_LIMIT="), "{err}");
+    assert!(err.contains("300 OOMs in all, 0 dump(s) written"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

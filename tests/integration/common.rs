@@ -47,6 +47,19 @@ pub fn shared() -> PathBuf {
     dir
 }
 
+/// `liboomscope.so` as built for these tests: `cargo test` leaves it in `deps/`, `cargo
+/// build` puts a copy beside the binary, which an earlier build may have left stale; the
+/// newer of the two.
+pub fn library() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().expect("the binary is in a directory");
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    [dir.join("liboomscope.so"), dir.join("deps/liboomscope.so")]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .max_by_key(modified)
+        .unwrap_or_else(|| panic!("cargo builds liboomscope.so in {} or its deps/", dir.display()))
+}
+
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -283,13 +283,7 @@ fn a_program_using_the_library_says_goodbye_and_removes_its_socket_at_exit() {
     crate::common::require("python3");
     let dir = live_dir("live-bye");
     let go = dir.parent().unwrap().join("go");
-    let lib = [
-        Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().unwrap().join("liboomscope.so"),
-        Path::new(env!("CARGO_BIN_EXE_oomscope")).parent().unwrap().join("deps/liboomscope.so"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
-    .unwrap();
+    let lib = crate::common::library();
     let script = format!(
         "import ctypes, os, time\n\
          lib = ctypes.CDLL({lib:?})\n\

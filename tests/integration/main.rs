@@ -14,6 +14,7 @@ mod demos;
 mod fuzz_importers;
 mod golden;
 mod hostile_files;
+mod hostile_pickles;
 mod live;
 mod messages;
 mod properties;

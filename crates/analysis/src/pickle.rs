@@ -6,16 +6,27 @@
 //! a list a million times cost a million pointers at most, never a million copies. Class
 //! instances and other objects are kept as opaque values: a snapshot holds none that matter.
 //!
+//! What reading refuses, so that nothing walking a value (dropping it included) can recurse
+//! without bound: values nested deeper than [`MAX_DEPTH`], and a list or dict filled after it
+//! was put in another value. Python's pickler fills each container before its parent takes
+//! it; only a value that contains itself needs otherwise, and a snapshot holds none. With
+//! that rule each container's depth is final once it is taken, so depth is counted exactly.
+//!
 //! Writing uses only the opcodes pytorch.org/memory_viz's own unpickler knows (protocol 2,
 //! no memo), so what `oomscope export` writes opens there and in Python alike.
 
-use std::cell::RefCell;
+use std::cell::{Cell, Ref, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
-/// A Python value.
-#[derive(Clone, Debug)]
+/// How deep values may nest. Real snapshots nest fewer than 10 levels; dropping a value
+/// recurses once per level, so the limit keeps that well inside any thread's stack.
+pub const MAX_DEPTH: u32 = 1000;
+
+/// A Python value. Its `Debug` output is bounded (a few hundred characters), whatever the
+/// value holds.
+#[derive(Clone)]
 pub enum Value {
     None,
     Bool(bool),
@@ -26,20 +37,180 @@ pub enum Value {
     Float(f64),
     Str(Rc<str>),
     Bytes(Rc<[u8]>),
-    List(Rc<RefCell<Vec<Value>>>),
-    Tuple(Rc<[Value]>),
-    Dict(Rc<RefCell<Vec<(Value, Value)>>>),
+    /// A list, or a set.
+    List(Rc<List>),
+    Tuple(Rc<Tuple>),
+    Dict(Rc<Dict>),
     /// A reference to a class or function (`module.name`).
     Global(Rc<str>),
     /// An instance built by a reduce or newobj: unknown here.
     Object,
 }
 
+/// Nesting depth, and whether another value took the container (then it is complete).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    /// 1 for an empty container, 1 + the deepest item's depth otherwise.
+    depth: u32,
+    taken: bool,
+}
+
+impl Shape {
+    fn new() -> Cell<Shape> {
+        Cell::new(Shape { depth: 1, taken: false })
+    }
+}
+
+/// A list's items.
+pub struct List {
+    items: RefCell<Vec<Value>>,
+    shape: Cell<Shape>,
+}
+
+impl List {
+    pub fn items(&self) -> Ref<'_, Vec<Value>> {
+        self.items.borrow()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A tuple's items.
+pub struct Tuple {
+    items: Box<[Value]>,
+    depth: u32,
+}
+
+impl std::ops::Deref for Tuple {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        &self.items
+    }
+}
+
+/// Keys that compare equal to one another: other keys (floats, tuples...) never match one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Scalar {
+    Int(i128),
+    Bool(bool),
+    None,
+}
+
+/// Entries from which a dict looks keys up by hash instead of in order: below, a scan of
+/// the few entries is cheaper.
+const INDEXED_FROM: usize = 16;
+
+/// Where each key is, for a dict of more than [`INDEXED_FROM`] entries.
+#[derive(Default)]
+struct Index {
+    strs: HashMap<Rc<str>, usize>,
+    scalars: HashMap<Scalar, usize>,
+}
+
+impl Index {
+    fn insert(&mut self, key: &Value, at: usize) {
+        match key {
+            Value::Str(s) => {
+                self.strs.insert(s.clone(), at);
+            }
+            _ => {
+                if let Some(s) = scalar(key) {
+                    self.scalars.insert(s, at);
+                }
+            }
+        }
+    }
+
+    fn find(&self, key: &Value) -> Option<usize> {
+        match key {
+            Value::Str(s) => self.strs.get(&**s).copied(),
+            _ => scalar(key).and_then(|s| self.scalars.get(&s).copied()),
+        }
+    }
+}
+
+fn scalar(key: &Value) -> Option<Scalar> {
+    match key {
+        Value::Int(i) => Some(Scalar::Int(*i)),
+        Value::Bool(b) => Some(Scalar::Bool(*b)),
+        Value::None => Some(Scalar::None),
+        _ => None,
+    }
+}
+
+/// A dict's entries, in insertion order, each key once (a key set again keeps its place and
+/// takes the new value, as in Python).
+pub struct Dict {
+    entries: RefCell<Vec<(Value, Value)>>,
+    /// Boxed: most dicts are small and never get one.
+    index: RefCell<Option<Box<Index>>>,
+    shape: Cell<Shape>,
+}
+
+impl Dict {
+    fn new() -> Dict {
+        Dict { entries: RefCell::new(Vec::new()), index: RefCell::new(None), shape: Shape::new() }
+    }
+
+    pub fn entries(&self) -> Ref<'_, Vec<(Value, Value)>> {
+        self.entries.borrow()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value of a string key.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let entries = self.entries.borrow();
+        let at = match &*self.index.borrow() {
+            Some(index) => index.strs.get(key).copied(),
+            None => entries.iter().position(|(k, _)| k.as_str() == Some(key)),
+        };
+        at.map(|i| entries[i].1.clone())
+    }
+
+    fn set(&self, key: Value, value: Value) {
+        let mut entries = self.entries.borrow_mut();
+        let mut index = self.index.borrow_mut();
+        let at = match &*index {
+            Some(ix) => ix.find(&key),
+            None => entries.iter().position(|(k, _)| same_key(k, &key)),
+        };
+        match at {
+            Some(i) => entries[i].1 = value,
+            None => {
+                if let Some(ix) = index.as_mut() {
+                    ix.insert(&key, entries.len());
+                }
+                entries.push((key, value));
+                if index.is_none() && entries.len() > INDEXED_FROM {
+                    let mut ix = Index::default();
+                    for (i, (k, _)) in entries.iter().enumerate() {
+                        ix.insert(k, i);
+                    }
+                    *index = Some(Box::new(ix));
+                }
+            }
+        }
+    }
+}
+
 impl Value {
     /// The value of a string key in a dict.
     pub fn get(&self, key: &str) -> Option<Value> {
         match self {
-            Value::Dict(d) => d.borrow().iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone()),
+            Value::Dict(d) => d.get(key),
             _ => None,
         }
     }
@@ -83,14 +254,158 @@ impl Value {
     /// The items of a list or a tuple (a cheap copy of shared references).
     pub fn items(&self) -> Option<Vec<Value>> {
         match self {
-            Value::List(l) => Some(l.borrow().clone()),
+            Value::List(l) => Some(l.items().clone()),
             Value::Tuple(t) => Some(t.to_vec()),
+            _ => None,
+        }
+    }
+
+    /// Item `i` of a list or a tuple, without copying the others.
+    pub fn item(&self, i: usize) -> Option<Value> {
+        match self {
+            Value::List(l) => l.items().get(i).cloned(),
+            Value::Tuple(t) => t.get(i).cloned(),
             _ => None,
         }
     }
 
     pub fn is_dict(&self) -> bool {
         matches!(self, Value::Dict(_))
+    }
+
+    /// The number of items of a list or a tuple, without copying them.
+    pub fn item_count(&self) -> Option<usize> {
+        match self {
+            Value::List(l) => Some(l.len()),
+            Value::Tuple(t) => Some(t.len()),
+            _ => None,
+        }
+    }
+
+    /// Which shared value this is: equal for the same list, tuple, dict or string reached
+    /// twice (through the memo), so that what reads it once can skip it the next time. Only
+    /// meaningful while the value is alive; `None` for plain values.
+    pub fn identity(&self) -> Option<usize> {
+        match self {
+            Value::List(l) => Some(Rc::as_ptr(l) as *const () as usize),
+            Value::Tuple(t) => Some(Rc::as_ptr(t) as *const () as usize),
+            Value::Dict(d) => Some(Rc::as_ptr(d) as *const () as usize),
+            Value::Str(s) => Some(Rc::as_ptr(s) as *const () as usize),
+            _ => None,
+        }
+    }
+
+    /// How deep containers nest in the value (0 for a plain value).
+    fn depth(&self) -> u32 {
+        match self {
+            Value::List(l) => l.shape.get().depth,
+            Value::Dict(d) => d.shape.get().depth,
+            Value::Tuple(t) => t.depth,
+            _ => 0,
+        }
+    }
+
+    /// A Python-like text of the value, cut at about `max` characters (`…`). Iterative and
+    /// bounded: a value of any depth or size renders in `max` steps or so.
+    pub fn repr(&self, max: usize) -> String {
+        enum Work {
+            Value(Value),
+            Text(&'static str),
+        }
+        let mut out = String::new();
+        let mut todo = vec![Work::Value(self.clone())];
+        while let Some(w) = todo.pop() {
+            if out.len() >= max {
+                out.push('…');
+                break;
+            }
+            let v = match w {
+                Work::Text(t) => {
+                    out.push_str(t);
+                    continue;
+                }
+                Work::Value(v) => v,
+            };
+            // Items go on the stack last first; no more than can still be shown.
+            let room = max.saturating_sub(out.len()) / 2 + 1;
+            match &v {
+                Value::None => out.push_str("None"),
+                Value::Bool(true) => out.push_str("True"),
+                Value::Bool(false) => out.push_str("False"),
+                Value::Int(i) => out.push_str(&i.to_string()),
+                Value::BigInt => out.push_str("<big int>"),
+                Value::Float(f) => out.push_str(&format!("{f:?}")),
+                Value::Str(s) => {
+                    let cut: String = s.chars().take(max.saturating_sub(out.len()) + 1).collect();
+                    out.push_str(&format!("{cut:?}"));
+                }
+                Value::Bytes(b) => out.push_str(&format!("<{} bytes>", b.len())),
+                Value::Global(g) => out.push_str(&format!("<{}>", g.chars().take(max).collect::<String>())),
+                Value::Object => out.push_str("<object>"),
+                Value::List(_) | Value::Tuple(_) => {
+                    let (open, close, total, items): (_, _, _, Vec<Value>) = match &v {
+                        Value::List(l) => ("[", "]", l.len(), l.items().iter().take(room).cloned().collect()),
+                        Value::Tuple(t) => ("(", ")", t.len(), t.iter().take(room).cloned().collect()),
+                        _ => unreachable!("matched as a list or a tuple"),
+                    };
+                    out.push_str(open);
+                    todo.push(Work::Text(close));
+                    if total > items.len() {
+                        todo.push(Work::Text(", …"));
+                    }
+                    for (i, item) in items.into_iter().enumerate().rev() {
+                        todo.push(Work::Value(item));
+                        if i > 0 {
+                            todo.push(Work::Text(", "));
+                        }
+                    }
+                }
+                Value::Dict(d) => {
+                    out.push('{');
+                    todo.push(Work::Text("}"));
+                    if d.len() > room {
+                        todo.push(Work::Text(", …"));
+                    }
+                    let entries: Vec<(Value, Value)> = d.entries().iter().take(room).cloned().collect();
+                    for (i, (k, val)) in entries.into_iter().enumerate().rev() {
+                        todo.push(Work::Value(val));
+                        todo.push(Work::Text(": "));
+                        todo.push(Work::Value(k));
+                        if i > 0 {
+                            todo.push(Work::Text(", "));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Characters of a value's `Debug` output.
+const DEBUG_CHARS: usize = 400;
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.repr(DEBUG_CHARS))
+    }
+}
+
+impl fmt::Debug for List {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<list of {}>", self.len())
+    }
+}
+
+impl fmt::Debug for Tuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<tuple of {}>", self.len())
+    }
+}
+
+impl fmt::Debug for Dict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<dict of {}>", self.len())
     }
 }
 
@@ -225,6 +540,50 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Marks `items` as taken by a container and returns that container's depth: taken,
+    /// a list or dict may not be filled any more (see the module's notes).
+    fn take_in(&self, items: &[Value]) -> Result<u32, PickleError> {
+        let mut deepest = 0;
+        for item in items {
+            let shape = match item {
+                Value::List(l) => Some(&l.shape),
+                Value::Dict(d) => Some(&d.shape),
+                _ => None,
+            };
+            if let Some(shape) = shape {
+                shape.set(Shape { taken: true, ..shape.get() });
+            }
+            deepest = deepest.max(item.depth());
+        }
+        if deepest >= MAX_DEPTH {
+            return self
+                .err(format!("values nested deeper than {MAX_DEPTH} levels: a memory snapshot nests fewer than 10"));
+        }
+        Ok(deepest + 1)
+    }
+
+    /// Makes room in a container for items of `depth` (from [`Reader::take_in`]).
+    fn fill(&self, shape: &Cell<Shape>, depth: u32) -> Result<(), PickleError> {
+        let s = shape.get();
+        if s.taken {
+            return self.err(
+                "a list or dict is filled after it was put in another value, which is how a value is put inside itself: a memory snapshot holds no such value",
+            );
+        }
+        shape.set(Shape { depth: s.depth.max(depth), ..s });
+        Ok(())
+    }
+
+    fn new_list(&self, items: Vec<Value>) -> Result<Value, PickleError> {
+        let depth = self.take_in(&items)?;
+        Ok(Value::List(Rc::new(List { items: RefCell::new(items), shape: Cell::new(Shape { depth, taken: false }) })))
+    }
+
+    fn new_tuple(&self, items: Vec<Value>) -> Result<Value, PickleError> {
+        let depth = self.take_in(&items)?;
+        Ok(Value::Tuple(Rc::new(Tuple { items: items.into_boxed_slice(), depth })))
+    }
+
     fn set_items(&self, dict: &Value, items: Vec<Value>) -> Result<(), PickleError> {
         let Value::Dict(d) = dict else {
             return self.err("items set on something that is not a dict");
@@ -232,25 +591,46 @@ impl<'a> Reader<'a> {
         if !items.len().is_multiple_of(2) {
             return self.err("a dict gets a key without a value");
         }
-        let mut d = d.borrow_mut();
+        let depth = self.take_in(&items)?;
+        self.fill(&d.shape, depth)?;
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            match d.iter_mut().find(|(key, _)| same_key(key, &k)) {
-                Some(entry) => entry.1 = v,
-                None => d.push((k, v)),
-            }
+            d.set(k, v);
         }
         Ok(())
     }
 
     fn extend(&self, list: &Value, items: Vec<Value>) -> Result<(), PickleError> {
         match list {
+            // A set's items too: kept, unordered semantics aside.
             Value::List(l) => {
-                l.borrow_mut().extend(items);
+                let depth = self.take_in(&items)?;
+                self.fill(&l.shape, depth)?;
+                l.items.borrow_mut().extend(items);
                 Ok(())
             }
-            // A set's items: kept, unordered semantics aside.
             _ => self.err("items appended to something that is not a list"),
+        }
+    }
+
+    /// What a few standard callables build; anything else is opaque.
+    fn reduce(&self, callable: &Value, args: &Value) -> Result<Value, PickleError> {
+        let Value::Global(name) = callable else {
+            return Ok(Value::Object);
+        };
+        let items = args.items().unwrap_or_default();
+        match &**name {
+            "collections.OrderedDict" | "builtins.dict" | "__builtin__.dict" => {
+                let d = Value::Dict(Rc::new(Dict::new()));
+                let pairs = items.first().and_then(Value::items).unwrap_or_default();
+                let kvs = pairs.iter().filter_map(|p| p.items().filter(|kv| kv.len() == 2)).flatten().collect();
+                self.set_items(&d, kvs)?;
+                Ok(d)
+            }
+            "builtins.set" | "__builtin__.set" | "builtins.frozenset" | "builtins.list" => {
+                self.new_list(items.first().and_then(Value::items).unwrap_or_default())
+            }
+            _ => Ok(Value::Object),
         }
     }
 
@@ -362,21 +742,24 @@ impl<'a> Reader<'a> {
                     };
                     self.stack.push(v);
                 }
-                b']' => self.stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
-                b'}' => self.stack.push(Value::Dict(Rc::new(RefCell::new(Vec::new())))),
-                b')' => self.stack.push(Value::Tuple(Rc::from(Vec::new()))),
-                0x8f => self.stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    self.stack.push(Value::List(Rc::new(RefCell::new(items))));
+                b']' | 0x8f => {
+                    let v = self.new_list(Vec::new())?;
+                    self.stack.push(v);
                 }
-                b't' | 0x91 => {
+                b'}' => self.stack.push(Value::Dict(Rc::new(Dict::new()))),
+                b')' => {
+                    let v = self.new_tuple(Vec::new())?;
+                    self.stack.push(v);
+                }
+                b'l' | 0x91 => {
                     let items = self.pop_mark()?;
-                    self.stack.push(if op == b't' {
-                        Value::Tuple(Rc::from(items))
-                    } else {
-                        Value::List(Rc::new(RefCell::new(items)))
-                    });
+                    let v = self.new_list(items)?;
+                    self.stack.push(v);
+                }
+                b't' => {
+                    let items = self.pop_mark()?;
+                    let v = self.new_tuple(items)?;
+                    self.stack.push(v);
                 }
                 0x85..=0x87 => {
                     let n = (op - 0x84) as usize;
@@ -384,11 +767,12 @@ impl<'a> Reader<'a> {
                         return self.err("a tuple needs more values than the stack has");
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.stack.push(Value::Tuple(Rc::from(items)));
+                    let v = self.new_tuple(items)?;
+                    self.stack.push(v);
                 }
                 b'd' => {
                     let items = self.pop_mark()?;
-                    let d = Value::Dict(Rc::new(RefCell::new(Vec::new())));
+                    let d = Value::Dict(Rc::new(Dict::new()));
                     self.set_items(&d, items)?;
                     self.stack.push(d);
                 }
@@ -463,7 +847,8 @@ impl<'a> Reader<'a> {
                 b'R' => {
                     let args = self.pop()?;
                     let callable = self.pop()?;
-                    self.stack.push(reduce(&callable, &args));
+                    let v = self.reduce(&callable, &args)?;
+                    self.stack.push(v);
                 }
                 0x81 => {
                     self.pop()?;
@@ -499,33 +884,6 @@ impl<'a> Reader<'a> {
                 other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
             }
         }
-    }
-}
-
-/// What a few standard callables build; anything else is opaque.
-fn reduce(callable: &Value, args: &Value) -> Value {
-    let Value::Global(name) = callable else {
-        return Value::Object;
-    };
-    let items = args.items().unwrap_or_default();
-    match &**name {
-        "collections.OrderedDict" | "builtins.dict" | "__builtin__.dict" => {
-            let d = Value::Dict(Rc::new(RefCell::new(Vec::new())));
-            if let (Value::Dict(target), Some(first)) = (&d, items.first())
-                && let Some(pairs) = first.items()
-            {
-                for p in pairs {
-                    if let Some(kv) = p.items().filter(|kv| kv.len() == 2) {
-                        target.borrow_mut().push((kv[0].clone(), kv[1].clone()));
-                    }
-                }
-            }
-            d
-        }
-        "builtins.set" | "__builtin__.set" | "builtins.frozenset" | "builtins.list" => {
-            Value::List(Rc::new(RefCell::new(items.first().and_then(Value::items).unwrap_or_default())))
-        }
-        _ => Value::Object,
     }
 }
 
@@ -688,6 +1046,108 @@ mod tests {
         p.push(b'.');
         let v = read(&p).unwrap();
         assert_eq!(v.items().map(|i| i.len()), Some(2));
+    }
+
+    /// `levels` empty lists, each then appended into the one below it.
+    fn nested(levels: usize) -> Vec<u8> {
+        let mut p = vec![0x80, 2];
+        p.extend(std::iter::repeat_n(b']', levels));
+        p.extend(std::iter::repeat_n(b'a', levels - 1));
+        p.push(b'.');
+        p
+    }
+
+    #[test]
+    fn nesting_is_read_to_the_limit_and_refused_beyond() {
+        let v = read(&nested(MAX_DEPTH as usize)).unwrap();
+        assert_eq!(v.depth(), MAX_DEPTH);
+        // Shown and dropped without recursing per level.
+        assert!(format!("{v:?}").len() < 2 * DEBUG_CHARS);
+        drop(v);
+        for levels in [MAX_DEPTH as usize + 1, 100_000] {
+            let e = read(&nested(levels)).unwrap_err();
+            assert!(e.message.contains("nested deeper than 1000 levels"), "{e}");
+        }
+        // Tuples and dicts count too: (((...))) and {0: {0: ...}}.
+        let mut p = vec![0x80, 2, b'N'];
+        p.extend(std::iter::repeat_n(0x85, 2000));
+        p.push(b'.');
+        assert!(read(&p).unwrap_err().message.contains("nested deeper"));
+        // {0: {0: {...}}}: each dict set into the one below it.
+        let mut p = vec![0x80, 2, b'}'];
+        for _ in 1..2000 {
+            p.extend_from_slice(b"K\x00}");
+        }
+        p.extend(std::iter::repeat_n(b's', 1999));
+        p.push(b'.');
+        assert!(read(&p).unwrap_err().message.contains("nested deeper"));
+    }
+
+    #[test]
+    fn a_value_put_inside_itself_is_refused() {
+        // l = []; l.append(l)
+        let e = read(b"\x80\x02]q\x00h\x00a.").unwrap_err();
+        assert!(e.message.contains("inside itself"), "{e}");
+        // DUP, then APPENDS: the same through the stack.
+        assert!(read(b"\x80\x02]2(2e.").unwrap_err().message.contains("inside itself"));
+        // d = {}; d["k"] = d
+        assert!(read(b"\x80\x02}q\x00X\x01\x00\x00\x00kh\x00s.").unwrap_err().message.contains("inside itself"));
+        // a = []; b = [a]; a.append(b): through another list.
+        let e = read(b"\x80\x02]q\x00]q\x01h\x00ah\x00h\x01a.").unwrap_err();
+        assert!(e.message.contains("inside itself"), "{e}");
+        // A list shared by two others, each filled in turn, is fine: [[1], [1]].
+        let v = read(b"\x80\x02](]q\x00K\x01ah\x00e.").unwrap();
+        assert_eq!(v.items().map(|i| i.len()), Some(2));
+    }
+
+    #[test]
+    fn a_dict_of_200_000_keys_reads_in_order_last_write_winning() {
+        let n = 200_000u32;
+        let mut p = vec![0x80, 2, b'}', b'('];
+        for i in 0..n {
+            p.push(b'J');
+            p.extend_from_slice(&i.to_le_bytes());
+            p.push(b'N');
+        }
+        // Set again: keeps its place, takes the new value.
+        p.extend_from_slice(b"J\x07\x00\x00\x00X\x01\x00\x00\x00x");
+        p.extend_from_slice(b"X\x04\x00\x00\x00sizeK\x05u.");
+        let v = read(&p).unwrap();
+        let Value::Dict(d) = &v else { panic!("{v:?}") };
+        assert_eq!(d.len(), n as usize + 1);
+        let entries = d.entries();
+        assert_eq!(entries[7].0.as_i128(), Some(7));
+        assert_eq!(entries[7].1.as_str(), Some("x"));
+        assert_eq!(entries[n as usize].0.as_str(), Some("size"));
+        drop(entries);
+        assert_eq!(v.get("size").and_then(|s| s.as_u64()), Some(5));
+        assert!(v.get("nothing").is_none());
+    }
+
+    #[test]
+    fn a_small_dict_is_looked_up_like_a_large_one() {
+        // {"a": 1, "a": 2, 1: 3, True: 4}: the same key twice is one entry; 1 and True differ.
+        let v = read(b"\x80\x02}(X\x01\x00\x00\x00aK\x01X\x01\x00\x00\x00aK\x02K\x01K\x03\x88K\x04u.").unwrap();
+        let Value::Dict(d) = &v else { panic!() };
+        assert_eq!(d.len(), 3);
+        assert_eq!(v.get("a").and_then(|x| x.as_i128()), Some(2));
+    }
+
+    #[test]
+    fn debug_output_is_bounded() {
+        // A list of 100 000 strings of 1 000 bytes, all the same one.
+        let mut p = vec![0x80, 2, b']', b'X'];
+        p.extend_from_slice(&1000u32.to_le_bytes());
+        p.extend(std::iter::repeat_n(b'x', 1000));
+        p.extend_from_slice(b"q\x000(");
+        for _ in 0..100_000 {
+            p.extend_from_slice(b"h\x00");
+        }
+        p.extend_from_slice(b"e.");
+        let v = read(&p).unwrap();
+        let text = format!("{v:?}");
+        assert!(text.len() < 2 * DEBUG_CHARS && text.ends_with('…'), "{} chars", text.len());
+        assert_eq!(v.repr(100).chars().next(), Some('['));
     }
 
     #[test]

@@ -128,14 +128,41 @@ fn int(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(|x| x.as_u64())
 }
 
-fn frames_op(frames: Option<Value>, cache: &mut HashMap<String, Option<String>>) -> Option<String> {
-    let items = frames.and_then(|f| f.items())?;
-    if items.is_empty() {
-        return None;
+/// Op names by stack: each distinct stack named once, from the frames the snapshot shares.
+struct Names {
+    stacks: torch_frames::Stacks,
+    /// By stack number: the node it names, and its number in [`Ops`] once an entry used it.
+    named: Vec<Option<(Option<String>, Option<u32>)>>,
+}
+
+impl Names {
+    /// The stack number of a frames list, named.
+    fn stack(&mut self, frames: Option<Value>) -> Result<Option<usize>, torch_frames::OverBudget> {
+        let Some(id) = frames.and_then(|f| self.stacks.stack(&f)) else { return Ok(None) };
+        let i = id as usize;
+        if self.named.len() <= i {
+            self.named.resize(i + 1, None);
+        }
+        if self.named[i].is_none() {
+            self.named[i] = Some((torch_frames::node(&self.stacks.frames(id)?), None));
+        }
+        Ok(Some(i))
     }
-    let parsed = torch_frames::from_pickle(&items);
-    let key = torch_frames::key(&parsed);
-    cache.entry(key).or_insert_with(|| torch_frames::node(&parsed)).clone()
+
+    /// The node a block's frames name, a copy of its own (charged).
+    fn op(&mut self, frames: Option<Value>) -> Result<Option<String>, torch_frames::OverBudget> {
+        let Some(i) = self.stack(frames)? else { return Ok(None) };
+        let op = self.named[i].as_ref().and_then(|(op, _)| op.clone());
+        self.stacks.charge(op.as_ref().map_or(0, String::len))?;
+        Ok(op)
+    }
+
+    /// The number in `ops` of the node an entry's frames name (0: none).
+    fn op_id(&mut self, frames: Option<Value>, ops: &mut Ops) -> Result<u32, torch_frames::OverBudget> {
+        let Some(i) = self.stack(frames)? else { return Ok(0) };
+        let Some((op, id)) = self.named[i].as_mut() else { return Ok(0) };
+        Ok(*id.get_or_insert_with(|| ops.id(op.clone())))
+    }
 }
 
 /// Settings from `allocator_settings` (max_split_size −1 is unset; divisions keyed by the
@@ -153,7 +180,7 @@ fn recorded_settings(s: &Value) -> Settings {
     }
     out.expandable_segments = s.get("expandable_segments").and_then(|v| v.as_bool()).unwrap_or(false);
     if let Some(Value::Dict(d)) = s.get("roundup_power2_divisions") {
-        for (k, v) in d.borrow().iter() {
+        for (k, v) in d.entries().iter() {
             let (Some(mib), Some(n)) = (k.as_str().and_then(|k| k.parse::<u64>().ok()), v.as_u64()) else { continue };
             if mib.is_power_of_two() {
                 let i = mib.trailing_zeros() as usize;
@@ -189,11 +216,12 @@ impl SnapshotTrace {
         let traces = top.get("device_traces").and_then(|t| t.items()).unwrap_or_default();
         let device = match gpu {
             Some(d) => d,
-            None => traces.iter().position(|t| t.items().is_some_and(|i| !i.is_empty())).unwrap_or(0) as i64,
+            None => traces.iter().position(|t| t.item_count().is_some_and(|n| n > 0)).unwrap_or(0) as i64,
         };
         let trace =
             usize::try_from(device).ok().and_then(|d| traces.get(d)).and_then(|t| t.items()).unwrap_or_default();
-        let mut cache = HashMap::new();
+        let mut names = Names { stacks: torch_frames::Stacks::new(bytes.len()), named: Vec::new() };
+        let over = |e: torch_frames::OverBudget| err(e.message());
         let mut ops = Ops::new();
         let mut finals = Vec::new();
         let mut any_expandable = false;
@@ -215,12 +243,15 @@ impl SnapshotTrace {
             any_expandable |= expandable;
             let mut blocks = Vec::new();
             let mut at = addr;
-            for b in seg.get("blocks").and_then(|b| b.items()).unwrap_or_default() {
+            let items = seg.get("blocks").and_then(|b| b.items()).unwrap_or_default();
+            names.stacks.charge(size_of::<FinalSegment>() + items.len() * size_of::<FinalBlock>()).map_err(over)?;
+            for b in items {
                 let bsize = int(&b, "size").ok_or_else(|| err("a block without \"size\"".into()))?;
-                let state = b.get("state").as_ref().and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
+                let state = b.get("state");
+                let state = state.as_ref().and_then(Value::as_str).unwrap_or("");
                 let allocated = state == "active_allocated";
                 let pending_free = state == "active_pending_free";
-                let op = if allocated || pending_free { frames_op(b.get("frames"), &mut cache) } else { None };
+                let op = if allocated || pending_free { names.op(b.get("frames")).map_err(over)? } else { None };
                 blocks.push(FinalBlock {
                     addr: int(&b, "address").unwrap_or(at),
                     size: bsize,
@@ -234,6 +265,7 @@ impl SnapshotTrace {
             finals.push(FinalSegment { addr, size, stream: int(seg, "stream").unwrap_or(0), pool, expandable, blocks });
         }
         finals.sort_by_key(|s| s.addr);
+        names.stacks.charge(trace.len() * size_of::<Entry>()).map_err(over)?;
         let mut entries = Vec::with_capacity(trace.len());
         for (i, e) in trace.iter().enumerate() {
             let action = match e.get("action").as_ref().and_then(Value::as_str) {
@@ -257,7 +289,7 @@ impl SnapshotTrace {
                 stream: int(e, "stream").unwrap_or(0),
                 t_ns: e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64),
                 op: if action == Action::Alloc || action == Action::Oom {
-                    ops.id(frames_op(e.get("frames"), &mut cache))
+                    names.op_id(e.get("frames"), &mut ops).map_err(over)?
                 } else {
                     0
                 },

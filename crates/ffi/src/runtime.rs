@@ -117,6 +117,8 @@ pub struct Runtime {
     /// OOMs past the dump budget since the last line said so, and when that line was.
     undumped: AtomicU64,
     undumped_line: Mutex<Option<Instant>>,
+    /// OOM dumps written.
+    dumps_written: AtomicU64,
     warnings: Mutex<HashMap<&'static str, u64>>,
     command: String,
 }
@@ -180,6 +182,7 @@ impl Runtime {
             ooms: AtomicU64::new(0),
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
+            dumps_written: AtomicU64::new(0),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
         }
@@ -231,12 +234,9 @@ impl Runtime {
             drop(sampler);
         }
         let ooms = self.ooms.load(Ordering::Relaxed);
-        if ooms > self.config.max_dumps {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "oomscope: {ooms} OOMs in all; the first {} were dumped (OOMSCOPE_MAX_DUMPS)",
-                self.config.max_dumps
-            );
+        let written = self.dumps_written.load(Ordering::Relaxed);
+        if ooms > written {
+            let _ = writeln!(std::io::stderr().lock(), "oomscope: {ooms} OOMs in all, {written} dump(s) written");
         }
     }
 
@@ -513,6 +513,9 @@ impl Runtime {
         verdict::attach(&mut oom.dump);
         let path = self.dump_path(slot.device, "oom");
         let written = self.write_oom_dump(&path, &oom.dump);
+        if written.is_ok() {
+            self.dumps_written.fetch_add(1, Ordering::Relaxed);
+        }
         let where_ = match &written {
             Ok(()) => format!("dump: {}", path.display()),
             Err(e) => format!("the dump was not written: {e}"),
@@ -540,7 +543,7 @@ impl Runtime {
         if n == self.config.max_dumps {
             let _ = writeln!(
                 err,
-                "oomscope: that was the last OOM dumped (OOMSCOPE_MAX_DUMPS={}); later ones are counted",
+                "oomscope: OOM #{n} was the last to get a dump (OOMSCOPE_MAX_DUMPS={}); later ones are counted",
                 self.config.max_dumps
             );
         }
@@ -567,13 +570,16 @@ impl Runtime {
             let since = self.undumped.swap(0, Ordering::Relaxed).max(1);
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "oomscope: {since} more OOM(s) on GPU {}, {n} in all; not dumped (the first {} were; \
-                 OOMSCOPE_MAX_DUMPS raises it)",
+                "oomscope: {since} more OOM(s) on GPU {} ({n} in all), not dumped (OOMSCOPE_MAX_DUMPS={})",
                 slot.device,
                 self.config.max_dumps
             );
         }
-        self.caller_message(slot, oom, &format!(" (OOM #{n}: not dumped; the first {} were)", self.config.max_dumps))
+        self.caller_message(
+            slot,
+            oom,
+            &format!(" (OOM #{n}, not dumped: OOMSCOPE_MAX_DUMPS={})", self.config.max_dumps),
+        )
     }
 
     /// The allocation's failure in PyTorch's words (the caching allocator's), else TF's

@@ -8,7 +8,11 @@
 //! libraries, and at last the user's own frames. A name made from the first frame is the
 //! recorder's (`gather_with_cpp() (memory_snapshot.cpp:0)`): useless to anyone.
 
+use crate::pickle::Value;
 use oomscope_dump::Frame;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// What the frames say of an allocation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,7 +74,8 @@ fn aten_op(function: &str) -> Option<String> {
 /// packages. `library` widens it to installed packages other than PyTorch.
 fn python_frame(f: &Frame, library: bool) -> bool {
     let Some(file) = f.file.as_deref() else { return false };
-    let file = file.replace('\\', "/");
+    // Copied only when it has backslashes: every frame is looked at, most never need it.
+    let file: Cow<str> = if file.contains('\\') { Cow::Owned(file.replace('\\', "/")) } else { Cow::Borrowed(file) };
     if !file.ends_with(".py") || file.starts_with('<') {
         return false;
     }
@@ -172,32 +177,218 @@ pub fn is_internal(node: &str) -> bool {
     internal.iter().any(|m| node.contains(m))
 }
 
-/// A snapshot's frames (`{name, filename, line}` dicts) as dump frames.
-pub fn from_pickle(items: &[crate::pickle::Value]) -> Vec<Frame> {
-    items
-        .iter()
-        .map(|f| Frame {
-            ip: 0,
-            function: f.get("name").and_then(|v| v.as_str().map(str::to_string)),
-            file: f.get("filename").and_then(|v| v.as_str().map(str::to_string)),
-            line: f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok()),
-        })
-        .collect()
+/// The longest function or file name kept, in bytes; a longer one is cut and ends in `…`.
+/// No real path or C++ signature comes near it, and it keeps a hostile snapshot from making
+/// each frame copy megabytes.
+pub const MAX_NAME: usize = 4096;
+
+/// What reading a snapshot of `len` bytes may build (frames, names, blocks, events), in
+/// bytes: 32 times the file, and at least 256 MiB. Real snapshots build a few times their
+/// size; only one that references the same values over and over builds more.
+pub fn budget(len: usize) -> u64 {
+    (256u64 << 20).max(32u64.saturating_mul(len as u64))
 }
 
-/// A key that is equal for equal stacks, to name or store each stack once.
-pub fn key(frames: &[Frame]) -> String {
-    frames
-        .iter()
-        .map(|f| {
-            format!(
-                "{}|{}|{}\n",
-                f.function.as_deref().unwrap_or(""),
-                f.file.as_deref().unwrap_or(""),
-                f.line.unwrap_or(0)
-            )
-        })
-        .collect()
+/// A snapshot that would build more than its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverBudget {
+    pub limit: u64,
+}
+
+impl OverBudget {
+    /// Why the snapshot is refused, for the user.
+    pub fn message(&self) -> String {
+        format!(
+            "the snapshot expands to more than {} MiB of frames, blocks and events when read (the limit is 32 times \
+             its size, at least 256 MiB): it repeats the same values far more than a real snapshot does; it is \
+             damaged, or too large to import",
+            self.limit >> 20
+        )
+    }
+}
+
+/// A name as kept: cut at [`MAX_NAME`] bytes, on a character boundary.
+fn capped(s: &Rc<str>) -> Rc<str> {
+    if s.len() <= MAX_NAME {
+        return s.clone();
+    }
+    let mut end = MAX_NAME - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Rc::from(format!("{}…", &s[..end]))
+}
+
+/// A frame as string ids and its line.
+#[derive(Clone, Copy)]
+struct Parsed {
+    function: Option<u32>,
+    file: Option<u32>,
+    line: Option<u32>,
+}
+
+/// The stacks of one snapshot: its frames lists (`{name, filename, line}` dicts, innermost
+/// first) as numbered stacks, equal stacks one number.
+///
+/// Each list, frame dict and string the pickle shares is read once (known by its identity,
+/// the values kept alive so that identity stays theirs) and each distinct name kept once, so
+/// the work is bounded by the file however often a snapshot references the same frames.
+/// Copying a stack's frames out is charged to the budget.
+pub struct Stacks {
+    limit: u64,
+    used: u64,
+    /// Frames read, each shared list once.
+    read: u64,
+    lists: HashMap<usize, (Value, Option<u32>)>,
+    frame_of: HashMap<usize, (Value, u32)>,
+    str_of: HashMap<usize, (Value, u32)>,
+    strs: Vec<Rc<str>>,
+    str_index: HashMap<Rc<str>, u32>,
+    frames: Vec<Parsed>,
+    /// By function, file and line, an absent one as empty or 0.
+    frame_index: HashMap<(u32, u32, u32), u32>,
+    stacks: Vec<Rc<[u32]>>,
+    stack_index: HashMap<Rc<[u32]>, u32>,
+}
+
+impl std::fmt::Debug for Stacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stacks({} stacks, {} of {} bytes)", self.stacks.len(), self.used, self.limit)
+    }
+}
+
+/// The string id of the empty name.
+const EMPTY: u32 = 0;
+
+impl Stacks {
+    /// For a snapshot of `len` bytes.
+    pub fn new(len: usize) -> Stacks {
+        let mut s = Stacks {
+            limit: budget(len),
+            used: 0,
+            read: 0,
+            lists: HashMap::new(),
+            frame_of: HashMap::new(),
+            str_of: HashMap::new(),
+            strs: Vec::new(),
+            str_index: HashMap::new(),
+            frames: Vec::new(),
+            frame_index: HashMap::new(),
+            stacks: Vec::new(),
+            stack_index: HashMap::new(),
+        };
+        s.intern(Rc::from(""));
+        s
+    }
+
+    /// Counts `bytes` built from the snapshot against its budget.
+    pub fn charge(&mut self, bytes: usize) -> Result<(), OverBudget> {
+        self.used = self.used.saturating_add(bytes as u64);
+        if self.used > self.limit {
+            return Err(OverBudget { limit: self.limit });
+        }
+        Ok(())
+    }
+
+    /// Bytes charged so far.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Frames read so far: a list shared by many blocks counts once.
+    pub fn frames_read(&self) -> u64 {
+        self.read
+    }
+
+    fn intern(&mut self, s: Rc<str>) -> u32 {
+        if let Some(&id) = self.str_index.get(&s) {
+            return id;
+        }
+        let id = self.strs.len() as u32;
+        self.strs.push(s.clone());
+        self.str_index.insert(s, id);
+        id
+    }
+
+    fn string(&mut self, v: Option<Value>) -> Option<u32> {
+        let v = v?;
+        let Value::Str(s) = &v else { return None };
+        let key = v.identity()?;
+        if let Some((_, id)) = self.str_of.get(&key) {
+            return Some(*id);
+        }
+        let id = self.intern(capped(s));
+        self.str_of.insert(key, (v, id));
+        Some(id)
+    }
+
+    fn frame(&mut self, f: &Value) -> u32 {
+        let key = f.identity().filter(|_| f.is_dict());
+        if let Some((_, id)) = key.and_then(|k| self.frame_of.get(&k)) {
+            return *id;
+        }
+        let function = self.string(f.get("name"));
+        let file = self.string(f.get("filename"));
+        let line = f.get("line").and_then(|v| v.as_u64()).and_then(|l| u32::try_from(l).ok());
+        let next = self.frames.len() as u32;
+        let id = *self
+            .frame_index
+            .entry((function.unwrap_or(EMPTY), file.unwrap_or(EMPTY), line.unwrap_or(0)))
+            .or_insert(next);
+        if id == next {
+            self.frames.push(Parsed { function, file, line });
+        }
+        if let Some(k) = key {
+            self.frame_of.insert(k, (f.clone(), id));
+        }
+        id
+    }
+
+    /// The stack of a frames list; `None` when it is not a list or holds no frame.
+    pub fn stack(&mut self, frames: &Value) -> Option<u32> {
+        let key = frames.identity()?;
+        if let Some((_, id)) = self.lists.get(&key) {
+            return *id;
+        }
+        let items = frames.items()?;
+        self.read += items.len() as u64;
+        let ids: Vec<u32> = items.iter().map(|f| self.frame(f)).collect();
+        let id = if ids.is_empty() {
+            None
+        } else {
+            let ids: Rc<[u32]> = Rc::from(ids);
+            let next = self.stacks.len() as u32;
+            let id = *self.stack_index.entry(ids.clone()).or_insert(next);
+            if id == next {
+                self.stacks.push(ids);
+            }
+            Some(id)
+        };
+        self.lists.insert(key, (frames.clone(), id));
+        id
+    }
+
+    /// The frames of stack `id` (from [`Stacks::stack`]) as dump frames, charged.
+    pub fn frames(&mut self, id: u32) -> Result<Vec<Frame>, OverBudget> {
+        let Some(ids) = self.stacks.get(id as usize).cloned() else { return Ok(Vec::new()) };
+        let len = |s: Option<u32>| s.map_or(0, |i| self.strs[i as usize].len());
+        let bytes: usize = ids
+            .iter()
+            .map(|&f| {
+                let p = self.frames[f as usize];
+                std::mem::size_of::<Frame>() + len(p.function) + len(p.file)
+            })
+            .sum();
+        self.charge(bytes)?;
+        let text = |s: Option<u32>| s.map(|i| self.strs[i as usize].to_string());
+        Ok(ids
+            .iter()
+            .map(|&f| {
+                let p = self.frames[f as usize];
+                Frame { ip: 0, function: text(p.function), file: text(p.file), line: p.line }
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +410,56 @@ mod tests {
                 "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long, CUstream_st*)",
             ),
         ]
+    }
+
+    /// A protocol 2 pickle: `[[F, F], [F, F]]`, two lists of one frame dict F shared through
+    /// the memo, its file name `file` bytes long.
+    fn three_lists(file: usize) -> Vec<u8> {
+        let mut p = vec![0x80, 2, b']', b'(', b'}', b'q', 0, b'('];
+        for (k, v) in [("name", "forward".to_string()), ("filename", format!("/u/{}.py", "m".repeat(file)))] {
+            for s in [k, &v] {
+                p.push(b'X');
+                p.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                p.extend_from_slice(s.as_bytes());
+            }
+        }
+        p.extend_from_slice(b"X\x04\x00\x00\x00lineK\x2au");
+        // [F, F] twice, as two lists.
+        p.extend_from_slice(b"0](h\x00h\x00e](h\x00h\x00e");
+        p.extend_from_slice(b"e.");
+        p
+    }
+
+    #[test]
+    fn equal_stacks_are_one_stack_and_long_names_are_cut() {
+        let v = crate::pickle::read(&three_lists(10_000)).unwrap();
+        let lists = v.items().unwrap();
+        assert_eq!(lists.len(), 2);
+        let mut stacks = Stacks::new(1000);
+        let (a, b) = (stacks.stack(&lists[0]), stacks.stack(&lists[1]));
+        assert!(a.is_some() && a == b, "{a:?} {b:?}");
+        assert_eq!(stacks.used(), 0, "reading a stack copies nothing");
+        let frames = stacks.frames(a.unwrap()).unwrap();
+        assert_eq!(frames.len(), 2);
+        let file = frames[0].file.as_deref().unwrap();
+        assert!(file.len() == MAX_NAME && file.ends_with('…') && file.starts_with("/u/mmm"), "{}", file.len());
+        assert_eq!((frames[0].function.as_deref(), frames[0].line), (Some("forward"), Some(42)));
+        assert!(stacks.used() > 2 * MAX_NAME as u64);
+        // Short names are kept whole.
+        let v = crate::pickle::read(&three_lists(10)).unwrap();
+        let mut stacks = Stacks::new(1000);
+        let id = stacks.stack(&v.items().unwrap()[0]).unwrap();
+        assert_eq!(stacks.frames(id).unwrap()[0].file.as_deref(), Some("/u/mmmmmmmmmm.py"));
+    }
+
+    #[test]
+    fn the_budget_is_32_times_the_file_and_at_least_256_mib() {
+        assert_eq!(budget(1000), 256 << 20);
+        assert_eq!(budget(100 << 20), 3200 << 20);
+        let mut stacks = Stacks::new(1000);
+        assert!(stacks.charge(200 << 20).is_ok());
+        let e = stacks.charge(100 << 20).unwrap_err();
+        assert!(e.message().contains("expands to more than 256 MiB"), "{}", e.message());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! dump: the one that ran out of memory, unless asked.
 
 use super::ImportError;
+use super::torch_frames::Stacks;
 use crate::pickle::{self, Value};
 use oomscope_core::record::{EventKind, UNNAMED_OP};
 use oomscope_dump::{
@@ -13,11 +14,12 @@ use oomscope_dump::{
     RegionInfo, Section, Source, StackInfo,
 };
 use oomscope_dump::{DeviceKind, ImportedFrom, Refusal, SegmentPool, SourceKind, Stats};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// Blocks, frames and trace entries visited before a snapshot is called too large: a pickle
-/// that shares one list many times must not make the walk explode.
+/// that shares one list many times must not make the walk explode. A frames list shared by
+/// many blocks is read, and counted, once.
 const VISIT_BUDGET: u64 = 50_000_000;
 /// Trace entries kept as events (the last ones).
 const EVENTS_KEPT: usize = 100_000;
@@ -25,8 +27,10 @@ const EVENTS_KEPT: usize = 100_000;
 struct Walk<'p> {
     path: &'p Path,
     visits: u64,
+    frames: Stacks,
+    /// By stack number (from `frames`): the op it names and its index in `stacks`.
+    named: Vec<Option<(Option<String>, u32)>>,
     stacks: Vec<StackInfo>,
-    stack_index: HashMap<String, u32>,
 }
 
 impl Walk<'_> {
@@ -42,23 +46,36 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// The op name and stack index for a list of frames.
+    /// Counts what is built against the snapshot's budget.
+    fn charge(&mut self, bytes: usize) -> Result<(), ImportError> {
+        self.frames.charge(bytes).map_err(|e| self.err(e.message()))
+    }
+
+    /// The op name and stack index for a list of frames. Each distinct stack is copied and
+    /// named once; blocks that share it get its op name, charged.
     fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>), ImportError> {
-        let Some(items) = frames.and_then(|f| f.items()) else {
+        let read = self.frames.frames_read();
+        let id = frames.and_then(|f| self.frames.stack(&f));
+        self.visit((self.frames.frames_read() - read) as usize)?;
+        let Some(id) = id else {
             return Ok((None, None));
         };
-        self.visit(items.len())?;
-        let parsed = super::torch_frames::from_pickle(&items);
-        if parsed.is_empty() {
-            return Ok((None, None));
+        let i = id as usize;
+        if self.named.len() <= i {
+            self.named.resize(i + 1, None);
         }
-        let op = super::torch_frames::node(&parsed);
-        let key = super::torch_frames::key(&parsed);
-        let next = self.stacks.len() as u32;
-        let idx = *self.stack_index.entry(key).or_insert(next);
-        if idx == next {
-            self.stacks.push(StackInfo { ips: Vec::new(), frames: parsed });
-        }
+        let (op, idx) = match &self.named[i] {
+            Some(named) => named.clone(),
+            None => {
+                let parsed = self.frames.frames(id).map_err(|e| self.err(e.message()))?;
+                let op = super::torch_frames::node(&parsed);
+                let idx = self.stacks.len() as u32;
+                self.stacks.push(StackInfo { ips: Vec::new(), frames: parsed });
+                self.named[i] = Some((op.clone(), idx));
+                (op, idx)
+            }
+        };
+        self.charge(op.as_ref().map_or(0, String::len))?;
         Ok((op, Some(idx)))
     }
 }
@@ -69,6 +86,12 @@ fn int(v: &Value, key: &str) -> Option<u64> {
 
 /// Reads a snapshot pickle; `device` picks the device (default: the one with an OOM).
 pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, ImportError> {
+    parse_measured(path, bytes, device).map(|(d, _)| d)
+}
+
+/// [`parse`], and the bytes reading built, as counted against the snapshot's budget
+/// ([`super::torch_frames::budget`]).
+pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), ImportError> {
     let top = pickle::read(bytes).map_err(|e| ImportError {
         path: path.to_path_buf(),
         line: 0,
@@ -76,7 +99,7 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
             "not a readable pickle ({e}); a PyTorch snapshot is what torch.cuda.memory._dump_snapshot writes"
         ),
     })?;
-    let mut w = Walk { path, visits: 0, stacks: Vec::new(), stack_index: HashMap::new() };
+    let mut w = Walk { path, visits: 0, frames: Stacks::new(bytes.len()), named: Vec::new(), stacks: Vec::new() };
     let (segments, traces, settings) = match &top {
         Value::List(_) => (top.items().unwrap_or_default(), Vec::new(), None),
         Value::Dict(_) => (
@@ -93,8 +116,21 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
         return Err(w.err("\"segments\" holds something other than dicts: not a PyTorch memory snapshot"));
     }
     let trace_of = |d: usize| traces.get(d).and_then(|t| t.items()).unwrap_or_default();
-    let oom_device = (0..traces.len())
-        .find(|&d| trace_of(d).iter().any(|e| e.get("action").as_ref().and_then(Value::as_str) == Some("oom")));
+    // The first device whose trace has an `oom`; a trace the pickle shares between devices
+    // is searched once.
+    let mut searched = HashSet::new();
+    let mut oom_device = None;
+    for (d, t) in traces.iter().enumerate() {
+        if t.identity().is_some_and(|id| !searched.insert(id)) {
+            continue;
+        }
+        let entries = t.items().unwrap_or_default();
+        w.visit(entries.len())?;
+        if entries.iter().any(|e| e.get("action").as_ref().and_then(Value::as_str) == Some("oom")) {
+            oom_device = Some(d);
+            break;
+        }
+    }
     let dev = device
         .or(oom_device.map(|d| d as i64))
         .or_else(|| segments.first().and_then(|s| s.get("device")).and_then(|d| d.as_i128()).map(|d| d as i64))
@@ -107,18 +143,22 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
         };
         let blocks = seg.get("blocks").and_then(|b| b.items()).unwrap_or_default();
         w.visit(blocks.len())?;
+        w.charge(size_of::<RegionInfo>() + blocks.len() * size_of::<ChunkInfo>())?;
         let mut chunks = Vec::with_capacity(blocks.len());
         let mut at = address;
         for b in &blocks {
             let size = int(b, "size").ok_or_else(|| w.err("a block without \"size\""))?;
-            let state = b.get("state").as_ref().and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
+            let state = b.get("state");
+            let state = state.as_ref().and_then(Value::as_str).unwrap_or("");
             let in_use = state == "active_allocated";
             let pending_free = state == "active_pending_free";
             // Older snapshots keep the frames in the block's history.
-            let frames = b.get("frames").or_else(|| {
-                b.get("history").and_then(|h| h.items()).and_then(|h| h.first().and_then(|e| e.get("frames")))
-            });
+            let frames =
+                b.get("frames").or_else(|| b.get("history").and_then(|h| h.item(0)).and_then(|e| e.get("frames")));
             let (op, stack) = if in_use || pending_free { w.frames(frames)? } else { (None, None) };
+            if in_use && op.is_none() {
+                w.charge(super::torch_frames::BEFORE_RECORDING.len())?;
+            }
             chunks.push(ChunkInfo {
                 address: int(b, "address").unwrap_or(at),
                 size,
@@ -156,16 +196,18 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
     // The device trace: events, the failed request, and the peak.
     let trace = trace_of(dev.max(0) as usize);
     w.visit(trace.len())?;
+    w.charge(trace.len() * size_of::<EventInfo>())?;
     let mut events = Vec::new();
     let mut oom: Option<(u64, u64, Option<String>, u64)> = None; // (size, device_free, op, time)
     let (mut live, mut peak, mut allocs) = (0i128, 0i128, 0u64);
     let mut sizes: HashMap<u64, u64> = HashMap::new();
     for (seq, e) in trace.iter().enumerate() {
-        let action = e.get("action").as_ref().and_then(|a| a.as_str().map(str::to_string)).unwrap_or_default();
+        let action = e.get("action");
+        let action = action.as_ref().and_then(Value::as_str).unwrap_or("");
         let addr = int(e, "addr").unwrap_or(0);
         let size = int(e, "size").unwrap_or(0);
         let t_ns = e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64);
-        let kind = match action.as_str() {
+        let kind = match action {
             "alloc" => {
                 allocs += 1;
                 live += size as i128;
@@ -227,15 +269,8 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
         device_free,
         ..OomRecord::default()
     });
-    let settings: Vec<(String, String)> = settings
-        .map(|s| match s {
-            Value::Dict(d) => {
-                d.borrow().iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), format!("{v:?}")))).collect()
-            }
-            _ => Vec::new(),
-        })
-        .unwrap_or_default();
-    let expandable = settings.iter().any(|(k, v)| k == "expandable_segments" && v.contains("true"));
+    // Read as replay reads it; nothing else of the settings is needed here.
+    let expandable = settings.and_then(|s| s.get("expandable_segments")).and_then(|v| v.as_bool()).unwrap_or(false);
     // Everything a BFC report shows can be computed from segments and blocks, but the failed
     // request (without an `oom` action) and the history (without a trace).
     let mut absent = Vec::new();
@@ -245,7 +280,8 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
     if trace.is_empty() {
         absent.push(Section::Events);
     }
-    Ok(Dump {
+    let built = w.frames.used();
+    let dump = Dump {
         version: DUMP_VERSION,
         tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
         source: Source {
@@ -289,7 +325,8 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Imp
         workload: None,
         verdict: None,
         imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
-    })
+    };
+    Ok((dump, built))
 }
 
 /// Live bytes by op, largest first (ties in address order).
