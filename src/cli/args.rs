@@ -249,9 +249,10 @@ pub struct DemoArgs {
     /// On OOM, return empty regions to the device and retry
     #[arg(long)]
     pub gc: bool,
-    /// Report format
-    #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
-    pub format: FormatArg,
+    /// Report format [default: on a terminal, the verdict and the fix, then TensorFlow's
+    /// text; elsewhere TensorFlow's text alone, as `tf`]
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     /// Write the JSON dump here (atomically)
     #[arg(short = 'o', long = "output", value_name = "DUMP")]
     pub output: Option<PathBuf>,

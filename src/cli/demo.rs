@@ -19,6 +19,7 @@ use oomscope_dump::live::{Message, OomEvent};
 use oomscope_dump::{self as dump, Dump, Source};
 use oomscope_tui::model::{Status, Update};
 use oomscope_tui::source::Live;
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -105,7 +106,13 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     } else {
         finish(replay(&t, &settings, Some(&source_path), |_| {}))?
     };
-    output::print(&render::render(&result.dump, a.format.into()))?;
+    let text = match a.format {
+        Some(f) => render::render(&result.dump, f.into()),
+        // A person reads the answer first; TF's text follows for those who know it.
+        None if std::io::stdout().is_terminal() => answer_first(&result.dump),
+        None => render::render(&result.dump, render::Format::Tf),
+    };
+    output::print(&text)?;
     if result.failed {
         eprintln!("oomscope: out of memory after {} of {} events", result.events_replayed, t.events.len());
     } else {
@@ -191,4 +198,20 @@ fn played(
         }
         worker.join().map_err(|_| CliError("the simulated run failed unexpectedly".into()))?
     })
+}
+
+/// The verdict and the fix, then TensorFlow's text (which ends with them again, where a
+/// reader of TF's report looks).
+fn answer_first(d: &oomscope_dump::Dump) -> String {
+    let tf = render::render(d, render::Format::Tf);
+    match &d.verdict {
+        Some(v) => format!(
+            "{}
+(TensorFlow's report follows; `--format tf` prints it alone, `--format summary` the short one)
+
+{tf}",
+            render::verdict::render(v)
+        ),
+        None => tf,
+    }
 }

@@ -31,6 +31,8 @@ fn unet_demo_shows_seed_003s_figures_and_the_batch_that_fits() {
     let b1 = oomscope(&["demo", "unet", "--batch", "1", "--format", "summary"]);
     assert_eq!(b1.status.code(), Some(0));
     assert!(stdout(&b1).starts_with("No allocation failed in GPU_0_bfc: peak 4.4"), "batch 1 fits: {}", stdout(&b1));
+    // The summary gives the verdict when it fits too, as the TF text does.
+    assert!(stdout(&b1).contains("Verdict: fits") && stdout(&b1).contains("Fix: nothing to change"), "{}", stdout(&b1));
 }
 
 #[test]

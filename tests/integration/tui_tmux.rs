@@ -306,3 +306,25 @@ fn a_viewer_attached_to_a_hostile_socket_stops_at_the_line_cap() {
     t.assert_restored();
     std::fs::remove_dir_all(base).unwrap();
 }
+
+/// A new user's first screen of `oomscope demo` on a terminal: the story, the verdict and
+/// the fix, before TensorFlow's long report.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn the_demos_first_screen_on_a_terminal_shows_the_verdict_and_the_fix() {
+    let t = Tmux::new();
+    t.start(100, 30, &format!("{} demo", bin()));
+    t.wait_for("EXIT=0", 30);
+    // The whole output from its first line: what the user saw before it scrolled.
+    let all = String::from_utf8_lossy(&t.run(&["capture-pane", "-p", "-S", "-", "-t", "t"]).stdout).into_owned();
+    let first: String =
+        all.lines().skip_while(|l| !l.contains("oomscope demo unet")).take(30).collect::<Vec<_>>().join("\n");
+    assert!(first.contains("Verdict: true peak"), "{first}");
+    assert!(first.contains("Fix: train at batch 1"), "{first}");
+    let at = |text: &str| all.find(text).unwrap_or(usize::MAX);
+    assert!(at("Fix: train at batch 1") < at("Bin (256)"), "the allocator's bins come after the answer: {all}");
+    // TF's text still follows, and piped output is TF's text alone.
+    assert!(all.contains("Bin (256)") && all.contains("Current usage from device"), "{all}");
+    let piped = crate::common::oomscope(&["demo"]);
+    assert!(crate::common::stdout(&piped).starts_with("Allocator (GPU_0_bfc) ran out of memory"));
+}

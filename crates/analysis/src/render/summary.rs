@@ -3,7 +3,7 @@
 //! log showed, and a line that says what it did not.
 
 use oomscope_base::size::human;
-use oomscope_dump::{Dump, ImportedFrom, OomRecord, Section, VerdictKind};
+use oomscope_dump::{Dump, ImportedFrom, OomRecord, Section};
 use std::fmt::Write;
 
 /// Nodes listed before "and N more".
@@ -37,7 +37,7 @@ pub fn render(d: &Dump) -> String {
             );
         }
     }
-    if let Some(v) = d.verdict.as_ref().filter(|v| d.oom.is_some() || v.kind != VerdictKind::Fits) {
+    if let Some(v) = &d.verdict {
         o.push('\n');
         o.push_str(&super::verdict::render(v));
         o.push('\n');
