@@ -1,3 +1,6 @@
+//! Names the build for `--version`: the version, and the commit and its date when built
+//! from a git checkout (`oomscope 0.1.0 (abc1234 2026-11-23)`), the version alone otherwise.
+//!
 //! Finds what some integration tests need beyond Rust — python3, tmux, a Python with
 //! PyTorch, one with TensorFlow, the real data in `../shared` — and marks each such test `#[ignore]` with the
 //! reason where it is missing, so `cargo test` reports it as skipped instead of passing it.
@@ -7,6 +10,7 @@
 //! `#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux ...")]`.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// What the tests may need.
 const NEEDS: [&str; 5] = ["python3", "tmux", "torch", "tensorflow", "shared"];
@@ -16,7 +20,37 @@ fn on_path(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file())
 }
 
+/// The version `--version` prints. Only this tree's own `.git` counts: a copy of the source
+/// inside another repository (a vendored crate) must not take that repository's commit.
+fn version() -> String {
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    if !root.join(".git").exists() {
+        return version;
+    }
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").args(args).current_dir(&root).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    // No git, or a repository git refuses (another user's): the version alone.
+    let Some(commit) = git(&["log", "-1", "--date=short", "--format=%h %cd"]) else {
+        return version;
+    };
+    // Build again when HEAD moves: a checkout changes HEAD, a commit the branch it names
+    // (a loose ref, or packed-refs). A path that does not exist would rerun every build.
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]).map(|p| root.join(p)).filter(|p| p.exists()) {
+            println!("cargo::rerun-if-changed={}", path.display());
+        }
+    }
+    format!("{version} ({commit})")
+}
+
 fn main() {
+    println!("cargo::rustc-env=OOMSCOPE_VERSION={}", version());
     println!(
         "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"torch\", \"tensorflow\", \"shared\"))"
     );

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of `oomscope run` (issue 5), for a machine with an NVIDIA GPU and PyTorch:
+# The GPU check of `oomscope run`, for a machine with an NVIDIA GPU and PyTorch:
 #
 #   scripts/gpu-check.sh [OUT_DIR]        # builds target/release if needed
 #

@@ -7,12 +7,15 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "oomscope",
-    version,
+    // The commit and its date when built from a git checkout (build.rs).
+    version = env!("OOMSCOPE_VERSION"),
     about = "Why did the GPU run out of memory, and what to change.",
     long_about = "oomscope re-implements TensorFlow's BFC allocator, records every tensor \
                   allocation with its op name, and on OOM prints TF's report ranked by node, \
                   writes a JSON dump, and explains the cause.\n\n\
-                  Exit codes: 0 success, 1 an allocation failed (report printed), 2 bad input or usage.",
+                  Exit codes: 0 success, 1 an allocation failed (report printed), 2 bad input or usage; \
+                  `run` exits with its program's code, 127 when the command is not found and 126 \
+                  when it cannot be run.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -92,6 +95,29 @@ pub enum Command {
         oomscope tui --attach                 # every process in the live directory\n  \
         oomscope tui --attach 4242            # process 4242\n  oomscope demo --tui                   # a simulated run, live")]
     Tui(TuiArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Install:\n  \
+        bash  oomscope completions bash > ~/.local/share/bash-completion/completions/oomscope\n  \
+        zsh   oomscope completions zsh > ~/.zfunc/_oomscope   # with fpath+=~/.zfunc before compinit\n  \
+        fish  oomscope completions fish > ~/.config/fish/completions/oomscope.fish")]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) of oomscope, or of one of its commands.
+    #[command(after_help = "Examples:\n  oomscope man | man -l -\n  oomscope man run > oomscope-run.1")]
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// A command's own page (oomscope-run(1), ...) [default: oomscope(1), which lists them]
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// Report formats on the command line.

@@ -12,6 +12,7 @@ mod replay;
 mod replay_snapshot;
 mod report;
 mod run;
+mod shell;
 mod tui;
 
 use args::{Cli, Command};
@@ -52,6 +53,8 @@ pub fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Run(a) => run::run(a),
         Command::Tui(a) => tui::run(a),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -142,13 +142,15 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     output::print(&text)?;
 
     let events = t.events.len();
+    // Without -o no dump exists: what shows that state is the report above.
+    let shown = if a.output.is_some() { "the dump is" } else { "the report shows" };
     match outcome.first_failure_line {
         Some(line) if a.keep_going => eprintln!(
-            "oomscope: {} of {} allocations failed (the first on line {line}); the dump is the state at the end",
+            "oomscope: {} of {} allocations failed (the first on line {line}); {shown} the state at the end",
             outcome.failures, t.allocs
         ),
         Some(line) => eprintln!(
-            "oomscope: out of memory at {}:{line} after {} of {events} events; the dump is the state at that moment",
+            "oomscope: out of memory at {}:{line} after {} of {events} events; {shown} the state at that moment",
             a.trace.display(),
             outcome.events_replayed
         ),

@@ -11,6 +11,7 @@ use oomscope_tui::model::{Status, Update};
 use oomscope_tui::source::{self, Live};
 use oomscope_tui::{App, term};
 use std::collections::HashSet;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,7 +41,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
 }
 
 /// An oomscope dump (JSON), or what `oomscope import` reads (a TF log, a PyTorch snapshot),
-/// so that a log pasted from an issue opens in one command.
+/// so that a pasted log opens in one command.
 fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
     let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
@@ -84,8 +85,8 @@ fn target(arg: &str) -> Result<Target, CliError> {
             .collect();
         if found.is_empty() {
             return Err(CliError(format!(
-                "process {arg} does not publish in {} (start it with the live feed on, e.g. `oomscope run --tui`, \
-                 or give the socket's path)",
+                "process {arg} does not publish in {} (start it with the live feed on: `oomscope run --live -- CMD`, \
+                 or `oomscope demo --publish` for a simulated run; or give the socket's path)",
                 dir.display()
             )));
         }
@@ -94,6 +95,17 @@ fn target(arg: &str) -> Result<Target, CliError> {
     let path = PathBuf::from(arg);
     match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => Ok(Target::Dir(path)),
+        // Said here, before the socket checks, which would otherwise complain about the
+        // file's directory first; a file is most likely a dump, which opens without --attach.
+        Ok(m) if !m.file_type().is_socket() => Err(CliError(format!(
+            "{}: not a socket (give a socket, a directory of sockets, or a pid){}",
+            path.display(),
+            if m.is_file() {
+                format!("; to open a dump or a log: oomscope tui {}", path.display())
+            } else {
+                String::new()
+            }
+        ))),
         Ok(_) => Ok(Target::Sockets(vec![path])),
         Err(e) => Err(CliError(format!("{}: {e} (give a socket, a directory of sockets, or a pid)", path.display()))),
     }
@@ -117,7 +129,7 @@ fn attach(arg: &str) -> Result<u8, CliError> {
         Target::Dir(dir) => {
             app.waiting = Some(format!(
                 "waiting for a process to publish in {}\n\nstart one with `oomscope demo --publish` \
-                 (a simulated run) or `oomscope run -- python train.py`",
+                 (a simulated run) or `oomscope run --live -- python train.py`",
                 dir.display()
             ));
             watch_in_background(dir, tx.clone(), Arc::clone(&stop));

@@ -331,3 +331,254 @@ fn escape_sequences_in_a_pasted_log_are_shown_not_sent_to_the_terminal() {
     // The dump keeps the name as the log had it.
     assert!(std::fs::read_to_string(&dump).unwrap().contains("Conv2D\\u001b]0;pwned\\u0007"));
 }
+
+/// References to how oomscope was made, which a user cannot follow: the development data
+/// beside the repository, its numbered sources, issues and stories, and the sessions that
+/// wrote it. Each hit is returned with the text around it.
+fn internal_references(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let around = |i: usize| {
+        let start = lower.floor_char_boundary(i.saturating_sub(30));
+        let end = lower.ceil_char_boundary((i + 50).min(lower.len()));
+        lower[start..end].to_string()
+    };
+    let mut hits = Vec::new();
+    for phrase in
+        ["../shared", "shared/data", "shared/reference", "tf-bfc", "this session", "same session", "sessions so far"]
+    {
+        hits.extend(lower.match_indices(phrase).map(|(i, _)| around(i)));
+    }
+    // A word and a number: "seed 003", "seeds 000/002", "issue 5", "issue #5", "story 2".
+    for word in ["seed ", "seeds ", "seed-", "issue ", "issue #", "story ", "story #"] {
+        for (i, _) in lower.match_indices(word) {
+            let rest = &lower[i + word.len()..];
+            if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            // Fixture files keep their names (`seed-003-unet.txt`); prose may name the file.
+            let token: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect();
+            if word == "seed-" && token.ends_with(".txt") {
+                continue;
+            }
+            hits.push(around(i));
+        }
+    }
+    hits
+}
+
+#[test]
+fn internal_reference_finder_finds_them() {
+    for text in ["see ../shared/data", "seed 003's U-Net", "seeds 000/002", "(issue 5)", "story 2", "tf-bfc.md"] {
+        assert!(!internal_references(text).is_empty(), "{text}");
+    }
+    for text in ["`seed-003-unet.txt`", "a TensorFlow user's story", "shared_model/unet_00", "an issue tracker"] {
+        assert!(internal_references(text).is_empty(), "{text}: {:?}", internal_references(text));
+    }
+}
+
+/// What a user reads (every `--help`, the demos, README.md, docs/, fixtures/README.md and
+/// the built-in workloads) names nothing a user does not have.
+#[test]
+fn help_demos_and_docs_have_no_internal_references() {
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let top = oomscope(&["--help"]);
+    assert!(top.status.success());
+    // Every command the top-level help lists, so that a new one is checked too.
+    let commands: Vec<String> = stdout(&top)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line is indented by two; a wrapped description, further.
+        .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 9 && commands.iter().any(|c| c == "demo"), "{commands:?}");
+    texts.push(("--help".into(), stdout(&top)));
+    texts.push(("-h".into(), stdout(&oomscope(&["-h"]))));
+    for c in &commands {
+        let o = oomscope(&[c, "--help"]);
+        assert!(o.status.success(), "{c} --help: {}", stderr(&o));
+        texts.push((format!("{c} --help"), stdout(&o)));
+    }
+    let demo_help = stdout(&oomscope(&["demo", "--help"]));
+    let mut demos: Vec<Vec<&str>> = vec![vec!["demo"]];
+    for b in oomscope_analysis::workload::builtin::BUILTINS {
+        assert!(demo_help.contains(b.name), "demo --help lists {}", b.name);
+        demos.push(vec!["demo", b.name]);
+    }
+    for args in &demos {
+        let o = oomscope(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        texts.push((args.join(" "), format!("{}{}", stdout(&o), stderr(&o))));
+    }
+    let mut files = vec![root().join("README.md"), root().join("fixtures/README.md")];
+    // The built-in workloads' files too: their descriptions are compiled into the binary.
+    for (dir, ext) in [("docs", "md"), ("fixtures/workloads", "json")] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == ext) {
+                files.push(path);
+            }
+        }
+    }
+    for f in files {
+        texts.push((f.display().to_string(), std::fs::read_to_string(&f).unwrap()));
+    }
+    let found: Vec<String> = texts
+        .iter()
+        .flat_map(|(name, text)| internal_references(text).into_iter().map(move |h| format!("{name}: ...{h}...")))
+        .collect();
+    assert!(found.is_empty(), "internal references:\n{}", found.join("\n"));
+}
+
+#[test]
+fn completions_and_the_man_page_are_generated() {
+    for (shell, registers) in
+        [("bash", "complete -F _oomscope"), ("zsh", "#compdef oomscope"), ("fish", "complete -c oomscope")]
+    {
+        let o = oomscope(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        assert!(script.contains(registers), "{shell}: {script}");
+        assert!(script.contains("attach"), "{shell}: options of the commands are completed");
+    }
+    let o = oomscope(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = oomscope(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.lines().any(|l| l.starts_with(".TH oomscope 1")), "{page}");
+    assert!(page.trim_start().starts_with(".TH") || page.contains("\n.TH "), "{page}");
+    for c in ["demo", "replay", "import", "run", "tui", "completions"] {
+        assert!(page.contains(&format!("oomscope\\-{c}(1)")), "the page lists {c}: {page}");
+    }
+    let o = oomscope(&["man", "run"]);
+    let page = stdout(&o);
+    assert!(page.lines().any(|l| l.starts_with(".TH oomscope-run 1")) && page.contains("\\-\\-live"), "{page}");
+    let o = oomscope(&["man", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("one of demo, fit, replay"), "{}", stderr(&o));
+}
+
+/// `--version` names the commit it was built from, when built from a git checkout.
+#[test]
+fn version_names_the_build() {
+    let o = oomscope(&["--version"]);
+    assert!(o.status.success());
+    let v = stdout(&o);
+    assert!(v.starts_with(&format!("oomscope {}", env!("CARGO_PKG_VERSION"))), "{v}");
+    let git = Command::new("git").args(["log", "-1", "--format=%h"]).current_dir(root()).output();
+    if root().join(".git").exists() && git.is_ok_and(|g| g.status.success()) {
+        // `oomscope 0.1.0 (abc1234 2026-11-23)`
+        let inner = v.trim().strip_prefix(&format!("oomscope {} (", env!("CARGO_PKG_VERSION"))).unwrap_or_else(|| {
+            panic!("{v}: no commit");
+        });
+        let (commit, date) = inner.trim_end_matches(')').split_once(' ').unwrap();
+        assert!(commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()), "{v}");
+        assert!(date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-', "{v}");
+    } else {
+        assert_eq!(v.trim(), format!("oomscope {}", env!("CARGO_PKG_VERSION")));
+    }
+}
+
+/// A program that cannot start exits as a shell would have it: 127 not found, 126 not
+/// executable; the message names the command.
+#[test]
+fn run_exits_127_for_a_missing_command_and_126_for_one_not_executable() {
+    let o = oomscope(&["run", "--device", "sim:1GiB", "--", "oomscope-no-such-command", "--flag"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("oomscope-no-such-command: command not found"), "{}", stderr(&o));
+    let o = oomscope(&["run", "--device", "sim:1GiB", "--", "/nonexistent/train.sh"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/nonexistent/train.sh"), "{}", stderr(&o));
+
+    let dir = temp_dir("run-noexec");
+    let script = dir.join("train.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let o = oomscope(&["run", "--device", "sim:1GiB", "--", script.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("{}: found but not executable", script.display())), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `--attach` on a file that is not a socket says so, whatever its directory, instead of
+/// "nothing listens on this socket"; and a pid that does not publish is told the flag that
+/// publishes without a UI.
+#[test]
+fn tui_attach_names_what_it_expects() {
+    let dir = temp_dir("attach-file");
+    let file = dir.join("unet.dump.json");
+    std::fs::copy(root().join("fixtures/dumps/unet-b2.dump.json"), &file).unwrap();
+    for mode in [0o700, 0o755] {
+        // In a private directory the socket checks would pass; in an open one they would
+        // complain about the directory first.
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        let o = oomscope(&["tui", "--attach", file.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        let e = stderr(&o);
+        assert!(e.contains("not a socket (give a socket, a directory of sockets, or a pid)"), "{mode:o}: {e}");
+        assert!(e.contains(&format!("oomscope tui {}", file.display())), "{mode:o}: {e}");
+        assert!(!e.contains("nothing listens"), "{e}");
+    }
+
+    let live = dir.join("live");
+    oomscope_analysis::live::private_dir(&live).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["tui", "--attach", "4242424"])
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("oomscope run --live"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("run --tui"), "run --tui keeps its feed to its own UI: {}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Without `-o` there is no dump to speak of: the closing line says what shows the state.
+#[test]
+fn replay_speaks_of_a_dump_only_when_it_wrote_one() {
+    let o = oomscope(&["replay", REFERENCE, "--limit", "18995773440"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("the report shows the state at that moment"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("the dump is"), "{}", stderr(&o));
+    let dir = temp_dir("replay-dump-words");
+    let dump = dir.join("r.dump.json");
+    let o = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "-o", dump.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("the dump is the state at that moment"), "{}", stderr(&o));
+    let o = oomscope(&["replay", REFERENCE, "--limit", "18995773440", "--keep-going"]);
+    assert!(stderr(&o).contains("the report shows the state at the end"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `run --device` errors quote what the user typed, and a size with a decimal unit is
+/// explained the same under `--device` as under `--limit`.
+#[test]
+fn device_errors_echo_the_input_and_explain_sizes() {
+    let o = oomscope(&["run", "--device", "gpu", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--device gpu:") && !e.contains("sim:gpu"), "{e}");
+    assert!(e.contains("`cuda`") && e.contains("sim:SIZE"), "says what is accepted: {e}");
+
+    let limit = stderr(&oomscope(&["demo", "--limit", "16GB"]));
+    assert!(limit.contains("decimal units"), "{limit}");
+    for args in [
+        &["demo", "--device", "16GB"][..],
+        &["fit", "unet", "--device", "16GB"],
+        &["run", "--device", "16GB", "--", "true"],
+        &["run", "--device", "sim:16GB", "--", "true"],
+    ] {
+        let o = oomscope(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains("decimal units (KB, MB, GB, TB) are ambiguous"), "{args:?}: {e}");
+        assert!(e.contains("gtx-1080"), "{args:?}: cards are still named: {e}");
+    }
+    let e = stderr(&oomscope(&["run", "--device", "16GB", "--", "true"]));
+    assert!(e.contains("--device 16GB:") && !e.contains("sim:16GB"), "{e}");
+}

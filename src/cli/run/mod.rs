@@ -135,14 +135,17 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
              reports in the program's output are read all the same (for PyTorch, --device sim:SIZE simulates a GPU)"
         );
     }
-    // Check the settings now rather than in every child.
+    // Check the device now rather than in every child. A bare size or card means the
+    // simulated one; errors quote what the user typed, not the `sim:` form passed on.
     let device_var =
         if device == "cuda" { device.clone() } else { format!("sim:{}", device.trim_start_matches("sim:")) };
-    oomscope_core::config::Config::from_vars(|k| match k {
-        "OOMSCOPE_DEVICE" => Some(device_var.clone()),
-        _ => None,
-    })
-    .map_err(|e| CliError(e.replace("OOMSCOPE_DEVICE=", "--device ")))?;
+    if let Some(spec) = device_var.strip_prefix("sim:") {
+        oomscope_core::device::parse_device(spec).map_err(|e| {
+            CliError(format!(
+                "--device {device}: {e}\n  (--device takes `cuda`, the real GPU, or `sim:SIZE` / `sim:CARD`, a simulated one)"
+            ))
+        })?;
+    }
     // PyTorch refuses bad settings at its first allocation; say so before the run starts.
     oomscope_core::config::Config::from_vars(|k| match k {
         "PYTORCH_ALLOC_CONF" | "PYTORCH_CUDA_ALLOC_CONF" => std::env::var(k).ok(),
@@ -252,10 +255,15 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         });
     }
     ignore_interrupts(true);
-    let mut child = cmd.spawn().map_err(|e| {
-        ignore_interrupts(false);
-        CliError(format!("{program}: cannot start it: {e}"))
-    })?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            ignore_interrupts(false);
+            let (code, why) = not_started(program, &e);
+            eprintln!("oomscope: error: {}", super::output::safe(&format!("{program}: {why}")));
+            return Ok(code);
+        }
+    };
     // SIGTERM and SIGHUP to us are passed on: the program ends, and we clean up and report.
     forward_terminations(child.id());
     // The program has them now (the pty's other side went with `cmd`).
@@ -320,6 +328,29 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         (None, Some(sig)) => (128 + sig) as u8,
         _ => 1,
     })
+}
+
+/// Why `program` did not start, and the exit code a shell gives for it, so that scripts
+/// that wrap `oomscope run` see what they would see without it: 127 when there is no such
+/// command, 126 when it is there but cannot be run.
+fn not_started(program: &str, e: &std::io::Error) -> (u8, String) {
+    let path = Path::new(program);
+    match e.kind() {
+        std::io::ErrorKind::NotFound if !program.contains('/') => {
+            (127, "command not found (no such program in any directory of PATH)".into())
+        }
+        // execve says ENOENT both for a missing file and for a script whose #! interpreter
+        // is missing.
+        std::io::ErrorKind::NotFound if path.is_file() => {
+            (127, "cannot run it: the interpreter its #! line names is not found".into())
+        }
+        std::io::ErrorKind::NotFound => (127, "no such file".into()),
+        std::io::ErrorKind::PermissionDenied if path.is_dir() => (126, "is a directory, not a program".into()),
+        std::io::ErrorKind::PermissionDenied => {
+            (126, "found but not executable (permission denied; chmod +x it, or run it with its interpreter)".into())
+        }
+        _ => (126, format!("cannot start it: {e}")),
+    }
 }
 
 /// A pipe for the hook's memory samples: our end closes on exec, the program's does not.

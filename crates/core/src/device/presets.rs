@@ -63,9 +63,15 @@ pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
     match parse_size(s) {
         Ok(total) if total > 0 => Ok(DeviceSpec { total, model: "simulated GPU".to_string() }),
         Ok(_) => Err("a device of 0 bytes cannot hold anything".to_string()),
-        Err(_) => {
+        Err(e) => {
             let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-            Err(format!("{s:?} is neither a size (8GiB) nor a known card ({})", names.join(", ")))
+            // Something that starts like a number was meant as a size: say what is wrong with
+            // it (`16GB` is ambiguous), as `--limit` does.
+            if s.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                Err(format!("{e}; or a known card ({})", names.join(", ")))
+            } else {
+                Err(format!("{s:?} is neither a size (8GiB) nor a known card ({})", names.join(", ")))
+            }
         }
     }
 }
@@ -84,5 +90,8 @@ mod tests {
         assert_eq!(parse_device("6GiB").unwrap(), DeviceSpec { total: 6 * GIB, model: "simulated GPU".into() });
         assert!(parse_device("titan-z").unwrap_err().contains("neither a size"));
         assert!(parse_device("0").is_err());
+        // A size with a decimal unit is explained as --limit explains it.
+        let e = parse_device("16GB").unwrap_err();
+        assert!(e.contains("decimal units") && e.contains("gtx-1080"), "{e}");
     }
 }

@@ -114,7 +114,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 if stack.is_empty() {
                     lines.push(Line::from(vec![
                         key("stack"),
-                        Span::styled("not recorded (record stacks to see them)", Style::new().fg(Color::DarkGray)),
+                        // Only a PyTorch snapshot taken with _record_memory_history() brings
+                        // stacks (and a Rust program built with `Recording { stacks: true }`);
+                        // no command of oomscope records them.
+                        Span::styled(
+                            "not recorded by this source (a PyTorch snapshot taken with \
+                             torch.cuda.memory._record_memory_history() has them)",
+                            Style::new().fg(Color::DarkGray),
+                        ),
                     ]));
                 } else {
                     lines.push(Line::from(key("stack")));
