@@ -5,26 +5,51 @@ use super::args::{ExportArgs, ExportFormat};
 use oomscope_analysis::export;
 use oomscope_dump as dump;
 use oomscope_dump::atomic;
+use std::io::{self, Write};
 use std::path::PathBuf;
+
+/// A writer that counts what passes, for the message that says how much was written.
+struct Counted<'a> {
+    inner: &'a mut dyn Write,
+    bytes: &'a mut u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        *self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 pub fn run(a: ExportArgs) -> Result<u8, CliError> {
     let d = dump::read(&a.dump)?;
-    let (bytes, suffix, viewer) = match a.format {
-        ExportFormat::TorchSnapshot => {
-            (export::torch_snapshot(&d), "snapshot.pickle", "https://pytorch.org/memory_viz")
-        }
-        ExportFormat::Perfetto => {
-            let mut text = serde_json::to_vec(&export::perfetto(&d)).map_err(|e| CliError(e.to_string()))?;
-            text.push(b'\n');
-            (text, "perfetto.json", "https://ui.perfetto.dev")
-        }
+    let (suffix, viewer) = match a.format {
+        ExportFormat::TorchSnapshot => ("snapshot.pickle", "https://pytorch.org/memory_viz"),
+        ExportFormat::Perfetto => ("perfetto.json", "https://ui.perfetto.dev"),
     };
     let out = a.output.unwrap_or_else(|| {
         let name = a.dump.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let stem = name.strip_suffix(".dump.json").or_else(|| name.strip_suffix(".json")).unwrap_or(&name);
         a.dump.with_file_name(format!("{stem}.{suffix}"))
     });
-    atomic::write_file(&out, |w| w.write_all(&bytes)).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
-    eprintln!("oomscope: wrote {} ({} bytes); open it at {viewer}", PathBuf::from(&out).display(), bytes.len());
+    let mut written = 0u64;
+    atomic::write_file(&out, |w| {
+        let mut w = Counted { inner: w, bytes: &mut written };
+        match a.format {
+            ExportFormat::TorchSnapshot => w.write_all(&export::torch_snapshot(&d)),
+            // Streamed: the JSON of a long history is never held whole.
+            ExportFormat::Perfetto => {
+                export::write_perfetto(&d, &mut w)?;
+                w.write_all(b"\n")
+            }
+        }
+    })
+    .map_err(|e| CliError(format!("{}: {e}", out.display())))?;
+    eprintln!("oomscope: wrote {} ({written} bytes); open it at {viewer}", PathBuf::from(&out).display());
     Ok(0)
 }

@@ -7,6 +7,7 @@ use oomscope_analysis::workload::model::Mode;
 use oomscope_analysis::workload::{Workload, builtin, fit};
 use oomscope_base::size::human;
 use std::fmt::Write;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// A trace is JSON Lines (`.jsonl`, or a first line that is an event); anything else is a
@@ -21,10 +22,13 @@ pub(super) fn is_trace(input: &str) -> bool {
     if input.ends_with(".json") {
         return false;
     }
-    std::fs::read_to_string(input)
-        .ok()
-        .and_then(|t| t.lines().find(|l| !l.trim().is_empty()).map(|l| l.contains("\"ev\"")))
-        .unwrap_or(false)
+    // The first line is enough: a trace can be gigabytes, and this runs before it is read.
+    let Ok(file) = std::fs::File::open(input) else { return false };
+    BufReader::new(file.take(1 << 20))
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.contains("\"ev\""))
 }
 
 pub fn run(a: FitArgs) -> Result<u8, CliError> {
@@ -55,13 +59,28 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
                 let mut o = String::new();
                 let _ = writeln!(o, "{} ({} events) on {on}:", a.input, t.events.len());
                 let _ = writeln!(o, "  needed with unlimited memory (peak in use):  {}", human(f.needed));
-                let _ = writeln!(
-                    o,
-                    "  smallest limit it replays under:            {} (the allocator's rounding, whole-chunk waste and fragmentation add {})",
-                    human(f.min_limit),
-                    human(f.min_limit.saturating_sub(f.needed))
-                );
-                if f.fits {
+                if let Some(largest) = f.never_fits {
+                    let why = if largest > fit::LIMIT_BOUND {
+                        format!("it requests {} at once, more than any device has", human(largest))
+                    } else {
+                        "it needs more memory than any device has".to_string()
+                    };
+                    let _ = writeln!(
+                        o,
+                        "  smallest limit it replays under:            none up to {}: {why}",
+                        human(fit::LIMIT_BOUND)
+                    );
+                } else {
+                    let _ = writeln!(
+                        o,
+                        "  smallest limit it replays under:            {} (the allocator's rounding, whole-chunk waste and fragmentation add {})",
+                        human(f.min_limit),
+                        human(f.min_limit.saturating_sub(f.needed))
+                    );
+                }
+                if f.never_fits.is_some() {
+                    let _ = writeln!(o, "  on this device: does not fit");
+                } else if f.fits {
                     let _ = writeln!(
                         o,
                         "  on this device: fits, {} to spare",
@@ -151,6 +170,13 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
                         human(f.capacity)
                     );
                 }
+            }
+            if let Some(b) = f.too_large_from {
+                let _ = writeln!(
+                    o,
+                    "From {unit} {b} up, a tensor would take more than {} (2^64 bytes): no such {unit} can exist, let alone fit.",
+                    human(u64::MAX)
+                );
             }
             let _ = writeln!(
                 o,

@@ -15,6 +15,7 @@ mod fuzz_importers;
 mod golden;
 mod hostile_files;
 mod hostile_pickles;
+mod hostile_workloads;
 mod live;
 mod messages;
 mod properties;

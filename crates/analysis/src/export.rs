@@ -15,6 +15,7 @@ use oomscope_core::record::EventKind;
 use oomscope_dump::{ChunkInfo, Dump, EventInfo};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::io::{self, Write};
 
 fn s(text: &str) -> Out {
     Out::Str(text.to_string())
@@ -60,9 +61,15 @@ fn chunk_frames(d: &Dump, c: &ChunkInfo) -> Out {
     Out::List(frames)
 }
 
+/// Whether the dump's history has times. Asked once per export: asking per event made an
+/// export of a dump without times quadratic in its events.
+fn has_times(d: &Dump) -> bool {
+    d.events.iter().any(|e| e.t_ns > 0)
+}
+
 /// Microseconds for an event: its time, or its position when the dump has no times.
-fn time_us(d: &Dump, e: &EventInfo) -> u64 {
-    if d.events.iter().any(|e| e.t_ns > 0) { e.t_ns / 1000 } else { e.seq }
+fn time_us(timed: bool, e: &EventInfo) -> u64 {
+    if timed { e.t_ns / 1000 } else { e.seq }
 }
 
 /// The dump as a PyTorch memory snapshot (pickle protocol 2).
@@ -105,7 +112,8 @@ pub fn torch_snapshot(d: &Dump) -> Vec<u8> {
         })
         .collect();
     let oom_free = d.oom.as_ref().map_or(0, |o| o.device_free);
-    let mut trace = Vec::new();
+    let timed = has_times(d);
+    let mut trace = Vec::with_capacity(d.events.len());
     for e in &d.events {
         let frames = Out::List(vec![op_frame(e.op.as_deref().unwrap_or("unknown"), None, None, e.step)]);
         let entry = |action: &str, addr: u64, frames: Out| {
@@ -114,7 +122,7 @@ pub fn torch_snapshot(d: &Dump) -> Vec<u8> {
                 ("addr".into(), int(addr)),
                 ("size".into(), int(e.size)),
                 ("stream".into(), int(0)),
-                ("time_us".into(), int(time_us(d, e))),
+                ("time_us".into(), int(time_us(timed, e))),
                 ("frames".into(), frames),
             ])
         };
@@ -171,33 +179,58 @@ fn initial_state(d: &Dump) -> (i128, i128) {
     (in_use.max(0), pool.max(0))
 }
 
-/// The dump as Chrome trace-event JSON (what ui.perfetto.dev and chrome://tracing open).
-pub fn perfetto(d: &Dump) -> Value {
+/// The dump as Chrome trace-event JSON (what ui.perfetto.dev and chrome://tracing open),
+/// written to `w` event by event: a history of hundreds of thousands of events would
+/// otherwise be held whole as a JSON tree, kilobytes an event. The bytes are those of the
+/// whole tree serialized at once (top-level keys in serde_json's sorted order).
+pub fn write_perfetto(d: &Dump, w: &mut dyn Write) -> io::Result<()> {
     const PID: u64 = 1;
     const TID: u64 = 1;
-    let mut events = vec![
+    let timed = has_times(d);
+    let other = json!({
+        "tool": d.tool,
+        "allocator": d.allocator.name,
+        "limit": d.allocator.limit,
+        "times": if timed { "microseconds" } else { "event positions (the dump has no times)" },
+    });
+    w.write_all(b"{\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+    serde_json::to_writer(&mut *w, &other)?;
+    w.write_all(b",\"traceEvents\":[")?;
+    let mut written = 0usize;
+    let mut emit = |v: Value| -> io::Result<()> {
+        if written > 0 {
+            w.write_all(b",")?;
+        }
+        written += 1;
+        serde_json::to_writer(&mut *w, &v).map_err(io::Error::from)
+    };
+    emit(
         json!({"ph": "M", "pid": PID, "name": "process_name", "args": {"name": format!("{} (oomscope)", d.allocator.name)}}),
-        json!({"ph": "M", "pid": PID, "tid": TID, "name": "thread_name", "args": {"name": "allocations"}}),
-    ];
+    )?;
+    emit(json!({"ph": "M", "pid": PID, "tid": TID, "name": "thread_name", "args": {"name": "allocations"}}))?;
     let (mut in_use, mut pool) = initial_state(d);
-    let first = d.events.first().map_or(0, |e| time_us(d, e));
-    let last = d.events.last().map_or(0, |e| time_us(d, e));
-    events
-        .push(json!({"ph": "C", "pid": PID, "name": "memory", "ts": first, "args": {"in_use": in_use, "pool": pool}}));
+    let first = d.events.first().map_or(0, |e| time_us(timed, e));
+    let last = d.events.last().map_or(0, |e| time_us(timed, e));
+    emit(json!({"ph": "C", "pid": PID, "name": "memory", "ts": first, "args": {"in_use": in_use, "pool": pool}}))?;
     // Open slices by address: (slice id, op, start).
     let mut open: HashMap<u64, (u64, String, u64)> = HashMap::new();
     let mut next_id = 1u64;
     let begin = |id: u64, name: &str, ts: u64, args: Value| json!({"ph": "b", "cat": "allocation", "pid": PID, "tid": TID, "id": format!("0x{id:x}"), "name": name, "ts": ts, "args": args});
     let end = |id: u64, name: &str, ts: u64| json!({"ph": "e", "cat": "allocation", "pid": PID, "tid": TID, "id": format!("0x{id:x}"), "name": name, "ts": ts});
     for e in &d.events {
-        let ts = time_us(d, e);
+        let ts = time_us(timed, e);
         let op = e.op.clone().unwrap_or_else(|| "unknown".into());
         match e.kind {
             EventKind::Alloc => {
                 in_use += e.size as i128;
                 let id = next_id;
                 next_id += 1;
-                events.push(begin(id, &op, ts, json!({"address": format!("{:#x}", e.address), "size": e.size, "requested": e.requested, "step": e.step})));
+                emit(begin(
+                    id,
+                    &op,
+                    ts,
+                    json!({"address": format!("{:#x}", e.address), "size": e.size, "requested": e.requested, "step": e.step}),
+                ))?;
                 open.insert(e.address, (id, op, ts));
             }
             EventKind::Free => {
@@ -208,48 +241,49 @@ pub fn perfetto(d: &Dump) -> Value {
                         // Allocated before the history begins: the slice starts with it.
                         let id = next_id;
                         next_id += 1;
-                        events.push(begin(id, &op, first, json!({"address": format!("{:#x}", e.address), "size": e.size, "allocated": "before the history"})));
+                        emit(begin(
+                            id,
+                            &op,
+                            first,
+                            json!({"address": format!("{:#x}", e.address), "size": e.size, "allocated": "before the history"}),
+                        ))?;
                         (id, op.clone())
                     }
                 };
-                events.push(end(id, &name, ts));
+                emit(end(id, &name, ts))?;
             }
             EventKind::Extend => pool += e.size as i128,
             EventKind::RegionFree => pool -= e.size as i128,
             EventKind::Oom => {
-                events.push(json!({
+                emit(json!({
                     "ph": "i", "s": "g", "pid": PID, "tid": TID, "ts": ts,
                     "name": format!("OOM: {} for {}", oomscope_base::size::human(e.requested), op),
                     "args": {"requested": e.requested, "rounded": e.size, "step": e.step},
-                }));
+                }))?;
             }
             EventKind::Step => {
-                events.push(
+                emit(
                     json!({"ph": "i", "s": "p", "pid": PID, "tid": TID, "ts": ts, "name": format!("step {}", e.step)}),
-                );
+                )?;
             }
             EventKind::Refused | EventKind::OutsideAlloc | EventKind::OutsideFree => {}
         }
         if matches!(e.kind, EventKind::Alloc | EventKind::Free | EventKind::Extend | EventKind::RegionFree) {
-            events.push(
-                json!({"ph": "C", "pid": PID, "name": "memory", "ts": ts, "args": {"in_use": in_use, "pool": pool}}),
-            );
+            emit(json!({"ph": "C", "pid": PID, "name": "memory", "ts": ts, "args": {"in_use": in_use, "pool": pool}}))?;
         }
     }
     // Still live at the end of the history.
     let mut still: Vec<(u64, String)> = open.into_values().map(|(id, name, _)| (id, name)).collect();
     still.sort();
     for (id, name) in still {
-        events.push(end(id, &name, last));
+        emit(end(id, &name, last))?;
     }
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "tool": d.tool,
-            "allocator": d.allocator.name,
-            "limit": d.allocator.limit,
-            "times": if d.events.iter().any(|e| e.t_ns > 0) { "microseconds" } else { "event positions (the dump has no times)" },
-        },
-    })
+    w.write_all(b"]}")
+}
+
+/// [`write_perfetto`] as one JSON value, for a dump small enough to hold whole.
+pub fn perfetto(d: &Dump) -> io::Result<Value> {
+    let mut bytes = Vec::new();
+    write_perfetto(d, &mut bytes)?;
+    serde_json::from_slice(&bytes).map_err(io::Error::from)
 }

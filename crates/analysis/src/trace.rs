@@ -154,7 +154,7 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 /// Parses and checks a trace from any reader; `path` names it in errors; `progress` is
 /// called with the bytes read so far, now and then.
 pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
-    let mut p = Parser { path, trace: Trace::default(), live: HashMap::new(), step: -1, t_ns: 0 };
+    let mut p = Parser { path, trace: Trace::default(), live: LiveIds::default(), step: -1, t_ns: 0 };
     let mut buf = Vec::with_capacity(256);
     let (mut line_no, mut read_bytes) = (0usize, 0u64);
     loop {
@@ -183,10 +183,134 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Trace, TraceError> {
 struct Parser<'p> {
     path: &'p Path,
     trace: Trace,
-    /// Live ids -> (allocation number, line of the alloc, outside the pool).
-    live: HashMap<String, (u32, usize, bool)>,
+    live: LiveIds,
     step: i64,
     t_ns: u64,
+}
+
+/// The ids that are live, each with the index of its `alloc` event (which holds the
+/// allocation's number and whether it is outside the pool, and whose line is in
+/// [`Trace::lines`]). A trace whose tensors are never freed keeps every id to the end, so
+/// this table is most of what reading costs beyond the events themselves: it is kept
+/// compact.
+///
+/// Most traces number their tensors (`17`, `"t17"`, `"tensor-17"`). Such an id is split
+/// into its prefix and its number, one-to-one (the number is taken without leading zeros:
+/// `"t007"` is prefix `"t00"` and 7). The numbers of the first prefix seen index a vector
+/// while they stay within a few times the allocations so far (4 bytes an id, where an
+/// owned string cost about 100); other numbered ids are kept as (prefix, number), other ids
+/// as their text. The maps hash with SipHash: ids come from the file, and a crafted file
+/// must not make them collide.
+#[derive(Debug, Default)]
+struct LiveIds {
+    dense_prefix: Option<Box<str>>,
+    /// Slot n: 1 + the event index of the alloc of id (dense prefix, n); 0 when not live.
+    dense: Vec<u32>,
+    numbered: HashMap<(u32, u64), usize>,
+    /// Prefixes of the ids in `numbered`: their number and how many live ids use them, so
+    /// a trace of ever new prefixes does not keep every prefix it saw.
+    prefixes: HashMap<Box<str>, (u32, u32)>,
+    /// Prefix numbers given back, for reuse.
+    spare: Vec<u32>,
+    next_prefix: u32,
+    text: HashMap<Box<str>, usize>,
+}
+
+/// `"t17"` → `("t", 17)`; `None` when the id does not end in a number that fits 64 bits.
+fn split_number(id: &str) -> Option<(&str, u64)> {
+    let digits = id.len() - id.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    let run = &id[id.len() - digits..];
+    // Leading zeros belong to the prefix, so the number's decimal text gives the id back.
+    let number = match run.trim_start_matches('0') {
+        "" => &run[run.len() - 1..],
+        n => n,
+    };
+    let n = number.parse().ok()?;
+    Some((&id[..id.len() - number.len()], n))
+}
+
+impl LiveIds {
+    /// The slot of `(prefix, n)` in the vector, if it has one now.
+    fn dense_slot(&self, prefix: &str, n: u64) -> Option<usize> {
+        let slot = usize::try_from(n).ok()?;
+        (self.dense_prefix.as_deref() == Some(prefix) && slot < self.dense.len()).then_some(slot)
+    }
+
+    fn get(&self, id: &str) -> Option<usize> {
+        match split_number(id) {
+            Some((prefix, n)) => {
+                if let Some(slot) = self.dense_slot(prefix, n)
+                    && self.dense[slot] != 0
+                {
+                    return Some(self.dense[slot] as usize - 1);
+                }
+                let &(p, _) = self.prefixes.get(prefix)?;
+                self.numbered.get(&(p, n)).copied()
+            }
+            None => self.text.get(id).copied(),
+        }
+    }
+
+    /// Adds an id that is not live, allocated by event `event`; `allocs` allocations were
+    /// made before it (what bounds the vector).
+    fn insert(&mut self, id: &str, event: usize, allocs: u32) {
+        let Some((prefix, n)) = split_number(id) else {
+            self.text.insert(id.into(), event);
+            return;
+        };
+        if self.dense_prefix.is_none() {
+            self.dense_prefix = Some(prefix.into());
+        }
+        let bound = (allocs as usize).saturating_mul(4).max(1 << 16);
+        if let (Some(slot), Ok(value)) = (usize::try_from(n).ok(), u32::try_from(event + 1))
+            && self.dense_prefix.as_deref() == Some(prefix)
+            && slot < bound
+        {
+            if slot >= self.dense.len() {
+                self.dense.resize(slot + 1, 0);
+            }
+            self.dense[slot] = value;
+            return;
+        }
+        let p = match self.prefixes.get_mut(prefix) {
+            Some((p, uses)) => {
+                *uses += 1;
+                *p
+            }
+            None => {
+                let p = self.spare.pop().unwrap_or_else(|| {
+                    self.next_prefix += 1;
+                    self.next_prefix - 1
+                });
+                self.prefixes.insert(prefix.into(), (p, 1));
+                p
+            }
+        };
+        self.numbered.insert((p, n), event);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<usize> {
+        let Some((prefix, n)) = split_number(id) else {
+            return self.text.remove(id);
+        };
+        if let Some(slot) = self.dense_slot(prefix, n)
+            && self.dense[slot] != 0
+        {
+            return Some(std::mem::take(&mut self.dense[slot]) as usize - 1);
+        }
+        let (p, uses) = self.prefixes.get_mut(prefix)?;
+        let event = self.numbered.remove(&(*p, n))?;
+        *uses -= 1;
+        if *uses == 0 {
+            let p = *p;
+            self.prefixes.remove(prefix);
+            self.spare.push(p);
+        }
+        Some(event)
+    }
 }
 
 impl Parser<'_> {
@@ -238,7 +362,8 @@ impl Parser<'_> {
                     None => return Err(self.error(line, "alloc without \"bytes\"".into())),
                 };
                 let alloc = self.trace.allocs;
-                if let Some((_, at, _)) = self.live.get(id.as_ref()) {
+                if let Some(at) = self.live.get(&id) {
+                    let at = self.trace.lines.get(at).copied().unwrap_or(0);
                     return Err(
                         self.error(line, format!("id {id:?} is already live (allocated on line {at} and not freed)"))
                     );
@@ -255,7 +380,7 @@ impl Parser<'_> {
                     })?,
                 };
                 let outside = raw.outside.unwrap_or(false);
-                self.live.insert(id.into_owned(), (alloc, line, outside));
+                self.live.insert(&id, self.trace.events.len(), alloc);
                 self.trace.allocs = alloc
                     .checked_add(1)
                     .ok_or_else(|| self.error(line, "more than 4294967295 allocations in one trace".into()))?;
@@ -273,12 +398,15 @@ impl Parser<'_> {
             }
             "free" => {
                 let id = raw.id.ok_or_else(|| self.error(line, "free without an \"id\"".into()))?.0;
-                let (alloc, _, outside) = self.live.remove(id.as_ref()).ok_or_else(|| {
+                let at = self.live.remove(&id).ok_or_else(|| {
                     self.error(
                         line,
                         format!("free of id {id:?}, which is not live (never allocated, or already freed)"),
                     )
                 })?;
+                let Some(&Event::Alloc { alloc, outside, .. }) = self.trace.events.get(at) else {
+                    unreachable!("a live id refers to its alloc event");
+                };
                 Event::Free { alloc, t_ns, outside }
             }
             "step" => {
@@ -542,6 +670,80 @@ mod tests {
         let t = parse("{\"ev\":\"alloc\",\"id\":\"h\",\"bytes\":9,\"kind\":\"temporary\",\"outside\":true}\n{\"ev\":\"free\",\"id\":\"h\"}").unwrap();
         assert!(matches!(t.events[0], Event::Alloc { outside: true, meta, .. } if meta.kind == Kind::Temporary));
         assert!(matches!(t.events[1], Event::Free { outside: true, .. }));
+    }
+
+    #[test]
+    fn ids_that_differ_only_in_leading_zeros_or_prefix_are_different_ids() {
+        assert_eq!(split_number("t007"), Some(("t00", 7)));
+        assert_eq!(split_number("t0"), Some(("t", 0)));
+        assert_eq!(split_number("00"), Some(("0", 0)));
+        assert_eq!(split_number("x"), None);
+        assert_eq!(split_number("t99999999999999999999"), None, "past u64: kept as text");
+        let ids =
+            ["t7", "t07", "t007", "7", "07", "t", "0", "00", "t99999999999999999999", "s7", "t18446744073709551615"];
+        let mut text = String::new();
+        for id in ids {
+            text.push_str(&format!("{{\"ev\":\"alloc\",\"id\":\"{id}\",\"bytes\":1}}\n"));
+        }
+        let t = parse(&text).unwrap();
+        assert_eq!(t.allocs, ids.len() as u32, "every id is its own");
+        // Freed in another order, each frees its own allocation.
+        for id in ids.iter().rev() {
+            text.push_str(&format!("{{\"ev\":\"free\",\"id\":\"{id}\"}}\n"));
+        }
+        let t = parse(&text).unwrap();
+        let freed: Vec<u32> = t
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Free { alloc, .. } => Some(*alloc),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(freed, (0..ids.len() as u32).rev().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn live_ids_are_found_wherever_they_are_kept() {
+        // Dense numbers, numbers far past the allocations (kept in the map), other prefixes,
+        // text: all allocated, re-allocation refused naming the line, all freed once.
+        let ids: Vec<String> = (0..2000u64)
+            .map(|i| match i % 4 {
+                0 => format!("t{i}"),
+                1 => format!("t{}", i * 1_000_000_007),
+                2 => format!("p{i}/q{i}"),
+                _ => format!("name-{i}-x"),
+            })
+            .collect();
+        let mut text = String::new();
+        for id in &ids {
+            text.push_str(&format!(
+                "{{\"ev\":\"alloc\",\"id\":\"{id}\",\"bytes\":1,\"outside\":{}}}\n",
+                id.len() % 2 == 0
+            ));
+        }
+        for (k, id) in ids.iter().enumerate() {
+            let again = format!("{text}{{\"ev\":\"alloc\",\"id\":\"{id}\",\"bytes\":1}}\n");
+            let e = parse(&again).unwrap_err();
+            assert!(e.contains(&format!("allocated on line {}", k + 1)), "{e}");
+            if k > 20 {
+                break;
+            }
+        }
+        for id in ids.iter().rev() {
+            text.push_str(&format!("{{\"ev\":\"free\",\"id\":\"{id}\"}}\n"));
+        }
+        let t = parse(&text).unwrap();
+        for (k, id) in ids.iter().rev().enumerate() {
+            let expected = (ids.len() - 1 - k) as u32;
+            assert_eq!(
+                t.events[ids.len() + k],
+                Event::Free { alloc: expected, t_ns: 0, outside: id.len() % 2 == 0 },
+                "{id}"
+            );
+        }
+        let e = parse(&format!("{text}{{\"ev\":\"free\",\"id\":\"t4\"}}")).unwrap_err();
+        assert!(e.contains("free of id \"t4\", which is not live"), "{e}");
     }
 
     #[test]

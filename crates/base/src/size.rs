@@ -32,8 +32,13 @@ pub fn human_bytes_with(n: i64, rounding: Rounding) -> String {
     if n == i64::MIN {
         return "-8E".to_string();
     }
-    let neg = if n < 0 { "-" } else { "" };
-    let mut v = n.unsigned_abs();
+    scaled(n.unsigned_abs(), if n < 0 { "-" } else { "" }, rounding)
+}
+
+/// TF's scaling on the magnitude. TF takes an `int64`, but the same steps on a `u64` stay
+/// exact up to `u64::MAX` (16.00EiB): integer division, then one division in `f64` of a
+/// value below 2^20, which is exact.
+fn scaled(mut v: u64, neg: &str, rounding: Rounding) -> String {
     if v < KIB {
         return format!("{neg}{v}B");
     }
@@ -57,12 +62,14 @@ pub fn human_bytes_with(n: i64, rounding: Rounding) -> String {
 
 /// [`human`] as printed by a given C runtime.
 pub fn human_with(n: u64, rounding: Rounding) -> String {
-    human_bytes_with(i64::try_from(n).unwrap_or(i64::MAX), rounding)
+    scaled(n, "", rounding)
 }
 
-/// [`human_bytes`] for unsigned sizes (saturating at `i64::MAX`, beyond any device).
+/// [`human_bytes`] for unsigned sizes, exact over the whole range: sizes from 2^63 up,
+/// which TF's signed version cannot take, print as the same steps give them (`u64::MAX` is
+/// `16.00EiB`), not clamped to `8.00EiB`.
 pub fn human(n: u64) -> String {
-    human_bytes(i64::try_from(n).unwrap_or(i64::MAX))
+    human_with(n, Rounding::Glibc)
 }
 
 /// StreamExecutor's variant used in `failed to allocate 11.00G (11811160064 bytes)`:
@@ -100,7 +107,8 @@ pub fn parse_human(text: &str) -> Option<u64> {
         if qq < 0 {
             continue;
         }
-        let b = u64::try_from(qq as u128 * scale).ok()?;
+        // Near 16EiB the nearest quotient can pass u64::MAX while the one below it fits.
+        let Ok(b) = u64::try_from(qq as u128 * scale) else { continue };
         if printed(b) == t {
             return Some(b);
         }
@@ -277,6 +285,27 @@ mod tests {
         assert_eq!(human_bytes(268_435_456), "256.00MiB");
         // Integer division before the last step: 1 MiB - 1 byte stays in KiB.
         assert_eq!(human_bytes((1 << 20) - 1), "1024.0KiB");
+    }
+
+    #[test]
+    fn sizes_from_2_pow_63_up_print_exactly() {
+        // TF's steps on the whole unsigned range: nothing clamps at i64::MAX (8.00EiB).
+        assert_eq!(human(u64::MAX), "16.00EiB");
+        assert_eq!(human(1 << 63), "8.00EiB");
+        assert_eq!(human((1 << 63) + (1 << 62)), "12.00EiB");
+        assert_eq!(human(u64::MAX - (1 << 52)), "16.00EiB");
+        assert_eq!(human(15 << 60), "15.00EiB");
+        assert_eq!(human_with(u64::MAX, Rounding::Msvc), "16.00EiB");
+        assert_eq!(human_bytes_driver(u64::MAX), "16.00E");
+        // i64::MAX is the largest TF itself prints: the unsigned path agrees with it there.
+        assert_eq!(human(i64::MAX as u64), human_bytes(i64::MAX));
+        // PyTorch's format_size takes a uint64 and divides in double.
+        assert_eq!(torch(u64::MAX), "17179869184.00 GiB");
+        for n in [1u64 << 63, u64::MAX, u64::MAX - 1023, 3 << 62] {
+            let text = human(n);
+            let back = parse_human(&text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(human(back), text, "{n}");
+        }
     }
 
     #[test]

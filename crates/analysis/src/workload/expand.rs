@@ -15,13 +15,72 @@
 //!   weight's gradient is applied and freed as soon as it exists (TF's dataflow runs the
 //!   `Apply*` op then);
 //! - memory other libraries take from the device (`outside`) is taken when step 0 starts.
+//!
+//! A model file is input like any other, and a hostile one is refused, not obeyed: sizes are
+//! computed with checked arithmetic (a tensor beyond 2^64 bytes is refused, naming the
+//! layer), the work is linear in the layers, and the trace is bounded ([`MAX_STEPS`],
+//! [`MAX_EVENTS`]) because it is held in memory for the replay.
 
-use super::model::{DataFormat, Layer, LayerOp, Mode, Model, ModelError, Padding};
+use super::model::{DType, DataFormat, Layer, LayerOp, Mode, Model, ModelError, Padding};
 use crate::trace::{self, Trace};
 use oomscope_base::shape;
+use oomscope_base::size::human;
 use oomscope_core::record::Kind;
 use std::collections::HashMap;
 use std::path::Path;
+
+/// The most steps one simulation runs. Every simulated step makes the same requests (a
+/// step frees all it made), so a few show all there is; the cap keeps a mistyped `"steps"`
+/// from filling the host's memory with identical steps.
+pub const MAX_STEPS: u32 = 10_000;
+
+/// The most events (allocations, frees, step marks) one simulation makes: the trace is held
+/// in memory for the replay, about 60 bytes an event, so this bounds it near 600 MB.
+pub const MAX_EVENTS: usize = 10_000_000;
+
+/// Why a step count is refused; the model parser says it too, naming the line.
+pub(crate) fn too_many_steps(steps: u64) -> String {
+    format!(
+        "{steps} steps is more than the {MAX_STEPS} a simulation runs (every simulated step makes the same \
+         requests, so two show what one step leaves behind): give fewer"
+    )
+}
+
+fn too_many_events(path: &Path, steps: u32, batch: u64, per_step: Option<usize>) -> ExpandError {
+    let per_step = per_step.map_or(String::new(), |n| format!("; one step makes {n}"));
+    ExpandError::Refused(error(
+        path,
+        0,
+        format!(
+            "simulating {steps} step{} at batch {batch} would make more than {MAX_EVENTS} events (allocations and \
+             frees{per_step}), the most a simulation holds in memory: simulate fewer steps, or a smaller model",
+            if steps == 1 { "" } else { "s" }
+        ),
+    ))
+}
+
+/// Why an expansion failed.
+#[derive(Debug)]
+pub(crate) enum ExpandError {
+    /// The model cannot be simulated at all.
+    Refused(ModelError),
+    /// At this batch a tensor would be larger than a size can count (2^64 bytes), or have a
+    /// dimension beyond a signed 64-bit shape: a smaller batch may do.
+    TooLarge(ModelError),
+}
+
+impl ExpandError {
+    pub(crate) fn into_error(self) -> ModelError {
+        match self {
+            ExpandError::Refused(e) | ExpandError::TooLarge(e) => e,
+        }
+    }
+}
+
+/// Bytes of a tensor of `shape`, or `None` past `u64::MAX`.
+fn tensor_bytes(shape: &[u64], dtype: DType) -> Option<u64> {
+    shape.iter().try_fold(dtype.bytes(), |acc, &d| acc.checked_mul(d))
+}
 
 /// How one output of a node gets its buffer.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,6 +181,31 @@ fn error(path: &Path, line: usize, message: String) -> ModelError {
     ModelError { path: path.to_path_buf(), line, message }
 }
 
+/// What to do about a tensor too large to exist, when the batch is in its shape.
+const SMALLER: &str = "no device holds it: make the batch, the input shape or the layers smaller";
+
+/// The same for a tensor the batch does not change (a weight, a dimension computed from
+/// the sample's shape).
+const SMALLER_LAYERS: &str = "no device holds it: make the input shape or the layers smaller";
+
+/// What to say about a tensor that cannot exist: what it is, at what batch (`None` for a
+/// weight, which no batch changes), and what to do.
+fn too_large(path: &Path, line: usize, what: &str, shape: &[u64], dtype: DType, batch: Option<u64>) -> ExpandError {
+    let dims = shape::text(shape);
+    let why = if tensor_bytes(shape, dtype).is_none() {
+        format!("would take more than {} (2^64 bytes), more than any size can count", human(u64::MAX))
+    } else {
+        format!("has a dimension above {} (2^63 - 1), the largest a shape holds in TensorFlow and PyTorch", i64::MAX)
+    };
+    let dtype = dtype.name();
+    match batch {
+        Some(b) => {
+            ExpandError::TooLarge(error(path, line, format!("{what} at batch {b}, {dims} {dtype}, {why}; {SMALLER}")))
+        }
+        None => ExpandError::Refused(error(path, line, format!("{what}, {dims} {dtype}, {why}; {SMALLER_LAYERS}"))),
+    }
+}
+
 fn out_size(input: u64, k: u64, stride: u64, padding: Padding) -> Option<u64> {
     match padding {
         Padding::Same => Some(input.div_ceil(stride)),
@@ -147,8 +231,21 @@ struct Builder<'m> {
 }
 
 impl Builder<'_> {
-    fn error(&self, line: usize, message: String) -> ModelError {
-        error(self.path, line, message)
+    fn error(&self, line: usize, message: String) -> ExpandError {
+        ExpandError::Refused(error(self.path, line, message))
+    }
+
+    /// A dimension computed from others that overflows. Batch sizes do not enter it (the
+    /// batch dimension is never computed), so a smaller batch would not do.
+    fn overflow(&self, line: usize, what: &str, shape: &[u64]) -> ExpandError {
+        self.error(
+            line,
+            format!(
+                "{what} of {}: an output dimension would be more than {} (2^64 - 1); {SMALLER_LAYERS}",
+                shape::text(shape),
+                u64::MAX
+            ),
+        )
     }
 
     fn node(&mut self, n: Node) -> usize {
@@ -280,7 +377,7 @@ impl Builder<'_> {
         self.g.tensors[t].shape.clone()
     }
 
-    fn four_d(&self, t: usize, what: &str, line: usize) -> Result<Vec<u64>, ModelError> {
+    fn four_d(&self, t: usize, what: &str, line: usize) -> Result<Vec<u64>, ExpandError> {
         let s = self.shape(t);
         if s.len() == 4 {
             Ok(s)
@@ -293,7 +390,7 @@ impl Builder<'_> {
     }
 
     /// Two loss inputs, the output and the labels, checked against each other.
-    fn labels(&self, line: usize, what: &str) -> Result<usize, ModelError> {
+    fn labels(&self, line: usize, what: &str) -> Result<usize, ExpandError> {
         self.g.labels.ok_or_else(|| self.error(line, format!("{what} needs \"labels\"")))
     }
 
@@ -324,7 +421,7 @@ impl Builder<'_> {
     }
 
     /// Adds one layer reading `src`; returns its output.
-    fn layer(&mut self, layer: &Layer, src: usize, by_name: &HashMap<String, usize>) -> Result<usize, ModelError> {
+    fn layer(&mut self, layer: &Layer, src: usize, by_name: &HashMap<String, usize>) -> Result<usize, ExpandError> {
         let line = layer.line;
         let lname = layer.name.as_deref().unwrap_or("");
         Ok(match &layer.op {
@@ -425,7 +522,10 @@ impl Builder<'_> {
                 let s = self.four_d(src, "resize", line)?;
                 let (h, w) = match (size, scale) {
                     (Some([h, w]), _) => (*h, *w),
-                    (None, Some(k)) => (s[1] * k, s[2] * k),
+                    (None, Some(k)) => match (s[1].checked_mul(*k), s[2].checked_mul(*k)) {
+                        (Some(h), Some(w)) => (h, w),
+                        _ => return Err(self.overflow(line, "resize", &s)),
+                    },
                     (None, None) => unreachable!("the parser requires size or scale"),
                 };
                 // The bilinear gradient takes the original image (TF passes op.inputs[0]).
@@ -454,7 +554,7 @@ impl Builder<'_> {
             LayerOp::Concat { inputs } => {
                 let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
                 let s0 = self.four_d(ids[0], "concat", line)?;
-                let mut channels = 0;
+                let mut channels = 0u64;
                 for &i in &ids {
                     let si = self.four_d(i, "concat", line)?;
                     if si[..3] != s0[..3] {
@@ -467,7 +567,10 @@ impl Builder<'_> {
                             ),
                         ));
                     }
-                    channels += si[3];
+                    channels = match channels.checked_add(si[3]) {
+                        Some(c) => c,
+                        None => return Err(self.overflow(line, "concat", &si)),
+                    };
                 }
                 self.join_node(
                     lname,
@@ -480,15 +583,10 @@ impl Builder<'_> {
             }
             LayerOp::Flatten => {
                 let s = self.shape(src);
-                self.unary(
-                    lname,
-                    "Reshape",
-                    src,
-                    vec![s[0], s[1..].iter().product()],
-                    Alloc::View(0),
-                    Keep::Nothing,
-                    InputGrad::Pass,
-                )
+                let Some(features) = s[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) else {
+                    return Err(self.overflow(line, "flatten", &s));
+                };
+                self.unary(lname, "Reshape", src, vec![s[0], features], Alloc::View(0), Keep::Nothing, InputGrad::Pass)
             }
             LayerOp::Dropout { .. } if !self.train => {
                 // Evaluation: dropout is the identity.
@@ -585,8 +683,9 @@ impl Builder<'_> {
     }
 }
 
-/// Builds the node graph of `model` at `batch`.
-fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
+/// Builds the node graph of `model` at `batch`. Each layer's tensors and weights are checked
+/// as it is added, so the first layer at fault is the one named.
+fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ExpandError> {
     let g = Graph {
         tensors: Vec::new(),
         nodes: Vec::new(),
@@ -597,14 +696,22 @@ fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
         names: HashMap::new(),
     };
     let mut b = Builder { g, scope: &model.scope, train: model.mode == Mode::Train, path };
+    let check = |shape: &[u64], line: usize, batched: bool, what: &dyn Fn() -> String| -> Result<(), ExpandError> {
+        match tensor_bytes(shape, model.dtype) {
+            Some(_) if shape.iter().all(|&d| i64::try_from(d).is_ok()) => Ok(()),
+            _ => Err(too_large(path, line, &what(), shape, model.dtype, batched.then_some(batch))),
+        }
+    };
     let mut input_shape = vec![batch];
     input_shape.extend(&model.input);
+    check(&input_shape, model.input_line, true, &|| format!("the input ({:?})", model.input_name))?;
     b.g.input = b.g.tensor(input_shape, false);
-    b.g.labels = model.labels.as_ref().map(|l| {
-        let mut s = vec![batch];
-        s.extend(l);
-        b.g.tensor(s, false)
-    });
+    if let Some(l) = &model.labels {
+        let mut labels = vec![batch];
+        labels.extend(l);
+        check(&labels, model.labels_line, true, &|| format!("the labels ({:?})", model.labels_name))?;
+        b.g.labels = Some(b.g.tensor(labels, false));
+    }
     let mut by_name: HashMap<String, usize> = HashMap::from([(model.input_name.clone(), b.g.input)]);
     let mut current = b.g.input;
     for layer in &model.layers {
@@ -612,13 +719,26 @@ fn build(model: &Model, batch: u64, path: &Path) -> Result<Graph, ModelError> {
             Some(n) => by_name[n],
             None => current,
         };
+        let (nodes, weights) = (b.g.nodes.len(), b.g.weights.len());
         let out = b.layer(layer, src, &by_name)?;
+        for w in &b.g.weights[weights..] {
+            check(&w.shape, layer.line, false, &|| format!("the weight {}", w.name))?;
+        }
+        for n in &b.g.nodes[nodes..] {
+            for &(t, _) in &n.outputs {
+                // Every output but batch norm's statistics ([channels]) leads with the batch.
+                let batched = b.g.tensors[t].shape.first() == Some(&batch);
+                check(&b.g.tensors[t].shape, layer.line, batched, &|| format!("the output of {}", n.name))?;
+            }
+        }
         if let Some(n) = &layer.name {
             by_name.insert(n.clone(), out);
         }
         current = out;
     }
     b.g.fetch = current;
+    // Only building needs the table of names taken; a deep model's is large.
+    b.g.names = HashMap::new();
     Ok(b.g)
 }
 
@@ -628,6 +748,9 @@ struct Out<'m> {
     model: &'m Model,
     /// Buffers: (allocation number, references).
     buffers: Vec<(u32, u32)>,
+    /// Buffers with references left: counted as they go, where counting them each step
+    /// made a long run quadratic.
+    live: usize,
 }
 
 impl Out<'_> {
@@ -642,10 +765,12 @@ impl Out<'_> {
 
     /// A new buffer with one reference; returns its index.
     fn alloc(&mut self, op: &str, shape: &[u64], kind: Kind, outside: bool) -> usize {
-        let bytes = shape.iter().product::<u64>() * self.model.dtype.bytes();
+        // Every shape was checked when the graph was built: nothing saturates here.
+        let bytes = tensor_bytes(shape, self.model.dtype).unwrap_or(u64::MAX);
         let shown = self.shape_for_report(shape, matches!(kind, Kind::Activation | Kind::Gradient | Kind::Input));
         let alloc = self.trace.alloc(bytes, op, Some(&shown), Some(self.model.dtype.name()), kind, outside);
         self.buffers.push((alloc, 1));
+        self.live += 1;
         self.buffers.len() - 1
     }
 
@@ -658,12 +783,13 @@ impl Out<'_> {
         b.1 -= 1;
         if b.1 == 0 {
             let alloc = b.0;
+            self.live -= 1;
             self.trace.free(alloc);
         }
     }
 
     fn live_buffers(&self) -> usize {
-        self.buffers.iter().filter(|b| b.1 > 0).count()
+        self.live
     }
 }
 
@@ -679,9 +805,17 @@ fn consume(out: &mut Out<'_>, uses: &mut [u32], buf: &[Option<usize>], t: usize)
 
 /// A trace of `model` run at `batch` for `steps` steps.
 pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trace, ModelError> {
+    try_expand(model, batch, steps, path).map_err(ExpandError::into_error)
+}
+
+/// [`expand`], telling a batch too large to count apart from a model that cannot run.
+pub(crate) fn try_expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trace, ExpandError> {
+    if steps > MAX_STEPS {
+        return Err(ExpandError::Refused(error(path, 0, too_many_steps(u64::from(steps)))));
+    }
     let g = build(model, batch, path)?;
     let train = model.mode == Mode::Train;
-    let mut out = Out { trace: trace::Builder::new(), model, buffers: Vec::new() };
+    let mut out = Out { trace: trace::Builder::new(), model, buffers: Vec::new(), live: 0 };
     out.trace.step(-1);
     // Weights in creation order, then the optimizer's slots per trainable weight.
     for w in &g.weights {
@@ -712,7 +846,15 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trac
         uses_total[l] += 1; // fed for the whole step (the loss or the accuracy reads it)
     }
 
+    let setup = out.trace.len();
     for step in 0..steps {
+        if step == 1 {
+            // Every step makes what step 0 made: the whole trace's size is known now.
+            let per_step = out.trace.len() - setup;
+            if setup + per_step.saturating_mul(steps as usize) > MAX_EVENTS {
+                return Err(too_many_events(path, steps, batch, Some(per_step)));
+            }
+        }
         out.trace.step(i64::from(step));
         let mut uses = uses_total.clone();
         let mut buf: Vec<Option<usize>> = vec![None; g.tensors.len()];
@@ -727,6 +869,9 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trac
             }
         }
         for n in &g.nodes {
+            if out.trace.len() > MAX_EVENTS {
+                return Err(too_many_events(path, steps, batch, None));
+            }
             if n.temp > 0 {
                 let b = out.alloc(
                     &format!("{}/workspace", n.name),
@@ -767,6 +912,9 @@ pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trac
             grad[g.fetch] = Some(out.alloc("gradients/Fill", &[], Kind::Gradient, false));
             let mut addn = 0u32;
             for n in g.nodes.iter().rev() {
+                if out.trace.len() > MAX_EVENTS {
+                    return Err(too_many_events(path, steps, batch, None));
+                }
                 let g_out = grad[n.outputs[0].0].take();
                 if let Some(go) = g_out {
                     let mut input_grads = Vec::with_capacity(n.inputs.len());
@@ -943,6 +1091,100 @@ mod tests {
             }
         }
         assert!(read.events.iter().any(|e| matches!(e, trace::Event::Alloc { outside: true, .. })));
+    }
+
+    fn too_large(text: &str, batch: u64) -> String {
+        let m = model(text);
+        match try_expand(&m, batch, 1, Path::new("m.json")) {
+            Err(ExpandError::TooLarge(e)) => e.to_string(),
+            Err(ExpandError::Refused(e)) => panic!("refused, not too large: {e}"),
+            Ok(t) => panic!("expanded to {} events", t.events.len()),
+        }
+    }
+
+    #[test]
+    fn sizes_past_u64_are_refused_naming_the_line_not_wrapped() {
+        // 2^32 * 2^32 * 16 * 4 bytes: 2^70, which wrapped to a few bytes.
+        let e = too_large(
+            "{\"input\": [4294967296, 4294967296, 16],\n\"batch\": 1, \"mode\": \"eval\", \"layers\": [{\"op\": \"relu\"}]}",
+            1,
+        );
+        assert!(
+            e.starts_with("m.json:1: the input (\"input\") at batch 1, [1,4294967296,4294967296,16] float32"),
+            "{e}"
+        );
+        assert!(e.contains("more than 16.00EiB (2^64 bytes)") && e.contains("make the batch"), "{e}");
+
+        // A batch that only overflows with the layers' shapes: the conv's output, line 3.
+        let text = "{\"input\": [1024, 1024, 1], \"batch\": 1, \"mode\": \"eval\", \"layers\": [\n  {\"op\": \"relu\"},\n  {\"op\": \"conv2d\", \"name\": \"c\", \"filters\": 1048576, \"bias\": false}\n]}";
+        let e = too_large(text, 1 << 24);
+        assert!(
+            e.starts_with("m.json:3: the output of c/Conv2D at batch 16777216, [16777216,1024,1024,1048576]"),
+            "{e}"
+        );
+        assert!(expand(&model(text), 1, 1, Path::new("m.json")).is_ok(), "batch 1 is fine");
+
+        // The batch itself: 2^64 - 1 samples of 48 bytes.
+        let e = too_large(
+            "{\"input\": [4, 3], \"batch\": 1, \"mode\": \"eval\", \"layers\": [{\"op\": \"relu\"}]}",
+            u64::MAX,
+        );
+        assert!(e.contains("at batch 18446744073709551615"), "{e}");
+
+        // A dimension no signed shape holds, although its bytes would fit.
+        let e = too_large(
+            "{\"input\": [1], \"dtype\": \"uint8\", \"batch\": 1, \"mode\": \"eval\", \"layers\": [{\"op\": \"relu\"}]}",
+            u64::MAX,
+        );
+        assert!(e.contains("a dimension above 9223372036854775807"), "{e}");
+
+        // Dimensions computed from the sample's shape (4 x 2^62 rows, 4 x 2^62 channels) and
+        // weights: no batch changes them, so they are refused outright.
+        for (input, layers, expected) in [
+            ("[4, 1, 1]", "{\"op\": \"resize\", \"scale\": 4611686018427387904}", "m.json:2: resize of [1,4,1,1]"),
+            (
+                "[1, 1, 4611686018427387904]",
+                "{\"op\": \"concat\", \"inputs\": [\"input\", \"input\", \"input\", \"input\"]}",
+                "m.json:2: concat of [1,1,1,4611686018427387904]",
+            ),
+            (
+                "[1, 1, 4294967296]",
+                "{\"op\": \"conv2d\", \"name\": \"c\", \"filters\": 4294967296}",
+                "m.json:2: the weight c/kernel, [3,3,4294967296,4294967296] uint8, would take more than 16.00EiB",
+            ),
+        ] {
+            let text = format!(
+                "{{\"input\": {input}, \"dtype\": \"uint8\", \"batch\": 1, \"mode\": \"eval\",\n\"layers\": [{layers}]}}"
+            );
+            let e = match try_expand(&model(&text), 1, 1, Path::new("m.json")) {
+                Err(ExpandError::Refused(e)) => e.to_string(),
+                Err(ExpandError::TooLarge(e)) => panic!("too large at this batch, not refused: {e}"),
+                Ok(_) => panic!("{layers} expanded"),
+            };
+            assert!(e.starts_with(expected) && e.ends_with("make the input shape or the layers smaller"), "{e}");
+        }
+    }
+
+    #[test]
+    fn steps_and_events_are_bounded_before_the_trace_is_made() {
+        let text = |steps: u64| {
+            format!(
+                "{{\"input\": [4], \"batch\": 1, \"mode\": \"eval\",\n\"steps\": {steps},\n\"layers\": [{{\"op\": \"relu\"}}]}}"
+            )
+        };
+        let e = model::parse(Path::new("m.json"), &text(1_000_000_000)).unwrap_err().to_string();
+        assert!(e.starts_with("m.json:2: \"steps\": 1000000000 steps is more than the 10000"), "{e}");
+        let m = model(&text(MAX_STEPS as u64));
+        let e = expand(&m, 1, MAX_STEPS + 1, Path::new("m.json")).unwrap_err().to_string();
+        assert!(e.starts_with("m.json: 10001 steps is more than the 10000"), "{e}");
+
+        // 1000 convolutions make 2003 events a step: 10 000 steps would pass the bound,
+        // which is known, and refused, after the first step.
+        let layers = vec!["{\"op\": \"conv2d\", \"filters\": 1, \"kernel\": 1, \"bias\": false}"; 1000].join(",");
+        let m = model(&format!("{{\"input\": [1, 1, 1], \"batch\": 1, \"mode\": \"eval\", \"layers\": [{layers}]}}"));
+        let e = expand(&m, 1, MAX_STEPS, Path::new("m.json")).unwrap_err().to_string();
+        assert!(e.contains("would make more than 10000000 events") && e.contains("one step makes 2003"), "{e}");
+        assert_eq!(expand(&m, 1, 100, Path::new("m.json")).unwrap().events.len(), 1001 + 100 * 2003);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! fitted to those replays. For a recorded trace, whose batch cannot change, the smallest
 //! limit it replays under.
 
+use super::expand::{ExpandError, try_expand};
 use super::{Workload, model::Mode};
 use crate::replay::{Settings, replay};
-use crate::trace::Trace;
+use crate::trace::{Event, Trace};
 use crate::verdict::{Diagnosis, Fix};
 use crate::workload::ModelError;
 use oomscope_core::bfc::Options;
@@ -46,6 +47,10 @@ pub struct BatchFit {
     pub per_sample: f64,
     /// The largest batch the straight line allows.
     pub line_prediction: u64,
+    /// The smallest batch tried at which a tensor would pass 2^64 bytes: it and every larger
+    /// batch cannot exist, let alone fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub too_large_from: Option<u64>,
 }
 
 fn capacity(s: &Settings) -> u64 {
@@ -76,15 +81,25 @@ fn quiet(s: &Settings) -> Settings {
 
 /// Replays `w` at `batch` on the device of `s` and with unlimited memory.
 pub fn probe(w: &Workload, s: &Settings, batch: u64) -> Result<Probe, ModelError> {
-    let t = w.trace(batch, PROBE_STEPS)?;
+    probe_at(w, s, batch)?
+}
+
+/// [`probe`]; the inner error says the batch is too large for its sizes to be counted,
+/// which a search treats as not fitting (a smaller batch may do).
+fn probe_at(w: &Workload, s: &Settings, batch: u64) -> Result<Result<Probe, ModelError>, ModelError> {
+    let t = match try_expand(&w.model, batch, PROBE_STEPS, &w.path) {
+        Ok(t) => t,
+        Err(ExpandError::TooLarge(e)) => return Ok(Err(e)),
+        Err(ExpandError::Refused(e)) => return Err(e),
+    };
     let real = replay(&t, &quiet(s), None, |_| {});
     let ideal = replay(&t, &unlimited(s), None, |_| {});
-    Ok(Probe {
+    Ok(Ok(Probe {
         batch,
         fits: real.failures == 0,
         peak_in_use: real.dump.stats.peak_bytes_in_use,
         needed: ideal.dump.stats.peak_bytes_in_use,
-    })
+    }))
 }
 
 /// The largest batch of `w` in `1..=max_batch` that replays without an OOM on `s`.
@@ -92,14 +107,27 @@ pub fn probe(w: &Workload, s: &Settings, batch: u64) -> Result<Probe, ModelError
 pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<BatchFit, ModelError> {
     let max_batch = max_batch.max(1);
     let mut probes: Vec<Probe> = Vec::new();
-    let run = |b: u64, probes: &mut Vec<Probe>| -> Result<bool, ModelError> {
+    let mut too_large_from: Option<u64> = None;
+    let mut run = |b: u64, probes: &mut Vec<Probe>| -> Result<bool, ModelError> {
         if let Some(p) = probes.iter().find(|p| p.batch == b) {
             return Ok(p.fits);
         }
-        let p = probe(w, s, b)?;
-        let fits = p.fits;
-        probes.push(p);
-        Ok(fits)
+        if too_large_from.is_some_and(|t| b >= t) {
+            return Ok(false);
+        }
+        match probe_at(w, s, b)? {
+            Ok(p) => {
+                let fits = p.fits;
+                probes.push(p);
+                Ok(fits)
+            }
+            // Batch 1 is tried first: when even it is too large, the model is refused.
+            Err(e) if b == 1 => Err(e),
+            Err(_) => {
+                too_large_from = Some(too_large_from.map_or(b, |t| t.min(b)));
+                Ok(false)
+            }
+        }
     };
     let (mut lo, mut hi) = (0u64, None::<u64>);
     let mut b = 1;
@@ -109,7 +137,7 @@ pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<Batch
             if b >= max_batch {
                 break;
             }
-            b = (b * 2).min(max_batch);
+            b = b.saturating_mul(2).min(max_batch);
         } else {
             hi = Some(b);
             break;
@@ -144,6 +172,7 @@ pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<Batch
         fixed,
         per_sample,
         line_prediction,
+        too_large_from,
     })
 }
 
@@ -172,7 +201,14 @@ pub struct LimitFit {
     /// Whether it replays on the device given, and the peak there.
     pub fits: bool,
     pub capacity: u64,
+    /// Set when no limit up to [`UNLIMITED`] replays the trace: its largest request, which
+    /// no device serves (`min_limit` is then that bound, not an answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never_fits: Option<u64>,
 }
+
+/// The most [`min_limit`] tries: more than any device has.
+pub const LIMIT_BOUND: u64 = UNLIMITED;
 
 const MIB: u64 = 1 << 20;
 
@@ -189,12 +225,25 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
     };
     let mut lo = needed.div_ceil(MIB).max(1) * MIB - MIB; // does not fit below the need
     let mut hi = lo + MIB;
+    let mut never_fits = None;
     while !fits_at(hi) {
-        lo = hi;
-        hi = hi.saturating_mul(2);
         if hi >= UNLIMITED {
+            // A request beyond any device (a hostile or corrupt trace): say so rather than
+            // answer with the bound.
+            let largest = t
+                .events
+                .iter()
+                .filter_map(|e| match *e {
+                    Event::Alloc { bytes, outside: false, .. } => Some(bytes),
+                    _ => None,
+                })
+                .max();
+            never_fits = Some(largest.unwrap_or(0));
+            lo = hi;
             break;
         }
+        lo = hi;
+        hi = hi.saturating_mul(2).min(UNLIMITED);
     }
     while hi - lo > MIB {
         let mid = (lo + (hi - lo) / 2) / MIB * MIB;
@@ -208,7 +257,7 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
         }
     }
     let fits = replay(t, &quiet(s), None, |_| {}).failures == 0;
-    LimitFit { needed, min_limit: hi, fits, capacity: capacity(s) }
+    LimitFit { needed, min_limit: hi, fits, capacity: capacity(s), never_fits }
 }
 
 /// Replaces an estimated fix with one checked by replay, when the workload is at hand: the
@@ -237,8 +286,8 @@ pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Resu
             let with_growth = replay(&t, &quiet(&grow), None, |_| {});
             if with_growth.failures == 0 {
                 let total = s.device_total;
-                let usable =
-                    total.saturating_sub(s.device_others).saturating_sub(w.model.outside.iter().map(|o| o.bytes).sum());
+                let outside = w.model.outside.iter().fold(0u64, |sum, o| sum.saturating_add(o.bytes));
+                let usable = total.saturating_sub(s.device_others).saturating_sub(outside);
                 let fraction = (usable as f64 / total.max(1) as f64 * 20.0).floor() / 20.0;
                 let mut capped = s.clone();
                 capped.allocator.limit = (fraction * total as f64) as u64;
@@ -266,5 +315,31 @@ pub fn settings(total: u64, others: u64, model: &str, limit: Option<u64>) -> Set
         device_model: model.to_string(),
         keep_going: false,
         torch: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::model;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn batches_too_large_to_count_do_not_fit_and_the_search_goes_on() {
+        // 2^60 bytes a sample on a device of 15EiB: batch 16 is 2^64 bytes, which cannot be
+        // counted; the search treats it as not fitting instead of failing or wrapping.
+        let text = r#"{"input": [1152921504606846976], "dtype": "uint8", "batch": 1, "mode": "eval", "layers": [{"op": "relu"}]}"#;
+        let w = Workload { model: model::parse(Path::new("m.json"), text).unwrap(), path: PathBuf::from("m.json") };
+        let s = settings(15 << 60, 0, "simulated GPU", None);
+        let f = largest_batch(&w, &s, u64::MAX).unwrap();
+        assert_eq!(f.too_large_from, Some(16), "{:?}", f.probes);
+        assert!(f.largest.as_ref().is_some_and(|p| p.batch < 16), "{:?}", f.largest);
+        assert!(f.probes.iter().all(|p| p.batch < 16));
+
+        // Too large at batch 1: nothing to search, the model is refused.
+        let text = r#"{"input": [4294967296, 4294967296, 16], "batch": 1, "mode": "eval", "layers": [{"op": "relu"}]}"#;
+        let w = Workload { model: model::parse(Path::new("m.json"), text).unwrap(), path: PathBuf::from("m.json") };
+        let e = largest_batch(&w, &s, 64).unwrap_err().to_string();
+        assert!(e.starts_with("m.json:1: the input"), "{e}");
     }
 }

@@ -18,9 +18,13 @@ pub struct Model {
     /// One sample's input shape: `[H, W, C]` for images, `[F]` for vectors.
     pub input: Vec<u64>,
     pub input_name: String,
+    /// Line of `"input"` in the source, for a batch that makes the input too large.
+    pub input_line: usize,
     /// One sample's label shape, when the loss or the evaluation reads labels.
     pub labels: Option<Vec<u64>>,
     pub labels_name: String,
+    /// Line of `"labels"` (0 without labels).
+    pub labels_line: usize,
     pub dtype: DType,
     /// How 4-D shapes are reported: TF's GPU kernels run NCHW, so its logs show NCHW.
     pub data_format: DataFormat,
@@ -223,12 +227,20 @@ const OPS: &[(&str, &[&str])] = &[
 struct Source<'a> {
     path: &'a Path,
     text: &'a str,
+    /// Offsets of the text's newlines, in order: a value's line is a binary search, where
+    /// counting from the start each time made a model with many layers quadratic to read.
+    newlines: Vec<usize>,
 }
 
 impl<'a> Source<'a> {
+    fn new(path: &'a Path, text: &'a str) -> Self {
+        let newlines = text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect();
+        Source { path, text, newlines }
+    }
+
     fn line_of(&self, raw: &RawValue) -> usize {
         let offset = (raw.get().as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize).min(self.text.len());
-        self.text[..offset].bytes().filter(|&b| b == b'\n').count() + 1
+        self.newlines.partition_point(|&n| n < offset) + 1
     }
 
     fn error(&self, line: usize, message: impl Into<String>) -> ModelError {
@@ -300,7 +312,7 @@ impl<'a> Source<'a> {
 
 /// Parses and checks a model description; `path` names it in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
-    let src = Source { path, text };
+    let src = Source::new(path, text);
     let top: BTreeMap<String, &RawValue> = serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
@@ -322,10 +334,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
     };
     let about: String = field("about").map(|r| src.value("about", r, "a string")).transpose()?.unwrap_or_default();
     let scope: String = field("scope").map(|r| src.value("scope", r, "a string")).transpose()?.unwrap_or_default();
-    let input = src.shape("input", required("input")?)?;
+    let input_raw = required("input")?;
+    let input = src.shape("input", input_raw)?;
+    let input_line = src.line_of(input_raw);
     let input_name: String =
         field("input_name").map(|r| src.value("input_name", r, "a string")).transpose()?.unwrap_or("input".into());
     let labels = field("labels").map(|r| src.shape("labels", r)).transpose()?;
+    let labels_line = field("labels").map_or(0, |r| src.line_of(r));
     let labels_name: String =
         field("labels_name").map(|r| src.value("labels_name", r, "a string")).transpose()?.unwrap_or("labels".into());
     let dtype = match field("dtype") {
@@ -365,8 +380,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
         .transpose()?
         .unwrap_or(if mode == Mode::Train { Optimizer::Sgd } else { Optimizer::None });
     let steps = match field("steps") {
-        Some(raw) => u32::try_from(src.positive("steps", raw)?)
-            .map_err(|_| src.error(src.line_of(raw), "\"steps\" is too large"))?,
+        Some(raw) => {
+            let steps = src.positive("steps", raw)?;
+            u32::try_from(steps).ok().filter(|&s| s <= super::expand::MAX_STEPS).ok_or_else(|| {
+                src.error(src.line_of(raw), format!("\"steps\": {}", super::expand::too_many_steps(steps)))
+            })?
+        }
         None => 1,
     };
     let samples = field("samples").map(|r| src.positive("samples", r)).transpose()?;
@@ -407,8 +426,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
         scope,
         input,
         input_name,
+        input_line,
         labels,
         labels_name,
+        labels_line,
         dtype,
         data_format,
         batch,
