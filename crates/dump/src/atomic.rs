@@ -113,8 +113,11 @@ fn create_temp(dir: &Path, name: &OsStr) -> io::Result<(PathBuf, File)> {
     Err(last.unwrap_or_else(|| io::Error::other("no temporary file name was free")))
 }
 
-/// Removes the temporary files of writes to `dir/name` whose process is gone (killed
-/// midway), when they are the user's own regular files. Prints what it removed.
+/// Removes the temporary files of writes into `dir` whose process is gone (killed midway),
+/// when they are the user's own regular files: ours for any target (`.X.PID.RANDOM.tmp`, a
+/// name no other program makes), and the older `.NAME.PID.tmp` for this target. Dumps at
+/// OOM have a new name each time, so a killed one is found through another's write.
+/// Prints what it removed.
 fn remove_stale(dir: &Path, name: &OsStr) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     let prefix = format!(".{}.", name.to_string_lossy());
@@ -123,7 +126,7 @@ fn remove_stale(dir: &Path, name: &OsStr) {
     let (mut count, mut bytes) = (0u64, 0u64);
     for entry in entries.flatten() {
         let file = entry.file_name();
-        let Some(pid) = file.to_str().and_then(|f| stale_pid(f, &prefix)) else { continue };
+        let Some(pid) = file.to_str().and_then(|f| stale_pid(f, &prefix).or_else(|| ours(f))) else { continue };
         let Ok(m) = entry.metadata() else { continue };
         if !m.file_type().is_file() || m.uid() != uid || alive(pid) {
             continue;
@@ -149,6 +152,16 @@ fn stale_pid(file: &str, prefix: &str) -> Option<i32> {
     let hex = !random.is_empty() && random.len() <= 16 && random.bytes().all(|b| b.is_ascii_hexdigit());
     let pid = pid.parse::<i32>().ok().filter(|&p| p > 0)?;
     hex.then_some(pid)
+}
+
+/// The writer's pid in a temporary name of ours for any target: `.X.PID.RANDOM.tmp`, with
+/// RANDOM 16 hex digits.
+fn ours(file: &str) -> Option<i32> {
+    let rest = file.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (rest, random) = rest.rsplit_once('.')?;
+    let (name, pid) = rest.rsplit_once('.')?;
+    let hex = random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && !name.is_empty()).then(|| pid.parse::<i32>().ok().filter(|&p| p > 0)).flatten()
 }
 
 fn alive(pid: i32) -> bool {
@@ -261,12 +274,30 @@ mod tests {
         write_file(&dir.join("out.json"), |w| w.write_all(b"x")).unwrap();
         assert!(!dead.exists() && !old_style.exists(), "dead writers' temporaries are removed");
         assert!(live.exists(), "a live writer's temporary is kept");
-        assert!(other.exists(), "another target's temporaries are not touched");
+        assert!(other.exists(), "another target's temporaries of the old form are not touched");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_killed_dump_is_cleaned_up_by_the_next_write_of_another_name() {
+        let dir = dir("stale-other");
+        let killed = dir.join(".oomscope-7-gpu0-oom1.dump.json.2147483000.0123456789abcdef.tmp");
+        let foreign = dir.join(".notes.txt.2147483000.tmp");
+        fs::write(&killed, b"half a dump").unwrap();
+        fs::write(&foreign, b"someone else's").unwrap();
+        write_file(&dir.join("oomscope-8-gpu0-oom1.dump.json"), |w| w.write_all(b"{}")).unwrap();
+        assert!(!killed.exists());
+        assert!(foreign.exists(), "a name of the old form is another program's as far as we know");
         fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn stale_names_are_parsed_strictly() {
+        assert_eq!(ours(".a.json.12.0123456789abcdef.tmp"), Some(12));
+        assert_eq!(ours(".a.12.0123456789abcdef.tmp"), Some(12));
+        assert_eq!(ours(".a.json.12.0123.tmp"), None);
+        assert_eq!(ours("..12.0123456789abcdef.tmp"), None);
+        assert_eq!(ours(".a.json.x.0123456789abcdef.tmp"), None);
         assert_eq!(stale_pid(".a.json.12.ff.tmp", ".a.json."), Some(12));
         assert_eq!(stale_pid(".a.json.12.tmp", ".a.json."), Some(12));
         assert_eq!(stale_pid(".a.json.x.tmp", ".a.json."), None);
