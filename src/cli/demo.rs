@@ -2,10 +2,11 @@
 //! and a fix checked by replay. Exits 0: the OOM is the demonstration.
 //!
 //! With `--tui` or `--publish` the run is played in real time (`oomscope_analysis::play`) and shown
-//! in the terminal UI or published on the live feed; the report is printed when it ends.
+//! in the terminal UI or published on the live feed; the report is printed when it ends. Ctrl-C
+//! in the UI ends the command without the report, with exit code 130.
 
 use super::args::DemoArgs;
-use super::{CliError, output};
+use super::{CliError, EXIT_INTERRUPTED, output};
 use oomscope_analysis::live::{self, Publisher};
 use oomscope_analysis::play;
 use oomscope_analysis::render;
@@ -97,10 +98,18 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     };
     let result = if a.tui || a.publish {
         match played(&a, &t, &settings, &source_path, &finish)? {
-            Some(r) => r,
-            None => {
+            Played::Ran(r) => *r,
+            Played::Stopped => {
                 eprintln!("oomscope: stopped before the end of the run");
                 return Ok(0);
+            }
+            Played::Interrupted { dump_written } => {
+                if dump_written && let Some(path) = &a.output {
+                    eprintln!("oomscope: interrupted; dump written to {}", path.display());
+                } else {
+                    eprintln!("oomscope: interrupted");
+                }
+                return Ok(EXIT_INTERRUPTED);
             }
         }
     } else {
@@ -141,15 +150,26 @@ struct Ran {
 
 type Finish<'a> = dyn Fn(Outcome) -> Result<Ran, CliError> + Sync + 'a;
 
-/// The run played in real time into the UI and/or the live feed. `None` when the user
-/// quit the UI before the end.
+/// How a run played in real time ended.
+enum Played {
+    Ran(Box<Ran>),
+    /// The user quit the UI (q) before the end.
+    Stopped,
+    /// The user pressed Ctrl-C in the UI, before or after the end (`dump_written`: the run
+    /// had ended, so a dump asked for with -o was written).
+    Interrupted {
+        dump_written: bool,
+    },
+}
+
+/// The run played in real time into the UI and/or the live feed.
 fn played(
     a: &DemoArgs,
     t: &Trace,
     settings: &Settings,
     source_path: &str,
     finish: &Finish<'_>,
-) -> Result<Option<Ran>, CliError> {
+) -> Result<Played, CliError> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let publisher = if a.publish {
         let path = live::socket_path(&live::default_dir(), std::process::id(), None);
@@ -175,7 +195,7 @@ fn played(
                 }
             };
             let outcome = play::play(t, settings, Some(source_path), length, &stop, &command, &mut send);
-            let Some(outcome) = outcome else { return Ok(None) };
+            let Some(outcome) = outcome else { return Ok::<_, CliError>(None) };
             let ran = finish(outcome)?;
             if ran.dump.oom.is_some() {
                 let report = render::render(&ran.dump, render::Format::Tf);
@@ -186,17 +206,23 @@ fn played(
             let _ = tx.send(Update::Device { id: 0, device: Box::new(live.device().clone()) });
             Ok(Some(ran))
         });
+        let mut interrupted = false;
         if ui {
             let mut app = oomscope_tui::App::new(Vec::new());
             app.waiting = Some("starting the simulated run".into());
             let shown = oomscope_tui::run(app, rx);
             // The user quit: stop the play if it still runs.
             stop.store(true, Ordering::Relaxed);
-            shown.map_err(|e| CliError(format!("the terminal UI failed: {e}")))?;
+            interrupted = shown.map_err(|e| CliError(format!("the terminal UI failed: {e}")))?.interrupted;
         } else {
             drop(rx);
         }
-        worker.join().map_err(|_| CliError("the simulated run failed unexpectedly".into()))?
+        let ran = worker.join().map_err(|_| CliError("the simulated run failed unexpectedly".into()))??;
+        Ok(match ran {
+            _ if interrupted => Played::Interrupted { dump_written: ran.is_some() },
+            Some(r) => Played::Ran(Box::new(r)),
+            None => Played::Stopped,
+        })
     })
 }
 

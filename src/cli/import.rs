@@ -30,19 +30,25 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
-    output::print(&render::render(&d, a.format.into()))?;
+    let format: render::Format = a.format.into();
+    output::print(&render::render(&d, format))?;
     if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
         eprintln!("oomscope: read {} as an out-of-memory message of {} (line {})", name, m.format.describe(), m.line);
     } else if let Some(imp) = &d.imported {
         let what = match (imp.from, imp.variant) {
-            (ImportedFrom::TfLog, Some(v)) => {
-                format!("a TensorFlow log ({} text, {} of {} lines used)", v.release(), imp.lines_used, imp.lines_read)
-            }
+            (ImportedFrom::TfLog, Some(v)) => format!(
+                "a TensorFlow log{} ({} text, {} of {} lines used)",
+                releases(v.release()).map_or(String::new(), |r| format!(" of {r}")),
+                v.release(),
+                imp.lines_used,
+                imp.lines_read
+            ),
             _ => format!("a PyTorch snapshot ({} segments, device {})", d.regions.len(), d.device.name),
         };
         eprintln!("oomscope: read {name} as {what}");
         let absent: Vec<&str> = imp.absent.iter().filter(|s| **s != Section::Events).map(|s| s.describe()).collect();
-        if !absent.is_empty() {
+        // The summary ends with the same list ("not in it: ..."): said once.
+        if !absent.is_empty() && format != render::Format::Summary {
             eprintln!("oomscope: not in the input, so not shown: {}", absent.join(", "));
         }
     }
@@ -50,4 +56,20 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
         eprintln!("oomscope: dump written to {}", path.display());
     }
     Ok(0)
+}
+
+/// The releases that print as a variant preset (`tf-1.3`): what a user knows their version by.
+fn releases(preset: &str) -> Option<&'static str> {
+    Some(match preset {
+        "tf-2.21" => "TF 2.16 or later",
+        "tf-2.13" => "TF 2.13-2.15",
+        "tf-2.12" => "TF 2.12",
+        "tf-2.6" => "TF 2.6-2.11",
+        "tf-2.4" => "TF 2.4-2.5",
+        "tf-2.3" => "TF 2.3",
+        "tf-1.13" => "TF 1.13-2.2",
+        "tf-1.3" => "TF 1.3-1.12",
+        "tf-1.0" => "TF 1.0-1.2",
+        _ => return None,
+    })
 }

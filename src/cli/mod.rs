@@ -24,6 +24,9 @@ use std::process::ExitCode;
 pub const EXIT_OOM: u8 = 1;
 /// Exit code for bad input, bad usage, or an environment error.
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code when Ctrl-C ended the terminal UI: what a shell reports for a program SIGINT
+/// ended (128 + 2), though the UI reads Ctrl-C as a key in raw mode.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// A command's failure: what to tell the user.
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! `oomscope tui DUMP` and `oomscope tui --attach [PATH|PID]`: the terminal UI on a dump, or
 //! on live processes (one device per socket, found as they appear).
 
-use super::CliError;
 use super::args::TuiArgs;
+use super::{CliError, EXIT_INTERRUPTED};
 use oomscope_analysis::import;
 use oomscope_analysis::live::{self, Feed};
 use oomscope_analysis::{render, verdict};
@@ -27,8 +27,8 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
             term::check_terminal().map_err(CliError)?;
             let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::post_mortem(&d));
             let (_tx, rx) = mpsc::channel();
-            oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
-            Ok(0)
+            let app = oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
+            Ok(exit_code(&app))
         }
         (None, Some(target)) => attach(&target),
         (None, None) => Err(CliError(
@@ -144,8 +144,12 @@ fn attach(arg: &str) -> Result<u8, CliError> {
     drop(tx);
     let shown = oomscope_tui::run(app, rx);
     stop.store(true, Ordering::Relaxed);
-    shown.map_err(ui_error)?;
-    Ok(0)
+    Ok(exit_code(&shown.map_err(ui_error)?))
+}
+
+/// 0 when the user quit, 130 when Ctrl-C ended the UI (as a shell reports an interrupt).
+fn exit_code(app: &App) -> u8 {
+    if app.interrupted { EXIT_INTERRUPTED } else { 0 }
 }
 
 /// Follows every socket that appears in `dir`, on a thread, until `stop`.

@@ -272,3 +272,90 @@ fn seed_000s_log_gives_the_preallocation_verdict() {
     );
     assert!(v["verdict"]["fix"].as_str().unwrap().contains("per_process_gpu_memory_fraction=0.70"), "{}", v["verdict"]);
 }
+
+/// Lines are counted as `wc -l` counts them: a final newline does not start another line.
+#[test]
+fn lines_are_counted_as_the_file_has_them() {
+    let refused = "failed to allocate 1.00G (1073741824 bytes) from device";
+    for (text, lines) in [(format!("Epoch 1\n{refused}\n"), 2), (format!("a\n\n{refused}"), 3)] {
+        let d = import_text(&text);
+        assert_eq!(d.imported.as_ref().unwrap().lines_read, lines, "{text:?}");
+    }
+    for (log, lines) in [("seed-000-preallocate", 6), ("seed-001-mnist", 19), ("seed-003-unet", 21)] {
+        let path = format!("fixtures/logs/{log}.txt");
+        let text = std::fs::read_to_string(root().join(&path)).unwrap();
+        assert_eq!(text.lines().count(), lines, "{path}");
+        let o = oomscope(&["import", &path]);
+        assert!(stderr(&o).contains(&format!(" of {lines} lines used)")), "{path}: {}", stderr(&o));
+    }
+}
+
+/// A log without the allocator's report (seed 000: the driver's refusals and cuDNN's failure)
+/// is dated by its other lines: its prefixes' dates (2018) and wording later releases
+/// changed (`[[Node: `, `totalMemory:`). A log that says nothing of its era keeps the default.
+#[test]
+fn a_log_without_the_allocators_report_is_dated_by_its_other_lines() {
+    let text = std::fs::read_to_string(root().join("fixtures/logs/seed-000-preallocate.txt")).unwrap();
+    let d = import_text(&text);
+    assert_eq!(d.imported.as_ref().unwrap().variant.unwrap().release(), "tf-1.3", "TF 1.8, of May 2018");
+    let o = oomscope(&["import", "fixtures/logs/seed-000-preallocate.txt"]);
+    assert!(stderr(&o).contains("a TensorFlow log of TF 1.3-1.12 (tf-1.3 text, 4 of 6 lines used)"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(root().join("fixtures/logs/seed-003-unet.txt")).unwrap();
+    assert_eq!(import_text(&text).imported.unwrap().variant.unwrap().release(), "tf-1.3", "[[Node: ");
+    let refused = "failed to allocate 1.00G (1073741824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY\n";
+    let era = |prefix: &str| {
+        let d = import_text(&format!("{prefix}{refused}"));
+        d.imported.unwrap().variant.unwrap().release()
+    };
+    assert_eq!(era(""), "tf-2.12", "no clue: the default");
+    assert_eq!(era("2025-01-05 09:48:28.754302: E tensorflow/core/x.cc:1] "), "tf-2.12", "not newer than the default");
+    assert_eq!(era("2020-09-01 09:48:28.754302: E tensorflow/core/x.cc:1] "), "tf-2.3");
+    assert_eq!(era("2016-11-01 09:48:28.754302: E tensorflow/core/x.cc:1] "), "tf-1.0");
+    // A log with the allocator's report is dated by it, whatever its prefixes say.
+    let modern = "2018-05-18 17:01:53.022692: W tensorflow/core/common_runtime/bfc_allocator.cc:1] Allocator \
+                  (GPU_0_bfc) ran out of memory trying to allocate 957.03MiB (rounded to 1003520000)requested by \
+                  op Conv2D\n";
+    assert_eq!(import_text(modern).imported.unwrap().variant.unwrap().release(), "tf-2.12");
+}
+
+/// The list of what the input lacks is said once: by the summary on stdout, or on stderr
+/// when the report printed is another.
+#[test]
+fn what_the_log_lacks_is_said_once() {
+    for format in ["summary", "tf", "json"] {
+        let o = oomscope(&["import", "fixtures/logs/seed-000-preallocate.txt", "--format", format]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let said = |s: &str| s.matches("the occupancy bar").count();
+        let (out, err) = (stdout(&o), stderr(&o));
+        if format == "json" {
+            assert_eq!(said(&err), 1, "{err}");
+        } else {
+            assert_eq!(said(&out) + said(&err), 1, "--format {format}:\n{out}\n{err}");
+        }
+    }
+}
+
+/// The fix for a partial log says where the allocator's state is in a log of that release:
+/// before TF 1.12's "Ran out of memory" line (seed 001), after the later releases' header.
+#[test]
+fn the_fix_for_a_partial_log_says_where_the_state_is() {
+    let fix = |args: &[&str]| {
+        let out = stdout(&oomscope(args));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["verdict"]["fix"].as_str().unwrap().to_string()
+    };
+    let old = fix(&["import", "fixtures/logs/seed-001-mnist.txt", "--format", "json"]);
+    assert!(old.contains("state (the \"Bin\", \"Chunk\" and \"Stats\" lines) before \"Ran out of memory\""), "{old}");
+    assert!(!old.contains("after"), "{old}");
+    let dir = temp_dir("partial-modern");
+    let log = dir.join("modern.txt");
+    std::fs::write(
+        &log,
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:1] Allocator (GPU_0_bfc) ran out of memory trying to \
+         allocate 957.03MiB (rounded to 1003520000)requested by op Conv2D\n",
+    )
+    .unwrap();
+    let modern = fix(&["import", log.to_str().unwrap(), "--format", "json"]);
+    assert!(modern.contains("state after \"ran out of memory\""), "{modern}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -198,3 +198,132 @@ fn the_ui_prints_sizes_as_tf_does() {
         n = n * 2 + 1;
     }
 }
+
+/// The last line of the screen: the status bar.
+fn footer(screen: &str) -> &str {
+    screen.lines().last().unwrap_or("")
+}
+
+fn live_unet() -> oomscope_tui::Device {
+    let d = dump::read(&root().join("fixtures/dumps/unet-b2.dump.json")).unwrap();
+    let mut device = from_dump(&d, "a live process", post_mortem(&d));
+    device.status = oomscope_tui::Status::Live;
+    device
+}
+
+/// Space on a live device pauses it, and the status bar says so and how to resume, even
+/// when an earlier space (before the device arrived) had nothing to pause.
+#[test]
+fn pausing_a_live_device_and_the_status_bar_agree() {
+    let mut app = App::new(Vec::new());
+    press(&mut app, &[KeyCode::Char(' ')]);
+    assert!(footer(&screen(&app, 80, 24)).contains("nothing to pause"), "no device yet");
+    app.apply(oomscope_tui::Update::Device { id: 0, device: Box::new(live_unet()) });
+    press(&mut app, &[KeyCode::Char(' ')]);
+    assert!(app.paused);
+    let s = screen(&app, 80, 24);
+    assert!(s.lines().nth(1).unwrap().contains("PAUSED"), "{s}");
+    assert!(!footer(&s).contains("nothing to pause"), "{s}");
+    assert!(footer(&s).contains("space resumes"), "{s}");
+    // With the message gone, the keys say the same.
+    press(&mut app, &[KeyCode::Char('2')]);
+    let s = screen(&app, 80, 24);
+    assert!(footer(&s).contains("space resume") && !footer(&s).contains("space pause"), "{s}");
+    press(&mut app, &[KeyCode::Char(' ')]);
+    assert!(!app.paused);
+    let s = screen(&app, 80, 24);
+    assert!(s.lines().nth(1).unwrap().contains("LIVE") && footer(&s).contains("space pause"), "{s}");
+}
+
+/// Enter on a node lists its allocations: the status bar then speaks of the Allocations
+/// view and its filter; `/` starts a new filter instead of adding to the node's name; Esc
+/// clears the filter before it quits.
+#[test]
+fn the_allocations_of_a_node_and_a_new_filter() {
+    let mut app = unet();
+    app.update(oomscope_tui::Action::Show(View::Nodes));
+    press(&mut app, &[KeyCode::Char('s'), KeyCode::Char('s')]);
+    assert!(footer(&screen(&app, 80, 24)).contains("nodes sorted by name"));
+    press(&mut app, &[KeyCode::End, KeyCode::Enter]);
+    assert_eq!(app.view, View::Allocations);
+    let node = app.allocs.filter.text.clone();
+    assert!(!node.is_empty());
+    let s = screen(&app, 80, 24);
+    let bar = footer(&s);
+    assert!(!bar.contains("nodes"), "the Allocations view's keys, not the Nodes view's: {bar}");
+    assert!(bar.contains("Enter detail") && bar.contains("Esc clear filter"), "{bar}");
+    assert!(s.contains(&format!("filter \"{}", &node[..node.len().min(20)])), "{s}");
+
+    press(&mut app, &[KeyCode::Char('/')]);
+    for c in "unet_05".chars() {
+        press(&mut app, &[KeyCode::Char(c)]);
+    }
+    press(&mut app, &[KeyCode::Enter]);
+    assert_eq!(app.allocs.filter.text, "unet_05", "a new filter, not {node} followed by it");
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("filter \"unet_05\": 18"), "{s}");
+
+    press(&mut app, &[KeyCode::Esc]);
+    assert!(!app.quit && !app.allocs.filter.is_active(), "Esc clears the filter first");
+    press(&mut app, &[KeyCode::Esc]);
+    assert!(app.quit, "then it quits");
+}
+
+/// `/` in the Report view searches it: the letters typed are the search (q among them),
+/// Enter goes to the first match, n and N to the next and previous, and the matches are
+/// marked.
+#[test]
+fn the_report_is_searched_with_slash_and_n() {
+    let mut app = unet();
+    app.update(oomscope_tui::Action::Show(View::Report));
+    let _ = screen(&app, 80, 24);
+    press(&mut app, &[KeyCode::Char('/')]);
+    for c in "requested".chars() {
+        press(&mut app, &[KeyCode::Char(c)]);
+    }
+    assert!(!app.quit, "the q of the search is a letter");
+    assert_eq!(app.search.text, "requested");
+    assert!(footer(&screen(&app, 80, 24)).contains("search:  requested"));
+    press(&mut app, &[KeyCode::Enter]);
+    let (first, _) = app.report_match.expect("the report says requested");
+    let report = app.device().unwrap().report.clone().unwrap();
+    let line = |i: usize| report.lines().nth(i).unwrap().to_lowercase();
+    assert!(line(first).contains("requested"), "{}", line(first));
+    assert!(report.lines().take(first).all(|l| !l.to_lowercase().contains("requested")), "the first match");
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("search \"requested\""), "{s}");
+    assert!(footer(&s).contains(&format!("on line {}", first + 1)), "{s}");
+    assert_golden("tui-unet-report-search-80x24.txt", &s);
+    // The match on screen is marked.
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| oomscope_tui::draw(f, &app)).unwrap();
+    let buf = t.backend().buffer();
+    let marked: String = (0..24)
+        .flat_map(|y| (0..80).map(move |x| (x, y)))
+        .filter(|&(x, y)| buf[(x, y)].bg == oomscope_tui::ratatui::style::Color::Magenta)
+        .map(|(x, y)| buf[(x, y)].symbol().to_string())
+        .collect();
+    assert_eq!(marked.to_lowercase(), "requested");
+
+    press(&mut app, &[KeyCode::Char('n')]);
+    let (second, _) = app.report_match.unwrap();
+    assert!(second > first && line(second).contains("requested"), "{first} then {second}");
+    press(&mut app, &[KeyCode::Char('N')]);
+    assert_eq!(app.report_match.unwrap().0, first);
+    press(&mut app, &[KeyCode::Char('N')]);
+    let last = app.report_match.unwrap().0;
+    assert!(last > second, "N from the first wraps to the last");
+    assert!(footer(&screen(&app, 80, 24)).contains("wrapped to the bottom"));
+
+    // A search for nothing says so; Esc ends the search, then quits.
+    press(&mut app, &[KeyCode::Char('/')]);
+    for c in "no such text".chars() {
+        press(&mut app, &[KeyCode::Char(c)]);
+    }
+    press(&mut app, &[KeyCode::Enter]);
+    assert!(footer(&screen(&app, 80, 24)).contains("no match for \"no such text\""));
+    press(&mut app, &[KeyCode::Esc]);
+    assert!(!app.quit && !app.search.is_active());
+    press(&mut app, &[KeyCode::Esc]);
+    assert!(app.quit);
+}

@@ -42,7 +42,11 @@ impl View {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     Quit,
-    /// Esc: close what is open (help, filter, detail), or quit when nothing is.
+    /// Ctrl-C: quit as an interrupted program does (the command exits 130, as a shell
+    /// reports SIGINT), where q quits normally.
+    Interrupt,
+    /// Esc: close what is open (help, a filter or search being typed, detail), then clear
+    /// the view's filter or search, or quit when there is none.
     Back,
     Help,
     NextView,
@@ -66,6 +70,9 @@ pub enum Action {
     FilterInput(char),
     FilterBackspace,
     FilterDone,
+    /// n and N: the report search's next and previous match.
+    SearchNext,
+    SearchPrev,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -170,7 +177,8 @@ impl List {
     }
 }
 
-/// A filter being typed or applied (case-insensitive substring).
+/// A filter being typed or applied (case-insensitive substring); the report's search is one
+/// too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
     pub text: String,
@@ -192,6 +200,50 @@ fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
         return n.len() <= h.len() && h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n));
     }
     haystack.to_lowercase().contains(&needle.to_lowercase())
+}
+
+/// Where `needle` occurs in `haystack`, ignoring case, without overlaps: (first character,
+/// characters) pairs, counted in characters because the report is drawn and scrolled by
+/// character.
+pub fn find_ignore_case(haystack: &str, needle: &str) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    if needle.is_empty() {
+        return found;
+    }
+    if haystack.is_ascii() && needle.is_ascii() {
+        // The common case, and the one a long report scans line by line: bytes are characters.
+        let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+        let mut i = 0;
+        while i + n.len() <= h.len() {
+            if h[i..i + n.len()].eq_ignore_ascii_case(n) {
+                found.push((i, n.len()));
+                i += n.len();
+            } else {
+                i += 1;
+            }
+        }
+        return found;
+    }
+    // One character for one: a fold that changed the length would shift the columns.
+    let fold = |c: char| {
+        let mut l = c.to_lowercase();
+        match (l.next(), l.next()) {
+            (Some(one), None) => one,
+            _ => c,
+        }
+    };
+    let h: Vec<char> = haystack.chars().map(fold).collect();
+    let n: Vec<char> = needle.chars().map(fold).collect();
+    let mut i = 0;
+    while i + n.len() <= h.len() {
+        if h[i..i + n.len()] == n[..] {
+            found.push((i, n.len()));
+            i += n.len();
+        } else {
+            i += 1;
+        }
+    }
+    found
 }
 
 /// One row of the nodes view.
@@ -272,6 +324,14 @@ pub struct App {
     pub report: List,
     /// The report's first column on screen (its lines are wider than most terminals).
     pub report_column: usize,
+    /// Columns the report showed last (kept by the drawing code, to bring a match into view).
+    pub report_width: Cell<usize>,
+    /// The report's search (`/` in the Report view); its matches are highlighted.
+    pub search: Filter,
+    /// The match the search last went to: (line, first character).
+    pub report_match: Option<(usize, usize)>,
+    /// Ctrl-C ended the UI rather than q or Esc.
+    pub interrupted: bool,
 }
 
 impl App {
@@ -365,7 +425,10 @@ impl App {
             return None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('d')) {
+        if ctrl && key.code == KeyCode::Char('c') {
+            return Some(Action::Interrupt);
+        }
+        if ctrl && key.code == KeyCode::Char('d') {
             return Some(Action::Quit);
         }
         if self.editing() {
@@ -404,14 +467,16 @@ impl App {
             KeyCode::Char('s') => Action::Sort,
             KeyCode::Char('t') => Action::Tree,
             KeyCode::Char('/') => Action::FilterStart,
+            KeyCode::Char('n') => Action::SearchNext,
+            KeyCode::Char('N') => Action::SearchPrev,
             KeyCode::Enter => Action::Enter,
             _ => return None,
         })
     }
 
-    /// A filter is being typed.
+    /// A filter or the report's search is being typed: keys are text.
     pub fn editing(&self) -> bool {
-        self.nodes.filter.editing || self.allocs.filter.editing
+        self.nodes.filter.editing || self.allocs.filter.editing || self.search.editing
     }
 
     /// Applies a key.
@@ -423,8 +488,15 @@ impl App {
 
     /// Applies an action.
     pub fn update(&mut self, action: Action) {
+        // A message answers the key before; left up, it would speak of another view or
+        // state ("nothing to pause" beside PAUSED). Actions with something to say set it.
+        self.message = None;
         match action {
             Action::Quit => self.quit = true,
+            Action::Interrupt => {
+                self.quit = true;
+                self.interrupted = true;
+            }
             Action::Back => self.back(),
             Action::Help => self.help = !self.help,
             Action::NextView => self.show(View::ALL[(self.view.index() + 1) % View::ALL.len()]),
@@ -433,10 +505,27 @@ impl App {
             Action::NextDevice => self.switch_device(true),
             Action::PrevDevice => self.switch_device(false),
             Action::Pause => self.pause(),
+            // A new filter replaces the one applied (the one Enter on a node set, say):
+            // typing after it would otherwise narrow a filter the user may not see.
             Action::FilterStart => match self.view {
-                View::Nodes => self.nodes.filter.editing = true,
-                View::Allocations => self.allocs.filter.editing = true,
-                _ => self.message = Some("/ filters the Nodes (2) and Allocations (5) views".into()),
+                View::Nodes => {
+                    self.nodes.filter = Filter { text: String::new(), editing: true };
+                    self.nodes.list.reset();
+                    self.derive_all();
+                }
+                View::Allocations => {
+                    self.allocs.filter = Filter { text: String::new(), editing: true };
+                    self.allocs.list.reset();
+                    self.derive_all();
+                }
+                View::Report => {
+                    self.search = Filter { text: String::new(), editing: true };
+                    self.report_match = None;
+                }
+                _ => {
+                    self.message =
+                        Some("/ filters the Nodes (2) and Allocations (5) views and searches the Report (6)".into())
+                }
             },
             Action::FilterInput(c) => self.edit_filter(|t| t.push(c)),
             Action::FilterBackspace => self.edit_filter(|t| {
@@ -445,7 +534,14 @@ impl App {
             Action::FilterDone => {
                 self.nodes.filter.editing = false;
                 self.allocs.filter.editing = false;
+                if self.search.editing {
+                    self.search.editing = false;
+                    // From the top line on screen, as a pager searches.
+                    self.find(self.report.selected, true, false);
+                }
             }
+            Action::SearchNext => self.search_again(true),
+            Action::SearchPrev => self.search_again(false),
             Action::Sort => self.sort(),
             Action::Tree => {
                 if self.view == View::Nodes {
@@ -471,6 +567,8 @@ impl App {
     fn back(&mut self) {
         if self.help {
             self.help = false;
+        } else if self.search.editing {
+            self.end_search();
         } else if self.editing() {
             // Esc while typing drops the filter.
             let f = if self.nodes.filter.editing { &mut self.nodes.filter } else { &mut self.allocs.filter };
@@ -478,9 +576,25 @@ impl App {
             self.derive_all();
         } else if self.view == View::Allocations && self.allocs.detail {
             self.allocs.detail = false;
+        } else if self.view == View::Allocations && self.allocs.filter.is_active() {
+            // A filter applied (typed, or set by Enter on a node) goes before the UI does.
+            self.allocs.filter = Filter::default();
+            self.allocs.list.reset();
+            self.derive_all();
+        } else if self.view == View::Nodes && self.nodes.filter.is_active() {
+            self.nodes.filter = Filter::default();
+            self.nodes.list.reset();
+            self.derive_all();
+        } else if self.view == View::Report && self.search.is_active() {
+            self.end_search();
         } else {
             self.quit = true;
         }
+    }
+
+    fn end_search(&mut self) {
+        self.search = Filter::default();
+        self.report_match = None;
     }
 
     fn show(&mut self, view: View) {
@@ -500,6 +614,8 @@ impl App {
         self.bins.reset();
         self.report.reset();
         self.report_column = 0;
+        // The match was in the other device's report.
+        self.report_match = None;
         self.map.cursor = 0;
     }
 
@@ -509,7 +625,9 @@ impl App {
             return;
         }
         self.paused = !self.paused;
-        if !self.paused {
+        if self.paused {
+            self.message = Some("paused: updates are held until space resumes".into());
+        } else {
             for id in 0..self.devices.len() {
                 if let Some(d) = self.devices[id].held.take() {
                     self.devices[id].held_count = 0;
@@ -520,6 +638,12 @@ impl App {
     }
 
     fn edit_filter(&mut self, edit: impl FnOnce(&mut String)) {
+        if self.search.editing {
+            // Matches are highlighted as the text is typed; Enter goes to the first.
+            edit(&mut self.search.text);
+            self.report_match = None;
+            return;
+        }
         if self.nodes.filter.editing {
             edit(&mut self.nodes.filter.text);
             self.nodes.list.reset();
@@ -561,7 +685,7 @@ impl App {
                     self.allocs.filter = Filter { text: row.name.clone(), editing: false };
                     self.allocs.list.reset();
                     self.allocs.detail = false;
-                    self.view = View::Allocations;
+                    self.show(View::Allocations);
                     self.derive_all();
                 }
             }
@@ -580,10 +704,86 @@ impl App {
                     self.allocs.list.selected = pos;
                 }
                 self.allocs.detail = true;
-                self.view = View::Allocations;
+                self.show(View::Allocations);
             }
             _ => {}
         }
+    }
+
+    /// n or N: the next or previous match after the one last found (or the top line).
+    fn search_again(&mut self, forward: bool) {
+        if self.view != View::Report {
+            self.message = Some("n and N go to the next and previous match of a search in the Report (6)".into());
+            return;
+        }
+        if !self.search.is_active() {
+            self.message = Some("/ searches the report; then n and N go to the next and previous match".into());
+            return;
+        }
+        let from = self.report_match.map_or(self.report.selected, |(line, _)| line);
+        self.find(from, forward, true);
+    }
+
+    /// Goes to the first line with a match from line `from` on (or back), skipping `from`
+    /// itself when `skip`; wraps around the report once.
+    fn find(&mut self, from: usize, forward: bool, skip: bool) {
+        let needle = self.search.text.clone();
+        if needle.is_empty() {
+            return;
+        }
+        let Some(slot) = self.devices.get(self.current) else { return };
+        let Some(report) = slot.device.report.as_deref() else {
+            self.message = Some("no report to search".into());
+            return;
+        };
+        let starts = &slot.report_lines;
+        let total = starts.len();
+        if total == 0 {
+            return;
+        }
+        let line_text = |i: usize| {
+            let end = starts.get(i + 1).map_or(report.len(), |&e| e - 1);
+            report[starts[i]..end.max(starts[i])].trim_end_matches('\r')
+        };
+        let from = from.min(total - 1);
+        let order = (0..total).map(|k| {
+            let k = k + usize::from(skip);
+            if forward { (from + k) % total } else { (from + total * 2 - k) % total }
+        });
+        let mut wrapped = false;
+        let mut hit = None;
+        for i in order {
+            if (forward && i < from) || (!forward && i > from) {
+                wrapped = true;
+            }
+            if let Some(&(col, len)) = find_ignore_case(line_text(i), &needle).first() {
+                hit = Some((i, col, len));
+                break;
+            }
+        }
+        let Some((line, col, len)) = hit else {
+            self.message = Some(format!("no match for \"{needle}\" in the report"));
+            return;
+        };
+        self.report_match = Some((line, col));
+        // Scroll only when the match is off screen, as a pager does.
+        let page = self.report.page.get().max(1);
+        let max_top = total.saturating_sub(page);
+        let top = self.report.selected.min(max_top);
+        if line < top || line >= top + page {
+            self.report.selected = line.min(max_top);
+        }
+        let width = self.report_width.get().max(1);
+        if col < self.report_column || col + len > self.report_column + width {
+            self.report_column = if col + len <= width { 0 } else { col / REPORT_STEP * REPORT_STEP };
+        }
+        // The wrap first: the status bar may be too narrow for the whole line.
+        let wrap = match (wrapped, forward) {
+            (false, _) => "",
+            (true, true) => "wrapped to the top: ",
+            (true, false) => "wrapped to the bottom: ",
+        };
+        self.message = Some(format!("{wrap}\"{needle}\" on line {} · n next · N previous", line + 1));
     }
 
     fn toggle_fold(&mut self, scope: String) {

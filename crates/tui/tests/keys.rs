@@ -117,10 +117,18 @@ fn quit_keys_and_what_escape_closes_first() {
 
     let mut app = App::new(vec![device("d", Status::PostMortem)]);
     keys(&mut app, "q");
-    assert!(app.quit);
+    assert!(app.quit && !app.interrupted);
     let mut app = App::new(vec![device("d", Status::PostMortem)]);
     app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
     assert!(app.quit, "Ctrl-C quits even in raw mode");
+    assert!(app.interrupted, "as an interrupt: the command exits 130");
+    let mut app = App::new(vec![device("d", Status::PostMortem)]);
+    keys(&mut app, "6/");
+    app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(app.quit && app.interrupted, "even while a search is typed");
+    let mut app = App::new(vec![device("d", Status::PostMortem)]);
+    app.handle_key(KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL));
+    assert!(app.quit && !app.interrupted, "Ctrl-D quits as q does");
     let mut app = App::new(vec![device("d", Status::PostMortem)]);
     keys(&mut app, "2/");
     keys(&mut app, "q");
@@ -317,4 +325,30 @@ fn an_empty_app_waits_and_actions_on_nothing_are_harmless() {
     assert!(!app.quit);
     app.apply(Update::Message("hello".into()));
     assert_eq!(app.message.as_deref(), Some("hello"));
+}
+
+#[test]
+fn the_report_search_goes_from_match_to_match() {
+    let mut app = App::new(vec![device("a", Status::PostMortem)]);
+    keys(&mut app, "6/LINE 9");
+    assert!(app.editing() && app.search.text == "LINE 9", "the letters are the search");
+    key(&mut app, KeyCode::Enter);
+    assert!(!app.editing());
+    // Case ignored; lines "line 9", "line 90".."line 99" match, in order, then wrap.
+    assert_eq!(app.report_match, Some((9, 0)));
+    keys(&mut app, "n");
+    assert_eq!(app.report_match, Some((90, 0)));
+    assert!(app.report.selected > 0, "scrolled to the match");
+    for _ in 0..10 {
+        keys(&mut app, "n");
+    }
+    assert_eq!(app.report_match, Some((9, 0)), "wrapped to the first");
+    assert!(app.message.as_deref().unwrap().starts_with("wrapped to the top"));
+    keys(&mut app, "N");
+    assert_eq!(app.report_match, Some((99, 0)));
+    // Outside the Report view n is not a search.
+    keys(&mut app, "1n");
+    assert!(app.message.as_deref().unwrap().contains("Report"));
+    assert_eq!(oomscope_tui::app::find_ignore_case("Die Größe, die GRÖSSE", "grö"), vec![(4, 3), (15, 3)]);
+    assert_eq!(oomscope_tui::app::find_ignore_case("aaaa", "aa"), vec![(0, 2), (2, 2)]);
 }

@@ -124,6 +124,8 @@ struct Prefix {
     thread: Option<u64>,
     /// The source path has Windows separators: TF built with MSVC.
     windows: bool,
+    /// The date of a dated prefix: (year, month).
+    date: Option<(u32, u32)>,
 }
 
 fn level(c: u8) -> bool {
@@ -191,12 +193,33 @@ fn prefix(line: &str) -> Prefix {
     } else {
         return Prefix::default();
     };
+    let date =
+        (style == PrefixStyle::Absl).then(|| Some((s.get(..4)?.parse().ok()?, s.get(5..7)?.parse().ok()?))).flatten();
     Prefix {
         style: Some(if quoted { PrefixStyle::Quoted } else { style }),
         severity,
         thread,
         windows: file.contains('\\'),
+        date,
     }
+}
+
+// ---- the era of a log without the allocator's report ------------------------------------
+
+/// The month each of [`TfVariant::PRESETS`] (same order, newest first) began with its first
+/// release: a log dated earlier cannot have been printed by it.
+const PRESET_RELEASED: [(u32, u32); 9] =
+    [(2024, 3), (2023, 7), (2023, 3), (2021, 8), (2020, 12), (2020, 7), (2019, 2), (2017, 8), (2017, 2)];
+
+/// The index in [`TfVariant::PRESETS`] of `v`.
+fn preset_index(v: TfVariant) -> usize {
+    TfVariant::PRESETS.iter().position(|(_, p)| *p == v).unwrap_or(0)
+}
+
+/// The newest preset released by `date`; the oldest for a date before them all (TF 0.x
+/// printed as 1.0 did).
+fn newest_by(date: (u32, u32)) -> usize {
+    PRESET_RELEASED.iter().position(|&r| r <= date).unwrap_or(PRESET_RELEASED.len() - 1)
 }
 
 /// The severity a TensorFlow / XLA log line's prefix gives it: 0 INFO, 1 WARNING, 2 ERROR,
@@ -521,6 +544,9 @@ struct Log {
     device_free: Option<u64>,
     prefix: Option<PrefixStyle>,
     windows_paths: bool,
+    /// The newest preset (an index in [`TfVariant::PRESETS`]) the lines outside the
+    /// allocator's report allow: their dates, and wording that later releases changed.
+    newest: Option<usize>,
     lines_read: u64,
     lines_used: u64,
 }
@@ -560,6 +586,9 @@ impl Log {
         if pre.style.is_some() {
             self.thread = pre.thread;
             self.windows_paths |= pre.windows;
+        }
+        if let Some(date) = pre.date {
+            self.at_most(newest_by(date));
         }
         // "N Chunks of size S totalling H" has its count before the marker.
         if let Some(i) = line.find(" Chunks of size ")
@@ -764,6 +793,10 @@ impl Log {
                     _ => rest.split(']').next(),
                 };
                 let node = node.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+                if marker == "[[Node: " {
+                    // `[[Node: X = ...` is TF 1.x before 1.13; later releases print `{{node X}}`.
+                    self.at_most(preset_index(TfVariant::TF_1_3));
+                }
                 // The node line follows its tensor's line; a lone one (a paste that kept
                 // only it) stands for a tensor of its own.
                 match self.tensors.last_mut() {
@@ -795,6 +828,8 @@ impl Log {
                 true
             }
             "totalMemory: " => {
+                // TF 2.1 began to print `deviceMemorySize:` instead.
+                self.at_most(preset_index(TfVariant::TF_1_13));
                 self.device_total =
                     after(p, "totalMemory: ").and_then(|r| r.split_whitespace().next()).and_then(parse_human);
                 self.device_free =
@@ -803,6 +838,19 @@ impl Log {
             }
             _ => false,
         }
+    }
+
+    /// The log was printed by the preset at `index` of [`TfVariant::PRESETS`] or an older one.
+    fn at_most(&mut self, index: usize) {
+        self.newest = Some(self.newest.map_or(index, |n| n.max(index)));
+    }
+
+    /// The variant the lines outside the allocator's report point to, when they point to one
+    /// older than the default (the format of TF 2.12): a guess for a log without the report,
+    /// whose own lines would otherwise say which.
+    fn era(&self) -> Option<TfVariant> {
+        let default = preset_index(TfVariant::TF_2_12);
+        self.newest.filter(|&n| n > default).and_then(|n| TfVariant::PRESETS.get(n)).map(|(_, v)| *v)
     }
 
     /// Each tensor to the report it was the failure of: the one whose request is its size,
@@ -861,7 +909,9 @@ fn occupancy(trimmed: &str) -> Option<String> {
 /// Reads a TF log.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
     let mut log = Log::default();
-    for raw in text.split('\n') {
+    // Lines as `wc -l` and an editor count them: a final newline ends the last line rather
+    // than starting an empty one.
+    for raw in text.split_terminator('\n') {
         log.lines_read += 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if log.line(line) {
@@ -1046,7 +1096,7 @@ fn build(path: &Path, log: Log) -> Dump {
     }
     let old_like = matches!(r.header, Some(HeaderStyle::Old)) || r.chunk_style == Some(ChunkStyle::Old);
     let human_stats = r.stats.iter().any(|(l, v)| *l != "NumAllocs:" && !v.exact);
-    let variant = TfVariant {
+    let mut variant = TfVariant {
         header: r.header.unwrap_or(if old_like { HeaderStyle::Old } else { HeaderStyle::Modern }),
         bins: if r.ancient_bins { BinStyle::Ancient } else { BinStyle::Modern },
         chunks: r.chunk_style.unwrap_or(match r.header {
@@ -1067,6 +1117,24 @@ fn build(path: &Path, log: Log) -> Dump {
         windows: r.windows_addresses || log.windows_paths || r.rounding_evidence() == Some(Rounding::Msvc),
         prefix: log.prefix.unwrap_or_default(),
     };
+    // Without the header or chunk lines nothing above dates the log: what its other lines
+    // say does, for the parts the log lacks (a log of TF 1.8 is not TF 2.12's).
+    if r.header.is_none()
+        && r.chunk_style.is_none()
+        && let Some(era) = log.era()
+    {
+        variant.header = era.header;
+        variant.chunks = era.chunks;
+        if r.bins.is_empty() {
+            variant.bins = era.bins;
+        }
+        if r.stats.is_empty() {
+            variant.stats = era.stats;
+        }
+        if r.totals.is_none() {
+            variant.totals = era.totals;
+        }
+    }
     let mut bins = r.bins.clone();
     bins.sort_by_key(|b| b.index);
     let tensor = r.tensor.and_then(|t| log.tensors.get(t));

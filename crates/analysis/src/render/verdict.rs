@@ -445,9 +445,17 @@ fn fix(f: &Fix) -> String {
             }
             fix
         }
-        Fix::WholeLog { split } => {
-            let fix = "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of \
-                       memory\" (or run the program under `oomscope run`, which reads it even when TF's logs are silenced)";
+        Fix::WholeLog { split, state_first } => {
+            // Where to look in the log: TF <= 1.12 printed the state, then "Ran out of memory";
+            // later releases print "ran out of memory", then the state.
+            let fix = if *state_first {
+                "for the cause, give oomscope the whole log: this version of TF prints the allocator's state (the \
+                 \"Bin\", \"Chunk\" and \"Stats\" lines) before \"Ran out of memory\" (or run the program under \
+                 `oomscope run`, which reads it even when TF's logs are silenced)"
+            } else {
+                "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of \
+                 memory\" (or run the program under `oomscope run`, which reads it even when TF's logs are silenced)"
+            };
             match split {
                 Some(SplitFirst { n, rows, part }) if *part > 0 => format!(
                     "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",

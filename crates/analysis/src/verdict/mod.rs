@@ -259,7 +259,9 @@ pub enum Fix {
     /// the layout optimizer's copies are large.
     FromUsage { dominant: Option<Kind>, layout_copies: Option<u64> },
     /// Give oomscope the whole log; if the first dimension is the batch, split it.
-    WholeLog { split: Option<SplitFirst> },
+    /// `state_first`: the log is of TF 1.12 or older, which printed the allocator's state
+    /// before its "Ran out of memory" line (later releases print it after).
+    WholeLog { split: Option<SplitFirst>, state_first: bool },
     /// One request too large: at most `at_most` of the `batch` rows fit (`known`: the
     /// workload says it is the batch; `eval`: evaluation, averaged over chunks).
     SplitBatch { batch: u64, at_most: u64, known: bool, eval: bool },
@@ -562,7 +564,9 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
         .copied()
         .filter(|&n| n >= 10)
         .map(|n| SplitFirst { n, rows: n as u64 / 10, part: o.map_or(0, |o| o.requested) / 10 });
-    Diagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split }, breakdown: b }
+    let state_first =
+        d.imported.as_ref().and_then(|i| i.variant).is_some_and(|v| v.header == oomscope_dump::HeaderStyle::Old);
+    Diagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split, state_first }, breakdown: b }
 }
 
 /// The data came from a PyTorch snapshot: fixes are PyTorch's.

@@ -123,34 +123,46 @@ fn draw_empty(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(p, area);
 }
 
-/// The keys of the view on screen, or the filter being typed, or the last message.
+/// The keys of the view on screen, or the filter or search being typed, or the last message.
 fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
     let editing = if app.nodes.filter.editing {
-        Some(&app.nodes.filter.text)
+        Some(("filter", &app.nodes.filter.text, "Enter keep · Esc clear"))
     } else if app.allocs.filter.editing {
-        Some(&app.allocs.filter.text)
+        Some(("filter", &app.allocs.filter.text, "Enter keep · Esc clear"))
+    } else if app.search.editing {
+        Some(("search", &app.search.text, "Enter find · Esc cancel"))
     } else {
         None
     };
-    let line = if let Some(text) = editing {
+    let line = if let Some((what, text, keys)) = editing {
         Line::from(vec![
-            Span::styled(" filter: ", Style::new().fg(Color::Black).bg(palette::ACCENT)),
+            Span::styled(format!(" {what}: "), Style::new().fg(Color::Black).bg(palette::ACCENT)),
             Span::raw(format!(" {text}")),
             Span::styled("█", Style::new().fg(palette::ACCENT)),
-            Span::styled("  Enter keep · Esc clear", Style::new().fg(Color::DarkGray)),
+            Span::styled(format!("  {keys}"), Style::new().fg(Color::DarkGray)),
         ])
     } else if let Some(m) = &app.message {
         Line::from(Span::styled(format!(" {m}"), Style::new().fg(Color::Yellow)))
     } else {
         let keys = match app.view {
             View::Overview => "",
+            View::Nodes if app.nodes.filter.is_active() => {
+                " ↑↓ move · s sort · t tree · / new filter · Esc clear filter · Enter allocations ·"
+            }
             View::Nodes => " ↑↓ move · s sort · t tree · / filter · Enter allocations ·",
             View::Bins => " ↑↓ move ·",
             View::Map => " ←→ chunk · ↑↓ row · Enter allocation ·",
+            View::Allocations if app.allocs.filter.is_active() => {
+                " ↑↓ move · s sort · / new filter · Esc clear filter · Enter detail ·"
+            }
             View::Allocations => " ↑↓ move · s sort · / filter · Enter detail ·",
-            View::Report => " ↑↓ PgUp PgDn ←→ scroll ·",
+            View::Report if app.search.is_active() => " ↑↓ ←→ scroll · n N next/previous match · Esc end search ·",
+            View::Report => " ↑↓ PgUp PgDn ←→ scroll · / search ·",
         };
-        let live = if app.devices.iter().any(|s| s.device.status.is_live() || s.held.is_some()) {
+        // While paused the key resumes, whether or not anything is still live.
+        let live = if app.paused {
+            " space resume ·"
+        } else if app.is_live() {
             " space pause ·"
         } else {
             ""
@@ -165,12 +177,14 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 const HELP: &[(&str, &str)] = &[
-    ("q  Esc  Ctrl-C", "quit (Esc first closes help, filter, detail)"),
+    ("q  Esc", "quit (Esc first closes help, detail, filter, search)"),
+    ("Ctrl-C", "quit as interrupted (exit status 130)"),
     ("?", "this help"),
     ("Tab  1-6", "views: overview nodes bins map allocations report"),
     ("↑↓ jk PgUp PgDn g G", "move, scroll"),
     ("←→  h l", "map: by chunk; tree: fold; report: sideways"),
-    ("/", "filter nodes or allocations (Enter keeps it)"),
+    ("/", "filter nodes or allocations anew; search the report"),
+    ("n  N", "report: next or previous match"),
     ("s", "sort nodes or allocations"),
     ("t", "nodes: a list or a tree by scope"),
     ("Enter", "node: its allocations; map: the chunk; detail"),
