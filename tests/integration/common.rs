@@ -60,6 +60,55 @@ pub fn library() -> PathBuf {
         .unwrap_or_else(|| panic!("cargo builds liboomscope.so in {} or its deps/", dir.display()))
 }
 
+/// Runs `oomscope ARGS` from the repository root, killed after `guard` (which fails the
+/// test: no test asserts a timing, but a hang must not hold the run), its address space
+/// capped at `address_space` bytes when given (a blowup fails as a refused allocation
+/// instead of taking the machine).
+pub fn oomscope_bounded(args: &[&str], address_space: Option<u64>, guard: std::time::Duration) -> Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oomscope"));
+    cmd.args(args).current_dir(root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(limit) = address_space {
+        // SAFETY: setrlimit is async-signal-safe and changes only the child about to exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let l = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_AS, &l) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().expect("the oomscope binary runs");
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for oomscope") {
+            break s;
+        }
+        if start.elapsed() > guard {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("oomscope {args:?} still ran after {guard:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+}
+
 pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -9,11 +9,9 @@
 use crate::common::*;
 use oomscope_analysis::import;
 use oomscope_analysis::torch_replay::SnapshotTrace;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 /// Address space a command may use: a hundred times what these inputs need when read well.
 const ADDRESS_SPACE: u64 = 1_000_000_000;
@@ -192,44 +190,9 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
-/// Runs `oomscope ARGS` with its address space capped.
+/// `oomscope ARGS` with its address space capped, killed if it hangs.
 fn capped(args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oomscope"));
-    cmd.args(args).current_dir(root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe and changes only the child about to exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: ADDRESS_SPACE, rlim_max: ADDRESS_SPACE };
-            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("the oomscope binary runs");
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            panic!("oomscope {args:?} still runs after {HANG_GUARD:?}: killed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    oomscope_bounded(args, Some(ADDRESS_SPACE), HANG_GUARD)
 }
 
 /// Exit 2 with a message that names the file and says `why`.

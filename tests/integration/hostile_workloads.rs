@@ -6,62 +6,20 @@
 //! which the old code ran for minutes, under a guard that kills it long before; memory is
 //! bounded by an address-space limit on the child.
 
-#[allow(unused_imports)]
 use crate::common::*;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 /// Far beyond what the linear code takes in a debug build on a loaded machine, far below the
 /// minutes the quadratic code took.
 const GUARD: Duration = Duration::from_secs(60);
 
-/// Runs `oomscope ARGS` killed after [`GUARD`] (which fails the test), its address space
-/// capped at `address_space` bytes when given.
+/// `oomscope ARGS` killed after [`GUARD`], its address space capped when given.
 fn bounded(args: &[&str], address_space: Option<u64>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oomscope"));
-    cmd.args(args).current_dir(root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some(limit) = address_space {
-        // SAFETY: setrlimit is async-signal-safe and changes only the child about to exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let l = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                if libc::setrlimit(libc::RLIMIT_AS, &l) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd.spawn().expect("the oomscope binary runs");
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
-            }
-            v
-        })
-    };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for oomscope") {
-            break s;
-        }
-        if start.elapsed() > GUARD {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("oomscope {args:?} still ran after {GUARD:?}: killed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: out.join().expect("stdout"), stderr: err.join().expect("stderr") }
+    oomscope_bounded(args, address_space, GUARD)
 }
 
 fn path(p: &Path) -> &str {
