@@ -591,12 +591,11 @@ fn dump_1m_read(bench: Bencher) {
 
 /// How long one malloc+free waits while the live feed's sampler copies a state of 1M chunks
 /// over and over: with no sampler, with the copy in one hold of the lock (as it was), and
-/// in slices of `SLOTS_PER_HOLD` chunk slots. Prints the longest wait, the 99.99th
+/// in slices of `SLOTS_PER_HOLD` chunk slots (the sampler's own copy). Prints the longest wait, the 99.99th
 /// percentile, the waits over 1 ms and the copies made; the timed body is the whole run.
 #[divan::bench(args = ["no sampler", "one hold", "slices"], sample_count = 1, sample_size = 1)]
 fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
     use oomscope_analysis::live::Capture;
-    use oomscope_analysis::live::capture::SLOTS_PER_HOLD;
     use oomscope_core::Engine;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -616,11 +615,7 @@ fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
                     let raw = if one {
                         alloc.with_engine(|e| capture.take(e, 0))
                     } else {
-                        let mut raw = alloc.with_engine(|e| capture.begin(e, 0));
-                        while !alloc.with_engine(|e| capture.more(e, &mut raw, SLOTS_PER_HOLD)) {
-                            std::thread::yield_now();
-                        }
-                        raw
+                        oomscope_analysis::live::sampler::copy(&alloc, &mut capture).0
                     };
                     divan::black_box(capture.build(raw));
                     copies.fetch_add(1, Ordering::Relaxed);

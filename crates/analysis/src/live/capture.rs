@@ -6,7 +6,7 @@
 //! symbols).
 //!
 //! Copying the chunks in slices bounds how long the allocator waits for the sampler,
-//! whatever the chunk count: a million chunks take some 60 holds of a fraction of a
+//! whatever the chunk count: a million chunks take some 250 holds of a fraction of a
 //! millisecond, with the allocator running between them. When it changed in between, the
 //! copy is of several moments: overlapping chunks are dropped, gaps shown free, and the
 //! frame says it is approximate.
@@ -25,7 +25,7 @@ pub const SAMPLES_SENT: usize = 512;
 /// Events looked at per frame (the history may hold more).
 const EVENTS_TAKEN: usize = 200_000;
 /// Chunk slots copied per hold of the allocator's lock.
-pub const SLOTS_PER_HOLD: usize = 16_384;
+pub const SLOTS_PER_HOLD: usize = 4096;
 
 /// What is copied under the lock.
 #[derive(Debug, Default)]
@@ -57,6 +57,14 @@ struct RawChunk {
     shape: u32,
     stack: u32,
     step: i64,
+}
+
+impl Raw {
+    /// Room for the chunks of `slots` more slots, so that [`Capture::more`] does not grow
+    /// the copy while it holds the lock.
+    pub fn reserve(&mut self, slots: usize) {
+        self.pieces.reserve(slots);
+    }
 }
 
 /// A frame builder for one allocator: it remembers what earlier frames covered.
@@ -104,7 +112,8 @@ impl Capture {
     }
 
     /// Copies the chunks of the next `count` slots; true when every slot is copied. Call
-    /// under the allocator's lock.
+    /// under the allocator's lock, after [`Raw::reserve`] for `count` outside it: growing
+    /// the copy under the lock would move megabytes while the allocator waits.
     pub fn more(&mut self, alloc: &(impl View + ?Sized), raw: &mut Raw, count: usize) -> bool {
         if alloc.history().total() != raw.events_at {
             raw.torn = true;

@@ -7,7 +7,7 @@
 //! 2% of the time (at least 50 times the last copy), so a huge state is sampled less often
 //! rather than slowing the training.
 
-use super::capture::{Capture, SLOTS_PER_HOLD};
+use super::capture::{Capture, Raw, SLOTS_PER_HOLD};
 use super::publish::Publisher;
 use oomscope_core::Allocator;
 use oomscope_dump::Dump;
@@ -37,6 +37,26 @@ impl std::fmt::Debug for Sampler {
     }
 }
 
+/// Copies what a frame needs from `allocator`, the chunks a slice of [`SLOTS_PER_HOLD`]
+/// slots per hold of its lock; returns the copy and the time the lock was held in all.
+pub fn copy(allocator: &Allocator, capture: &mut Capture) -> (Raw, Duration) {
+    let started = Instant::now();
+    let mut raw = allocator.with_engine(|e| capture.begin(e, allocator.elapsed_ns()));
+    let mut held = started.elapsed();
+    loop {
+        raw.reserve(SLOTS_PER_HOLD);
+        let started = Instant::now();
+        let done = allocator.with_engine(|e| capture.more(e, &mut raw, SLOTS_PER_HOLD));
+        held += started.elapsed();
+        if done {
+            return (raw, held);
+        }
+        // The lock is not fair: a thread that only yielded would take it again before a
+        // woken waiter runs. A pause as long as the hold lets the allocator's callers in.
+        std::thread::sleep(started.elapsed().min(Duration::from_millis(1)));
+    }
+}
+
 impl Sampler {
     /// Samples `allocator` every `interval` (the first frame at once) into `publisher`.
     pub fn start(allocator: Arc<Allocator>, publisher: Arc<Publisher>, interval: Duration) -> std::io::Result<Sampler> {
@@ -48,20 +68,7 @@ impl Sampler {
             let mut wait = Duration::ZERO;
             loop {
                 let last = matches!(stop_rx.recv_timeout(wait), Ok(()) | Err(RecvTimeoutError::Disconnected));
-                let mut held = Duration::ZERO;
-                let started = Instant::now();
-                let mut raw = allocator.with_engine(|e| capture.begin(e, allocator.elapsed_ns()));
-                held += started.elapsed();
-                loop {
-                    let started = Instant::now();
-                    let done = allocator.with_engine(|e| capture.more(e, &mut raw, SLOTS_PER_HOLD));
-                    held += started.elapsed();
-                    if done {
-                        break;
-                    }
-                    // Let the allocator's callers in between slices.
-                    std::thread::yield_now();
-                }
+                let (raw, held) = copy(&allocator, &mut capture);
                 let (state, steps) = capture.build(raw);
                 for step in steps {
                     publisher.send(&Message::Step(step));
