@@ -28,6 +28,29 @@ impl Write for Counted<'_> {
 
 pub fn run(a: ExportArgs) -> Result<u8, CliError> {
     let d = dump::read(&a.dump)?;
+    // A viewer shown nothing is no answer: say what the dump lacks, and refuse when the
+    // format would show nothing at all.
+    let chunks = d.regions.iter().map(|r| r.chunks.len()).sum::<usize>();
+    let (has_state, has_history) = (chunks > 0, !d.events.is_empty());
+    let source = if d.imported.is_some() { " (imported from a log or a message)" } else { "" };
+    let lacking = match (a.format, has_state, has_history) {
+        (ExportFormat::TorchSnapshot, false, false) => Some("no segments and no history of allocations"),
+        (ExportFormat::Perfetto, _, false) => Some("no history of allocations"),
+        _ => None,
+    };
+    if let Some(what) = lacking {
+        return Err(CliError(format!(
+            "{}: the dump has {what}{source}; the viewer would show nothing. `oomscope report {}` shows what it has",
+            a.dump.display(),
+            a.dump.display()
+        )));
+    }
+    if matches!(a.format, ExportFormat::TorchSnapshot) && !has_history {
+        eprintln!(
+            "oomscope: note: the dump has no history of allocations{source}: memory_viz shows its segments, \
+             with an empty timeline"
+        );
+    }
     let (suffix, viewer) = match a.format {
         ExportFormat::TorchSnapshot => ("snapshot.pickle", "https://pytorch.org/memory_viz"),
         ExportFormat::Perfetto => ("perfetto.json", "https://ui.perfetto.dev"),

@@ -98,7 +98,8 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
             }
         };
         output::print(&text)?;
-        return Ok(0);
+        // As `replay`: 1 when the answer is that it does not fit.
+        return Ok(if f.fits && f.never_fits.is_none() { 0 } else { 1 });
     }
     let w = Workload::load(&a.input)
         .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
@@ -189,5 +190,6 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         }
     };
     output::print(&text)?;
-    Ok(0)
+    // Nothing fits: the answer is a failure, for scripts as for people.
+    Ok(if f.largest.is_some() { 0 } else { 1 })
 }

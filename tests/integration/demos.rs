@@ -155,6 +155,17 @@ fn fit_of_a_trace_gives_the_smallest_limit() {
     assert_eq!(f["needed"], 64u64 << 20);
     assert_eq!(f["min_limit"], 72u64 << 20);
     assert_eq!(f["fits"], false);
+    assert_eq!(out.status.code(), Some(1), "does not fit: exit 1, as replay's OOM");
+    let fits = oomscope(&["fit", "fixtures/traces/fragmentation.jsonl", "--device", "80MiB"]);
+    assert_eq!(fits.status.code(), Some(0), "{}", stdout(&fits));
+}
+
+#[test]
+fn fit_that_finds_nothing_that_fits_exits_1() {
+    let out = oomscope(&["fit", "unet", "--device", "512MiB"]);
+    assert!(stdout(&out).contains("Nothing fits"), "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(oomscope(&["fit", "unet", "--device", "8GiB"]).status.code(), Some(0));
 }
 
 #[test]

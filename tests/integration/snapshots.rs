@@ -315,3 +315,34 @@ print('ok')
     let out = run_python_with(&python, &script);
     assert!(out.trim_end().ends_with("ok"), "{out}");
 }
+
+/// A dump imported from a TensorFlow log has usage by node, perhaps a few chunks, and no
+/// history: an export that would show nothing is refused with what to do, and one that
+/// shows part says what is missing.
+#[test]
+fn an_export_that_would_show_nothing_is_refused_and_a_partial_one_says_so() {
+    let dir = temp_dir("export-partial");
+    let listing = dir.join("listing.dump.json");
+    let o = oomscope(&["import", "fixtures/logs/seed-003-unet.txt", "-o", listing.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for format in ["perfetto", "torch-snapshot"] {
+        let o = oomscope(&["export", listing.to_str().unwrap(), "--format", format]);
+        assert_eq!(o.status.code(), Some(2), "{format}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("the viewer would show nothing") && stderr(&o).contains("oomscope report"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(files_in(&dir), ["listing.dump.json"], "nothing written");
+    let chunks = dir.join("chunks.dump.json");
+    let o = oomscope(&["import", "fixtures/logs/seed-001-mnist.txt", "-o", chunks.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = oomscope(&["export", chunks.to_str().unwrap(), "--format", "torch-snapshot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no history of allocations") && stderr(&o).contains("empty timeline"),
+        "{}",
+        stderr(&o)
+    );
+}
