@@ -3,11 +3,9 @@
 //! (output, exit codes, reports, dumps, child processes, the sitecustomize chain, the torch
 //! hook against a stand-in torch), and, where PyTorch is installed, a real training loop.
 
-use crate::common::{files_in, require, root, temp_dir, torch_python};
+use crate::common::{files_in, library, require, root, temp_dir, torch_python};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-use crate::common::library;
 
 /// `python3` (the test fails when it cannot run; `.ci/run` installs it).
 fn python() -> &'static str {
@@ -127,27 +125,33 @@ fn a_bad_setting_fails_every_allocation_with_the_reason() {
     assert_eq!(err.matches("OOMSCOPE_LIMIT=12GB").count(), 1, "said once on stderr: {err}");
 }
 
-/// PyTorch turns a C++ exception from the allocator into a Python RuntimeError; this is the
-/// C++ side of that, checked with a C++ caller.
-#[test]
-fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
-    let dir = temp_dir("abi-cxx");
-    let exe = dir.join("throw_check");
-    let built = Command::new("g++")
-        .arg(root().join("tests/abi/throw_check.cpp"))
+/// Builds `tests/abi/SOURCE` with `compiler` (gcc and g++ build the library's C++ helper, so
+/// they are installed) and runs it on the library, on a simulated device, quietly.
+fn caller(dir: &Path, compiler: &str, source: &str, libs: &[&str]) -> Output {
+    let exe = dir.join(source.split('.').next().unwrap());
+    let built = Command::new(compiler)
+        .arg(root().join("tests/abi").join(source))
         .arg("-o")
         .arg(&exe)
-        .arg("-ldl")
+        .args(libs)
         .output()
-        .expect("g++ builds the library's C++ helper too, so it is installed");
+        .unwrap_or_else(|e| panic!("{compiler} runs: {e}"));
     assert!(built.status.success(), "{}", text(&built).1);
-    let o = Command::new(&exe)
+    Command::new(&exe)
         .arg(library())
         .env("OOMSCOPE_DEVICE", "sim:1GiB")
         .env("OOMSCOPE_QUIET", "1")
         .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// PyTorch turns a C++ exception from the allocator into a Python RuntimeError; this is the
+/// C++ side of that, checked with a C++ caller.
+#[test]
+fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
+    let dir = temp_dir("abi-cxx");
+    let o = caller(&dir, "g++", "throw_check.cpp", &["-ldl"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     // 1 TiB, as PyTorch's message prints it.
@@ -385,22 +389,7 @@ fn pytorchs_cache_calls_reach_the_caching_allocator() {
 #[test]
 fn the_c_abi_called_from_a_thread_exit_destructor_does_not_abort_the_process() {
     let dir = temp_dir("abi-thread-exit");
-    let exe = dir.join("thread_exit");
-    let built = Command::new("gcc")
-        .arg(root().join("tests/abi/thread_exit.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-ldl", "-lpthread"])
-        .output()
-        .expect("gcc links the library, so it is installed");
-    assert!(built.status.success(), "{}", text(&built).1);
-    let o = Command::new(&exe)
-        .arg(library())
-        .env("OOMSCOPE_DEVICE", "sim:1GiB")
-        .env("OOMSCOPE_QUIET", "1")
-        .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
-        .output()
-        .unwrap();
+    let o = caller(&dir, "gcc", "thread_exit.c", &["-ldl", "-lpthread"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "the process died: {:?}\n{out}\n{err}", o.status);
     assert!(out.contains("destructor calls: 4"), "{out}");
