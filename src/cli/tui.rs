@@ -4,6 +4,7 @@
 use super::args::TuiArgs;
 use super::{CliError, EXIT_INTERRUPTED};
 use oomscope_analysis::import;
+use oomscope_analysis::input_kind::{self, Kind, Reader};
 use oomscope_analysis::live::{self, Feed};
 use oomscope_analysis::{render, verdict};
 use oomscope_dump::{self as dump, Dump};
@@ -44,7 +45,12 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
 /// so that a pasted log opens in one command.
 fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
     let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    let kind = input_kind::recognise(&bytes[..bytes.len().min(input_kind::HEAD)]);
+    if let Some(refusal) = input_kind::refusal(path, kind, Reader::Tui) {
+        return Err(CliError(refusal));
+    }
+    // JSON of no known kind is parsed as a dump, whose error says where it goes wrong.
+    if matches!(kind, Kind::Dump | Kind::Json) {
         let text = String::from_utf8_lossy(&bytes);
         return Ok((dump::read_str(path, &text)?, "dump"));
     }
@@ -135,6 +141,8 @@ fn attach(arg: &str) -> Result<u8, CliError> {
             watch_in_background(dir, tx.clone(), Arc::clone(&stop));
         }
         Target::Sockets(_) => {
+            // The user named these: stay on them when they end.
+            app.pinned = true;
             for feed in feeds {
                 let id = ids.fetch_add(1, Ordering::Relaxed);
                 follow(feed, id, tx.clone());

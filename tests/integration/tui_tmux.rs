@@ -42,6 +42,11 @@ impl Tmux {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
     }
 
+    /// The screen with what it is drawn in, as SGR escapes (`capture-pane -e`).
+    fn screen_escaped(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-e", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
     fn keys(&self, keys: &[&str]) {
         for k in keys {
             self.run(&["send-keys", "-t", "t", k]);
@@ -352,4 +357,314 @@ fn the_demos_first_screen_on_a_terminal_shows_the_verdict_and_the_fix() {
     assert!(all.contains("Bin (256)") && all.contains("Current usage from device"), "{all}");
     let piped = crate::common::oomscope(&["demo"]);
     assert!(crate::common::stdout(&piped).starts_with("Allocator (GPU_0_bfc) ran out of memory"));
+}
+
+/// The SGR sequences of `s` (`ESC [ params m`), each as its parameters.
+fn sgr(s: &str) -> Vec<Vec<u32>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("\x1b[") {
+        rest = &rest[at + 2..];
+        let end = rest.find(|c: char| !c.is_ascii_digit() && c != ';').unwrap_or(rest.len());
+        if rest[end..].starts_with('m') {
+            out.push(rest[..end].split(';').map(|p| p.parse().unwrap_or(0)).collect());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The SGR sequences of `s` that set a colour: foreground or background, 8, 16, 256 colours
+/// or RGB. Bold, dim, reverse and the resets to the terminal's own colours (39, 49) are none.
+fn colour_escapes(s: &str) -> Vec<Vec<u32>> {
+    sgr(s).into_iter().filter(|p| p.iter().any(|&n| matches!(n, 30..=38 | 40..=48 | 90..=97 | 100..=107))).collect()
+}
+
+/// Each character of `line` (one line of `capture-pane -e`) with the foreground colour it is
+/// drawn in, as its SGR parameters (empty: the terminal's own).
+fn coloured_chars(line: &str) -> Vec<(char, Vec<u32>)> {
+    let mut out = Vec::new();
+    let mut fg: Vec<u32> = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push((c, fg.clone()));
+            continue;
+        }
+        let mut seq = String::from(c);
+        for d in chars.by_ref() {
+            seq.push(d);
+            if d.is_ascii_alphabetic() {
+                break;
+            }
+        }
+        for p in sgr(&seq) {
+            let mut i = 0;
+            while i < p.len() {
+                match p[i] {
+                    0 | 39 => fg.clear(),
+                    n @ (30..=37 | 90..=97) => fg = vec![n],
+                    38 => {
+                        let len = if p.get(i + 1) == Some(&5) { 3 } else { 5 };
+                        fg = p[i..(i + len).min(p.len())].to_vec();
+                        i += len - 1;
+                    }
+                    48 => i += if p.get(i + 1) == Some(&5) { 2 } else { 4 },
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// NO_COLOR (set to anything) and `--color never` draw every view without colour, the
+/// selection still standing out (reversed); by default, and with NO_COLOR empty, there is
+/// colour.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn no_color_and_color_never_draw_without_colour() {
+    let dump = "fixtures/dumps/unet-b2.dump.json";
+    for (how, command) in [
+        ("NO_COLOR=1", format!("NO_COLOR=1 {} tui {dump}", bin())),
+        ("--color never", format!("env -u NO_COLOR {} tui --color never {dump}", bin())),
+        ("--color never before the command", format!("env -u NO_COLOR {} --color never tui {dump}", bin())),
+    ] {
+        let t = Tmux::new();
+        t.start(100, 30, &command);
+        t.wait_for("verdict: true peak", 20);
+        for (key, shows) in [
+            ("1", "verdict: true peak"),
+            ("2", "ResizeBilinear"),
+            ("3", "bins: chunks by size"),
+            ("4", "under the cursor"),
+            ("5", "requested"),
+            ("6", "BFCAllocator dump"),
+        ] {
+            t.keys(&[key]);
+            t.wait_for(shows, 10);
+            std::thread::sleep(Duration::from_millis(200));
+            let s = t.screen_escaped();
+            assert_eq!(colour_escapes(&s), Vec::<Vec<u32>>::new(), "{how}, view {key}: no colour:\n{s}");
+            assert!(sgr(&s).iter().any(|p| p.contains(&7)), "{how}, view {key}: the tab on screen is reversed:\n{s}");
+        }
+        t.keys(&["q"]);
+        t.wait_for("EXIT=0", 10);
+    }
+    for (how, env) in [("by default", "env -u NO_COLOR"), ("NO_COLOR empty", "env NO_COLOR=")] {
+        let t = Tmux::new();
+        t.start(100, 30, &format!("{env} {} tui {dump}", bin()));
+        t.wait_for("verdict: true peak", 20);
+        std::thread::sleep(Duration::from_millis(200));
+        let s = t.screen_escaped();
+        assert!(!colour_escapes(&s).is_empty(), "{how}: colour:\n{s}");
+        t.keys(&["q"]);
+        t.wait_for("EXIT=0", 10);
+    }
+}
+
+/// The map colours each op's chunks in its own colour, named in the legend below the grid.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn the_map_draws_two_ops_chunks_in_different_colours() {
+    let t = Tmux::new();
+    t.start(120, 40, &format!("env -u NO_COLOR {} tui fixtures/dumps/unet-b2.dump.json", bin()));
+    t.wait_for("verdict: true peak", 20);
+    t.keys(&["4"]);
+    t.wait_for("under the cursor", 10);
+    std::thread::sleep(Duration::from_millis(200));
+    let s = t.screen_escaped();
+    let legend = s.lines().find(|l| l.contains('■')).unwrap_or_else(|| panic!("a legend:\n{s}"));
+    let swatches: Vec<Vec<u32>> =
+        coloured_chars(legend).into_iter().filter(|(c, _)| *c == '■').map(|(_, fg)| fg).collect();
+    assert!(swatches.len() >= 2, "{legend}");
+    let plain: String = coloured_chars(legend).into_iter().map(|(c, _)| c).collect();
+    assert!(plain.contains("ResizeBilinear 900.00MiB"), "the largest op first: {plain}");
+    assert!(!swatches[0].is_empty() && swatches[0] != swatches[1], "two ops, two colours: {swatches:?}");
+    // The grid has chunks in each of them.
+    let grid: Vec<(char, Vec<u32>)> =
+        s.lines().skip(3).take_while(|l| !l.contains('■')).flat_map(coloured_chars).collect();
+    for colour in &swatches[..2] {
+        assert!(grid.iter().any(|(c, fg)| *c == '█' && fg == colour), "chunks in {colour:?}");
+    }
+    // c: back to the state colours, one for every in-use cell.
+    t.keys(&["c"]);
+    t.wait_for("map coloured by state", 10);
+    let s = t.screen_escaped();
+    let used: std::collections::BTreeSet<Vec<u32>> =
+        s.lines().skip(3).flat_map(coloured_chars).filter(|(c, _)| *c == '█').map(|(_, fg)| fg).collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+}
+
+/// `/` where a view has no filter of its own opens the one that applies (the overview's ops
+/// in Nodes, the bins' chunks in Allocations, the map's own), so what follows is text, not
+/// keys: `q` does not quit, `t` does not fold.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn slash_then_letters_types_a_filter_in_every_view() {
+    let t = Tmux::new();
+    t.start(100, 30, &format!("{} tui fixtures/dumps/unet-b2.dump.json", bin()));
+    t.wait_for("verdict: true peak", 20);
+    for (view, letters, shows) in [
+        ("1", "tq", " filter:  tq"),
+        ("3", "sq", " filter:  sq"),
+        ("4", "hq", " map filter:  hq"),
+        ("2", "gq", " filter:  gq"),
+        ("5", "nq", " filter:  nq"),
+        ("6", "jq", " search:  jq"),
+    ] {
+        t.keys(&[view]);
+        std::thread::sleep(Duration::from_millis(200));
+        t.keys(&["/"]);
+        for l in letters.chars() {
+            t.keys(&[&l.to_string()]);
+        }
+        let s = t.wait_for(shows, 10);
+        assert!(!s.contains("EXIT="), "view {view}: q was a letter: {s}");
+        t.keys(&["Escape"]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The map's filter marks an op's chunks; n goes from one to the next.
+    t.keys(&["4", "/"]);
+    for l in "resizebilinear".chars() {
+        t.keys(&[&l.to_string()]);
+    }
+    t.keys(&["Enter"]);
+    let s = t.wait_for("n N next/previous", 10);
+    assert!(s.contains("\"resizebilinear\": 2 chunk(s), 1.32GiB"), "{s}");
+    let under = |s: &str| s.lines().find(|l| l.contains("│op ")).unwrap_or_default().to_string();
+    assert!(under(&s).contains("ResizeBilinear"), "the cursor on the first: {s}");
+    assert!(s.contains('█') && s.contains('░'), "its chunks stand out, the others are shaded: {s}");
+    let first = under(&s);
+    t.keys(&["n"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let next = t.screen();
+    assert!(under(&next).contains("ResizeBilinear") && under(&next) != first, "n: the other one: {next}");
+    t.keys(&["Escape", "q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+}
+
+/// `tui --attach` with no process named: when the process it shows ends and another starts
+/// publishing (the program run again), the viewer moves to the new one and says so. With a
+/// pid named, it stays on that process and says it ended.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn attach_follows_the_next_process_unless_one_was_named() {
+    let base = temp_dir("tmux-follow");
+    let dir = base.join("live");
+    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let publish = |seconds: &str| {
+        Command::new(bin())
+            .args(["demo", "--publish", "--seconds", seconds])
+            .env("OOMSCOPE_LIVE_DIR", &dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+
+    let t = Tmux::new();
+    t.start(200, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
+    t.wait_for("waiting for a process to publish", 20);
+    let mut first = publish("2");
+    let live = t.wait_for(" LIVE ", 20);
+    assert!(live.contains(&format!("pid {}", first.id())), "{live}");
+    assert!(first.wait().unwrap().success());
+    let ended = t.wait_for("its last state stays until another process publishes", 20);
+    assert!(ended.contains("DISCONNECTED") && ended.contains(&format!("pid {} ended", first.id())), "{ended}");
+    let mut second = publish("2");
+    let now = t.wait_for(&format!("now following pid {}", second.id()), 20);
+    assert!(
+        now.contains("[2/2]") && now.contains(&format!("pid {}: ", second.id())),
+        "the new one is on screen: {now}"
+    );
+    assert!(now.contains(&format!("the next process after pid {} ended", first.id())), "{now}");
+    assert!(second.wait().unwrap().success());
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+
+    // Named: it stays.
+    let mut first = publish("3");
+    let socket = oomscope_analysis::live::socket_path(&dir, first.id(), None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", socket.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = Tmux::new();
+    t.start(110, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach {}", dir.display(), bin(), first.id()));
+    t.wait_for(" LIVE ", 20);
+    assert!(first.wait().unwrap().success());
+    t.wait_for(&format!("pid {} ended: its last state stays on screen", first.id()), 20);
+    let mut second = publish("2");
+    std::thread::sleep(Duration::from_secs(2));
+    let s = t.screen();
+    assert!(s.contains(&format!("pid {}", first.id())) && !s.contains(&format!("pid {}", second.id())), "{s}");
+    assert!(second.wait().unwrap().success());
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    std::fs::remove_dir_all(base).unwrap();
+}
+
+/// Paused while the process on screen ends and the next starts: the screen stays, the status
+/// bar says the new one started, and resuming moves to it as if the frames came then.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn attach_paused_moves_to_the_next_process_on_resume() {
+    let base = temp_dir("tmux-follow-paused");
+    let dir = base.join("live");
+    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let publish = |seconds: &str| {
+        Command::new(bin())
+            .args(["demo", "--publish", "--seconds", seconds])
+            .env("OOMSCOPE_LIVE_DIR", &dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let t = Tmux::new();
+    t.start(200, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
+    t.wait_for("waiting for a process to publish", 20);
+    let mut first = publish("3");
+    t.wait_for(" LIVE ", 20);
+    t.keys(&["Space"]);
+    t.wait_for(" PAUSED ", 10);
+    assert!(first.wait().unwrap().success());
+    let mut second = publish("3");
+    let paused = t.wait_for(&format!("pid {} started publishing: [ and ] show it", second.id()), 20);
+    assert!(paused.contains("[1/2]") && paused.contains(&format!("pid {}: ", first.id())), "held: {paused}");
+    t.keys(&["Space"]);
+    let now = t.wait_for(&format!("pid {} ended; now following pid {}", first.id(), second.id()), 10);
+    assert!(now.contains("[2/2]") && now.contains(&format!("pid {}: ", second.id())), "{now}");
+    assert!(second.wait().unwrap().success());
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+    std::fs::remove_dir_all(base).unwrap();
+}
+
+/// On a terminal the answer's labels are coloured (`Verdict:`, `Fix:`); NO_COLOR takes the
+/// colour away and leaves the same text.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+fn the_demo_on_a_terminal_colours_the_verdict_unless_no_color() {
+    let mut seen = Vec::new();
+    for env in ["env -u NO_COLOR", "env NO_COLOR=1"] {
+        let t = Tmux::new();
+        t.start(100, 30, &format!("{env} {} demo", bin()));
+        t.wait_for("EXIT=0", 30);
+        let all =
+            String::from_utf8_lossy(&t.run(&["capture-pane", "-e", "-p", "-S", "-", "-t", "t"]).stdout).into_owned();
+        let verdict = all.lines().find(|l| l.contains("Verdict:")).unwrap_or_else(|| panic!("{all}")).to_string();
+        let fix = all.lines().find(|l| l.contains("Fix:")).unwrap_or_else(|| panic!("{all}")).to_string();
+        seen.push((colour_escapes(&verdict).len(), colour_escapes(&fix).len()));
+    }
+    assert!(seen[0].0 > 0 && seen[0].1 > 0, "coloured on a terminal: {seen:?}");
+    assert_eq!(seen[1], (0, 0), "not with NO_COLOR");
 }

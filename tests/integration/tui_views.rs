@@ -251,7 +251,7 @@ fn the_allocations_of_a_node_and_a_new_filter() {
     let s = screen(&app, 80, 24);
     let bar = footer(&s);
     assert!(!bar.contains("nodes"), "the Allocations view's keys, not the Nodes view's: {bar}");
-    assert!(bar.contains("Enter detail") && bar.contains("Esc clear filter"), "{bar}");
+    assert!(bar.contains("Enter detail") && bar.contains("Esc clear"), "{bar}");
     assert!(s.contains(&format!("filter \"{}", &node[..node.len().min(20)])), "{s}");
 
     press(&mut app, &[KeyCode::Char('/')]);

@@ -1,7 +1,7 @@
 //! The UI's state and how keys and updates change it. Drawing reads this state
 //! (`crate::draw`); nothing here touches the terminal, so every key can be tested.
 
-use crate::model::{Device, Update};
+use crate::model::{Device, Status, Update};
 use crate::tree;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::cell::Cell;
@@ -70,9 +70,11 @@ pub enum Action {
     FilterInput(char),
     FilterBackspace,
     FilterDone,
-    /// n and N: the report search's next and previous match.
+    /// n and N: the next and previous match of the report's search or the map's filter.
     SearchNext,
     SearchPrev,
+    /// c: the map coloured by op or by state.
+    MapColours,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -285,6 +287,23 @@ pub struct AllocState {
 pub struct MapState {
     pub cursor: usize,
     pub grid: Cell<(u16, u16)>,
+    /// Cells coloured by state (in use, waste, free) rather than by op.
+    pub by_state: bool,
+    /// Chunks whose op or shape matches stand out; the others are shaded.
+    pub filter: Filter,
+}
+
+impl MapState {
+    /// Whether span `i` of `d` is an in-use chunk the filter matches (any in-use chunk
+    /// without a filter).
+    pub fn matches(&self, d: &Device, i: usize) -> bool {
+        d.spans.get(i).is_some_and(|s| s.is_used() && (self.filter.matches(d.op(s)) || self.shape_matches(d, i)))
+    }
+
+    fn shape_matches(&self, d: &Device, i: usize) -> bool {
+        let shape = d.shape(&d.spans[i]);
+        self.filter.is_active() && !shape.is_empty() && self.filter.matches(shape)
+    }
 }
 
 /// A device with what the views derive from it.
@@ -301,6 +320,9 @@ pub struct Slot {
     /// Byte offsets of the report's lines (a report of a million chunks scrolls without
     /// rescanning it).
     pub report_lines: Vec<usize>,
+    /// What the header says of how this device came on screen (`the next process after
+    /// pid 4242 ended`).
+    pub note: Option<String>,
 }
 
 /// The whole UI state.
@@ -332,6 +354,15 @@ pub struct App {
     pub report_match: Option<(usize, usize)>,
     /// Ctrl-C ended the UI rather than q or Esc.
     pub interrupted: bool,
+    /// Draw without colour (`--color never`, NO_COLOR): characters and modifiers only.
+    pub monochrome: bool,
+    /// The user named the process to follow: stay on it when it ends. Otherwise, when the
+    /// device on screen has ended, a device that appears next (the user ran the program
+    /// again) is shown in its place.
+    pub pinned: bool,
+    /// While paused: (the device on screen, which ended, and the first device that started
+    /// since), followed on resume.
+    successor: Option<(usize, usize)>,
 }
 
 impl App {
@@ -367,7 +398,11 @@ impl App {
                     slot.held = Some(device);
                     slot.held_count += 1;
                 } else {
-                    self.set_device(id, *device);
+                    let new = id >= self.devices.len();
+                    self.receive(id, *device);
+                    if new {
+                        self.arrived(id);
+                    }
                 }
             }
             Update::Status { id, status } => {
@@ -380,6 +415,60 @@ impl App {
             }
             Update::Message(m) => self.message = Some(m),
         }
+    }
+
+    /// Device `id` is now `device`, shown at once (live, or on resume with what was held):
+    /// the status bar says so when the one on screen ends.
+    fn receive(&mut self, id: usize, device: Device) {
+        let was_live = self.devices.get(id).is_some_and(|s| s.device.status.is_live());
+        let ended = was_live && matches!(device.status, Status::Disconnected(_));
+        self.set_device(id, device);
+        if ended && id == self.current {
+            self.ended();
+        }
+    }
+
+    /// Device `id` appeared: when the one on screen has ended and the user did not name it,
+    /// the new one takes its place (the user ran the program again). While paused the screen
+    /// stays, the status bar says so, and resuming moves to it.
+    fn arrived(&mut self, id: usize) {
+        if self.pinned || id == self.current || self.devices.len() < 2 {
+            return;
+        }
+        let Some(current) = self.devices.get(self.current) else { return };
+        // While paused the frame that says it ended may be held, not yet on screen.
+        let status = current.held.as_ref().map_or(&current.device.status, |h| &h.status);
+        if !matches!(status, Status::Disconnected(_)) {
+            return;
+        }
+        if self.paused {
+            let new = short_origin(&self.devices[id].device);
+            self.message = Some(format!("{new} started publishing: [ and ] show it"));
+            // The first to start is the one to follow; a later one is the user's to pick.
+            self.successor.get_or_insert((self.current, id));
+            return;
+        }
+        self.follow(id);
+    }
+
+    /// Shows device `id` in place of the one on screen, which ended before `id` started.
+    fn follow(&mut self, id: usize) {
+        let Some(current) = self.devices.get(self.current) else { return };
+        let (old, new) = (short_origin(&current.device), short_origin(&self.devices[id].device));
+        self.switch_to(id);
+        self.devices[id].note = Some(format!("the next process after {old} ended"));
+        self.message = Some(format!("{old} ended; now following {new}, which started since · [ shows {old}"));
+    }
+
+    /// The device on screen ended (its feed closed).
+    fn ended(&mut self) {
+        let Some(slot) = self.devices.get(self.current) else { return };
+        let who = short_origin(&slot.device);
+        self.message = Some(if self.pinned {
+            format!("{who} ended: its last state stays on screen")
+        } else {
+            format!("{who} ended: its last state stays until another process publishes")
+        });
     }
 
     fn set_device(&mut self, id: usize, device: Device) {
@@ -466,6 +555,7 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => Action::End,
             KeyCode::Char('s') => Action::Sort,
             KeyCode::Char('t') => Action::Tree,
+            KeyCode::Char('c') => Action::MapColours,
             KeyCode::Char('/') => Action::FilterStart,
             KeyCode::Char('n') => Action::SearchNext,
             KeyCode::Char('N') => Action::SearchPrev,
@@ -476,7 +566,7 @@ impl App {
 
     /// A filter or the report's search is being typed: keys are text.
     pub fn editing(&self) -> bool {
-        self.nodes.filter.editing || self.allocs.filter.editing || self.search.editing
+        self.nodes.filter.editing || self.allocs.filter.editing || self.search.editing || self.map.filter.editing
     }
 
     /// Applies a key.
@@ -506,25 +596,28 @@ impl App {
             Action::PrevDevice => self.switch_device(false),
             Action::Pause => self.pause(),
             // A new filter replaces the one applied (the one Enter on a node set, say):
-            // typing after it would otherwise narrow a filter the user may not see.
+            // typing after it would otherwise narrow a filter the user may not see. Every view
+            // has one, so that what is typed after `/` is never taken for keys: the overview's
+            // is the Nodes view's (the ops it ranks), the bins' the Allocations view's (the
+            // chunks they hold).
             Action::FilterStart => match self.view {
-                View::Nodes => {
+                View::Nodes | View::Overview => {
+                    self.show(View::Nodes);
                     self.nodes.filter = Filter { text: String::new(), editing: true };
                     self.nodes.list.reset();
                     self.derive_all();
                 }
-                View::Allocations => {
+                View::Allocations | View::Bins => {
+                    self.show(View::Allocations);
                     self.allocs.filter = Filter { text: String::new(), editing: true };
                     self.allocs.list.reset();
+                    self.allocs.detail = false;
                     self.derive_all();
                 }
+                View::Map => self.map.filter = Filter { text: String::new(), editing: true },
                 View::Report => {
                     self.search = Filter { text: String::new(), editing: true };
                     self.report_match = None;
-                }
-                _ => {
-                    self.message =
-                        Some("/ filters the Nodes (2) and Allocations (5) views and searches the Report (6)".into())
                 }
             },
             Action::FilterInput(c) => self.edit_filter(|t| t.push(c)),
@@ -534,6 +627,10 @@ impl App {
             Action::FilterDone => {
                 self.nodes.filter.editing = false;
                 self.allocs.filter.editing = false;
+                if self.map.filter.editing {
+                    self.map.filter.editing = false;
+                    self.map_find(true, false);
+                }
                 if self.search.editing {
                     self.search.editing = false;
                     // From the top line on screen, as a pager searches.
@@ -553,6 +650,7 @@ impl App {
                 }
             }
             Action::Enter => self.enter(),
+            Action::MapColours => self.map_colours(),
             Action::Up
             | Action::Down
             | Action::Left
@@ -569,6 +667,8 @@ impl App {
             self.help = false;
         } else if self.search.editing {
             self.end_search();
+        } else if self.map.filter.editing || (self.view == View::Map && self.map.filter.is_active()) {
+            self.map.filter = Filter::default();
         } else if self.editing() {
             // Esc while typing drops the filter.
             let f = if self.nodes.filter.editing { &mut self.nodes.filter } else { &mut self.allocs.filter };
@@ -608,7 +708,11 @@ impl App {
             self.message = Some("one device: [ and ] switch between devices when several are attached".into());
             return;
         }
-        self.current = if next { (self.current + 1) % n } else { (self.current + n - 1) % n };
+        self.switch_to(if next { (self.current + 1) % n } else { (self.current + n - 1) % n });
+    }
+
+    fn switch_to(&mut self, id: usize) {
+        self.current = id;
         self.nodes.list.reset();
         self.allocs.list.reset();
         self.bins.reset();
@@ -628,16 +732,30 @@ impl App {
         if self.paused {
             self.message = Some("paused: updates are held until space resumes".into());
         } else {
+            // As if the held frames had come now: the status bar says the one on screen
+            // ended, and a process that started after it takes its place.
             for id in 0..self.devices.len() {
                 if let Some(d) = self.devices[id].held.take() {
                     self.devices[id].held_count = 0;
-                    self.set_device(id, *d);
+                    self.receive(id, *d);
+                }
+            }
+            if let Some((from, to)) = self.successor.take() {
+                // Unless the user moved to another device meanwhile ([ and ]).
+                let ended = self.devices.get(from).is_some_and(|s| matches!(s.device.status, Status::Disconnected(_)));
+                if self.current == from && ended && to < self.devices.len() {
+                    self.follow(to);
                 }
             }
         }
     }
 
     fn edit_filter(&mut self, edit: impl FnOnce(&mut String)) {
+        if self.map.filter.editing {
+            // The matching chunks stand out as the text is typed; Enter goes to the first.
+            edit(&mut self.map.filter.text);
+            return;
+        }
         if self.search.editing {
             // Matches are highlighted as the text is typed; Enter goes to the first.
             edit(&mut self.search.text);
@@ -710,10 +828,68 @@ impl App {
         }
     }
 
+    /// c: the map by op or by state.
+    fn map_colours(&mut self) {
+        if self.view != View::Map {
+            self.message = Some("c colours the Map (4) by op or by state".into());
+            return;
+        }
+        self.map.by_state = !self.map.by_state;
+        let what = if self.map.by_state { "state (in use, waste, free)" } else { "op" };
+        self.message = Some(if self.monochrome {
+            format!("map coloured by {what} when colour is on; without colour, characters show the state")
+        } else {
+            format!("map coloured by {what} · c switches back")
+        });
+    }
+
+    /// The map's next (or previous) chunk that its filter matches, from the cursor (skipping
+    /// the cursor's own chunk when `skip`), wrapping around once.
+    fn map_find(&mut self, forward: bool, skip: bool) {
+        let text = self.map.filter.text.clone();
+        if text.is_empty() {
+            return;
+        }
+        let Some(d) = self.device() else { return };
+        let n = d.spans.len();
+        let (mut count, mut bytes) = (0u64, 0u64);
+        for i in 0..n {
+            if self.map.matches(d, i) {
+                count += 1;
+                bytes += d.spans[i].in_use;
+            }
+        }
+        if count == 0 {
+            self.message = Some(format!("no chunk of an op or shape matching \"{text}\""));
+            return;
+        }
+        let from = self.map.cursor.min(n.saturating_sub(1));
+        let hit = (0..n)
+            .map(|k| {
+                let k = k + usize::from(skip);
+                if forward { (from + k) % n } else { (from + n * 2 - k) % n }
+            })
+            .find(|&i| self.map.matches(d, i));
+        if let Some(i) = hit {
+            self.map.cursor = i;
+        }
+        self.message = Some(format!(
+            "\"{text}\": {count} chunk(s), {} · n N next/previous · Esc clears",
+            crate::fmt::bytes(bytes)
+        ));
+    }
+
     /// n or N: the next or previous match after the one last found (or the top line).
     fn search_again(&mut self, forward: bool) {
+        if self.view == View::Map && self.map.filter.is_active() {
+            self.map_find(forward, true);
+            return;
+        }
         if self.view != View::Report {
-            self.message = Some("n and N go to the next and previous match of a search in the Report (6)".into());
+            self.message = Some(
+                "n and N go to the next and previous match of a search in the Report (6) or a filter in the Map (4)"
+                    .into(),
+            );
             return;
         }
         if !self.search.is_active() {
@@ -833,6 +1009,12 @@ impl App {
             View::Map => self.map.cursor = map_move(&slot.device, self.map.cursor, action, self.map.grid.get()),
         }
     }
+}
+
+/// `pid 4242` of `pid 4242: python train.py`: how messages name a process.
+fn short_origin(d: &Device) -> String {
+    let o = d.origin.split(':').next().unwrap_or("").trim();
+    if o.is_empty() { d.name.clone() } else { o.to_string() }
 }
 
 /// Columns the report moves sideways per key.

@@ -8,7 +8,7 @@ use crate::model::Update;
 use ratatui::crossterm::event::{self, Event};
 use std::io::{self, IsTerminal};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -96,6 +96,15 @@ fn release_ending_signals() {
     }
 }
 
+/// Whether the UI on the terminal draws in colour (the caller's `--color` and NO_COLOR).
+static COLOR: AtomicBool = AtomicBool::new(true);
+
+/// Sets whether [`run`] draws in colour; without, it draws with characters and modifiers
+/// only (bold, reverse, dim).
+pub fn set_color(on: bool) {
+    COLOR.store(on, Ordering::Relaxed);
+}
+
 /// Why the UI cannot start.
 pub fn check_terminal() -> Result<(), String> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
@@ -119,6 +128,9 @@ impl Drop for Restore {
 /// state stays on screen). Returns the final state.
 pub fn run(mut app: App, updates: Receiver<Update>) -> io::Result<App> {
     check_terminal().map_err(io::Error::other)?;
+    if !COLOR.load(Ordering::Relaxed) {
+        app.monochrome = true;
+    }
     // try_init installs a panic hook that restores the terminal before the panic prints.
     ENDED_BY.store(0, Ordering::Relaxed);
     catch_ending_signals();

@@ -352,3 +352,196 @@ fn the_report_search_goes_from_match_to_match() {
     assert_eq!(oomscope_tui::app::find_ignore_case("Die Größe, die GRÖSSE", "grö"), vec![(4, 3), (15, 3)]);
     assert_eq!(oomscope_tui::app::find_ignore_case("aaaa", "aa"), vec![(0, 2), (2, 2)]);
 }
+
+fn drawn(app: &App, w: u16, h: u16) -> oomscope_tui::ratatui::buffer::Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| oomscope_tui::draw(f, app)).unwrap();
+    t.backend().buffer().clone()
+}
+
+/// `/` opens a filter in every view (the overview's is the Nodes view's, the bins' the
+/// Allocations view's, the map's its own), so what is typed after it is text, never keys.
+#[test]
+fn slash_opens_a_filter_in_every_view_so_letters_are_never_keys() {
+    for (v, lands) in [
+        (View::Overview, View::Nodes),
+        (View::Nodes, View::Nodes),
+        (View::Bins, View::Allocations),
+        (View::Map, View::Map),
+        (View::Allocations, View::Allocations),
+        (View::Report, View::Report),
+    ] {
+        let mut app = App::new(vec![device("d", Status::PostMortem)]);
+        app.update(Action::Show(v));
+        keys(&mut app, "/tsq");
+        assert!(!app.quit, "{v:?}: q after / is a letter");
+        assert_eq!(app.view, lands, "{v:?}");
+        let typing = [&app.nodes.filter, &app.allocs.filter, &app.map.filter, &app.search];
+        let typed: Vec<&str> = typing.iter().filter(|f| f.editing).map(|f| f.text.as_str()).collect();
+        assert_eq!(typed, ["tsq"], "{v:?}: one filter takes the letters");
+        assert!(!app.nodes.tree && app.nodes.sort == NodeSort::Bytes, "{v:?}: t and s were letters");
+        key(&mut app, KeyCode::Esc);
+        assert!(!app.editing() && !app.quit, "{v:?}: Esc leaves the filter");
+    }
+}
+
+#[test]
+fn the_map_filter_marks_an_ops_chunks_and_n_walks_them() {
+    let mut app = App::new(vec![device("d", Status::PostMortem)]);
+    keys(&mut app, "4/relu");
+    assert!(app.map.filter.editing);
+    key(&mut app, KeyCode::Enter);
+    assert!(!app.editing());
+    let d = app.device().unwrap().clone();
+    let relu: Vec<usize> = (0..d.spans.len()).filter(|&i| d.op(&d.spans[i]) == "model/conv1/Relu").collect();
+    assert_eq!(relu.len(), 3);
+    assert_eq!(app.map.cursor, relu[0], "Enter goes to the first match");
+    assert!(app.message.as_deref().unwrap().contains("3 chunk(s)"), "{:?}", app.message);
+    keys(&mut app, "n");
+    assert_eq!(app.map.cursor, relu[1]);
+    keys(&mut app, "NN");
+    assert_eq!(app.map.cursor, relu[2], "N wraps to the last");
+    let text: String = drawn(&app, 80, 24).content.iter().map(|c| c.symbol()).collect();
+    assert!(text.contains('░'), "other ops' chunks are shaded");
+    assert!(text.contains("\"relu\": 3 chunk(s)"), "the title says what the filter holds");
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.map.filter.is_active() && !app.quit, "Esc clears the filter first");
+    key(&mut app, KeyCode::Esc);
+    assert!(app.quit);
+}
+
+/// In-use cells take their op's colour, `c` goes back to the state colours, and without
+/// colour nothing on screen has one: the selection and the cursor are reversed instead.
+#[test]
+fn the_map_is_coloured_by_op_by_state_or_not_at_all() {
+    use oomscope_tui::ratatui::style::{Color, Modifier};
+    let mut app = App::new(vec![device("d", Status::PostMortem)]);
+    keys(&mut app, "4");
+    let used_colours = |app: &App| {
+        let buf = drawn(app, 80, 24);
+        let mut c: Vec<String> =
+            buf.content.iter().filter(|c| c.symbol() == "█").map(|c| format!("{:?}", c.fg)).collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    let by_op = used_colours(&app);
+    assert!(by_op.len() >= 3, "the ops' colours: {by_op:?}");
+    keys(&mut app, "c");
+    assert!(app.map.by_state);
+    assert_eq!(used_colours(&app), [format!("{:?}", Color::Green)], "by state: one colour for in use");
+    keys(&mut app, "c");
+    assert!(!app.map.by_state);
+
+    app.monochrome = true;
+    for v in View::ALL {
+        app.update(Action::Show(v));
+        let buf = drawn(&app, 80, 24);
+        assert!(buf.content.iter().all(|c| c.fg == Color::Reset && c.bg == Color::Reset), "{v:?} has no colour");
+        // The tab on screen stands out by reversal.
+        let tab = v.title();
+        let row: String = (0..80).map(|x| buf[(x, 0)].symbol().to_string()).collect();
+        let at = row.chars().collect::<Vec<_>>().windows(tab.len()).position(|w| w.iter().collect::<String>() == tab);
+        let x = at.unwrap() as u16;
+        assert!(buf[(x, 0)].modifier.contains(Modifier::REVERSED), "{v:?}: its tab is reversed");
+    }
+    app.update(Action::Show(View::Map));
+    let buf = drawn(&app, 80, 24);
+    // The first cell of the grid (the title's legend has one too).
+    let cursor = &buf[(1, 3)];
+    assert_eq!(cursor.symbol(), "▒");
+    assert!(cursor.modifier.contains(Modifier::REVERSED), "the map's cursor is reversed");
+}
+
+/// Attached to whatever publishes: when the process on screen has ended and another starts
+/// (the user ran the program again), the new one takes its place; one the user named stays.
+#[test]
+fn a_process_that_starts_after_the_one_on_screen_ended_takes_its_place() {
+    let process = |pid: u32, status: Status| {
+        let mut d = device("GPU_0_bfc", status);
+        d.origin = format!("pid {pid}: python train.py");
+        Box::new(d)
+    };
+    let gone = || Status::Disconnected("the process closed the feed (it exited)".into());
+    let mut app = App::new(Vec::new());
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    app.apply(Update::Device { id: 1, device: process(200, Status::Live) });
+    assert_eq!(app.current, 0, "a process alongside does not take the screen");
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    assert_eq!(app.current, 0, "an ended process stays on screen");
+    assert!(app.message.as_deref().unwrap().contains("pid 100 ended"), "{:?}", app.message);
+    app.apply(Update::Device { id: 2, device: process(300, Status::Live) });
+    assert_eq!(app.current, 2, "the process started since is shown");
+    let msg = app.message.clone().unwrap();
+    assert!(msg.contains("now following pid 300") && msg.contains("[ shows pid 100"), "{msg}");
+    let header: String = {
+        let buf = drawn(&app, 160, 48);
+        (0..160).map(|x| buf[(x, 1)].symbol().to_string()).collect()
+    };
+    assert!(header.contains("[3/3]") && header.contains("the next process after pid 100 ended"), "{header}");
+    keys(&mut app, "[");
+    assert_eq!(app.current, 1, "[ still goes back");
+
+    // Paused: the screen keeps what the user looks at. The attach source says a process
+    // ended as it says everything, with a whole frame (`Update::Device`), which pausing holds.
+    let mut app = App::new(Vec::new());
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    keys(&mut app, " ");
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    assert_eq!(app.device().unwrap().status, Status::Live, "the frame saying it ended is held");
+    app.apply(Update::Device { id: 1, device: process(300, Status::Live) });
+    assert_eq!(app.current, 0);
+    let footer = |app: &App| {
+        let buf = drawn(app, 160, 48);
+        (0..160).map(|x| buf[(x, 47)].symbol().to_string()).collect::<String>()
+    };
+    assert!(footer(&app).contains("pid 300 started publishing: [ and ] show it"), "{}", footer(&app));
+    // Resuming applies the held frames as if they came now: pid 100 ended, pid 300 follows.
+    keys(&mut app, " ");
+    assert!(!app.paused);
+    assert_eq!(app.current, 1, "resuming moves to the process that started since");
+    assert!(matches!(app.devices[0].device.status, Status::Disconnected(_)));
+    let msg = app.message.clone().unwrap();
+    assert!(msg.contains("pid 100 ended; now following pid 300"), "{msg}");
+    assert_eq!(app.devices[1].note.as_deref(), Some("the next process after pid 100 ended"));
+
+    // Paused after it ended (another process alongside is still live): the same on resume.
+    let mut app = App::new(Vec::new());
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    app.apply(Update::Device { id: 1, device: process(200, Status::Live) });
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    keys(&mut app, " ");
+    assert!(app.paused);
+    app.apply(Update::Device { id: 2, device: process(300, Status::Live) });
+    assert_eq!(app.current, 0);
+    assert!(app.message.as_deref().unwrap().contains("pid 300 started publishing"), "{:?}", app.message);
+    keys(&mut app, " ");
+    assert_eq!(app.current, 2);
+
+    // Paused, it ends and nothing starts: resuming says it ended.
+    let mut app = App::new(Vec::new());
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    keys(&mut app, " ");
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    keys(&mut app, " ");
+    assert_eq!(app.message.as_deref(), Some("pid 100 ended: its last state stays until another process publishes"));
+
+    // Paused, the user moved to another process with ]: resuming leaves them there.
+    let mut app = App::new(Vec::new());
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    app.apply(Update::Device { id: 1, device: process(200, Status::Live) });
+    keys(&mut app, " ");
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    app.apply(Update::Device { id: 2, device: process(300, Status::Live) });
+    keys(&mut app, "] ");
+    assert_eq!(app.current, 1, "the user's choice stays");
+
+    // Named on the command line: it stays, and the footer says it ended.
+    let mut app = App::new(Vec::new());
+    app.pinned = true;
+    app.apply(Update::Device { id: 0, device: process(100, Status::Live) });
+    app.apply(Update::Device { id: 0, device: process(100, gone()) });
+    assert_eq!(app.message.as_deref(), Some("pid 100 ended: its last state stays on screen"));
+    app.apply(Update::Device { id: 1, device: process(300, Status::Live) });
+    assert_eq!(app.current, 0);
+}

@@ -18,7 +18,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Tabs, Wrap};
 
 /// Colours used across views; every state also has its own character, so the screen reads
-/// without colour (and in `tmux capture-pane`).
+/// without colour (`--color never`, NO_COLOR, and `tmux capture-pane`). Without colour,
+/// [`draw`] takes them all out afterwards: see [`without_colour`].
 pub(crate) mod palette {
     use ratatui::style::Color;
     pub const IN_USE: Color = Color::Green;
@@ -52,6 +53,25 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_status(frame, app, status);
     if app.help {
         draw_help(frame, frame.area());
+    }
+    if app.monochrome {
+        without_colour(frame.buffer_mut());
+    }
+}
+
+/// The screen without colour: what was set off by a background (the selection, the cursor,
+/// the tab on screen, a status badge, a match) is reversed instead, what was grey is dim, and
+/// every other colour goes. Black backgrounds (a gauge's empty part) are no emphasis.
+pub(crate) fn without_colour(buf: &mut ratatui::buffer::Buffer) {
+    for c in &mut buf.content {
+        if !matches!(c.bg, Color::Reset | Color::Black) {
+            c.modifier |= Modifier::REVERSED;
+        }
+        if c.fg == Color::DarkGray {
+            c.modifier |= Modifier::DIM;
+        }
+        c.fg = Color::Reset;
+        c.bg = Color::Reset;
     }
 }
 
@@ -97,6 +117,10 @@ fn draw_device_line(frame: &mut Frame, app: &App, area: Rect) {
         ));
     }
     spans.push(Span::styled(d.name.clone(), Style::new().bold()));
+    // Before the rest, which a narrow terminal cuts: how this device came on screen.
+    if let Some(note) = &slot.note {
+        spans.push(Span::styled(format!(" · {note}"), Style::new().fg(palette::ACCENT)));
+    }
     let mut rest = String::new();
     if !d.hardware.is_empty() {
         rest.push_str(&format!(" · {}", d.hardware));
@@ -131,6 +155,8 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
         Some(("filter", &app.allocs.filter.text, "Enter keep · Esc clear"))
     } else if app.search.editing {
         Some(("search", &app.search.text, "Enter find · Esc cancel"))
+    } else if app.map.filter.editing {
+        Some(("map filter", &app.map.filter.text, "op or shape · Enter go to the first · Esc clear"))
     } else {
         None
     };
@@ -151,7 +177,11 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
             }
             View::Nodes => " ↑↓ move · s sort · t tree · / filter · Enter allocations ·",
             View::Bins => " ↑↓ move ·",
-            View::Map => " ←→ chunk · ↑↓ row · Enter allocation ·",
+            View::Map if app.map.filter.is_active() => {
+                " ←→ chunk · ↑↓ row · n N next/previous match · Esc clear filter ·"
+            }
+            View::Map if app.map.by_state => " ←→ chunk · ↑↓ row · Enter allocation · / filter · c colour by op ·",
+            View::Map => " ←→ chunk · ↑↓ row · Enter allocation · / filter · c colour by state ·",
             View::Allocations if app.allocs.filter.is_active() => {
                 " ↑↓ move · s sort · / new filter · Esc clear filter · Enter detail ·"
             }
@@ -168,13 +198,33 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
             ""
         };
         let devices = if app.devices.len() > 1 { " [ ] device ·" } else { "" };
-        Line::from(Span::styled(
-            format!("{keys}{live}{devices} Tab/1-6 views · ? help · q quit"),
-            Style::new().fg(Color::DarkGray),
-        ))
+        let mut text = format!("{keys}{live}{devices} Tab/1-6 views · ? help · q quit");
+        // On a narrow terminal the hints are shortened, least needed first, so "? help"
+        // and "q quit" stay on screen.
+        for (long, short) in FOOTER_SHORTER {
+            if text.chars().count() <= usize::from(area.width) {
+                break;
+            }
+            text = text.replace(long, short);
+        }
+        Line::from(Span::styled(text, Style::new().fg(Color::DarkGray)))
     };
     frame.render_widget(Paragraph::new(line), area);
 }
+
+/// Footer hints and their shorter forms, applied in order until the footer fits.
+const FOOTER_SHORTER: &[(&str, &str)] = &[
+    (" Tab/1-6 views ·", " Tab views ·"),
+    ("Enter allocations", "Enter allocs"),
+    ("Enter allocation", "Enter alloc"),
+    ("c colour by state", "c colours"),
+    ("c colour by op", "c colours"),
+    ("next/previous match", "match"),
+    ("Esc clear filter", "Esc clear"),
+    (" / new filter ·", " / filter ·"),
+    (" Tab views ·", ""),
+    ("PgUp PgDn ", ""),
+];
 
 const HELP: &[(&str, &str)] = &[
     ("q  Esc", "quit (Esc first closes help, detail, filter, search)"),
@@ -183,8 +233,9 @@ const HELP: &[(&str, &str)] = &[
     ("Tab  1-6", "views: overview nodes bins map allocations report"),
     ("↑↓ jk PgUp PgDn g G", "move, scroll"),
     ("←→  h l", "map: by chunk; tree: fold; report: sideways"),
-    ("/", "filter nodes or allocations anew; search the report"),
-    ("n  N", "report: next or previous match"),
+    ("/", "nodes, allocations, map: filter; report: search"),
+    ("n  N", "report, map: next or previous match"),
+    ("c", "map: colour by op or by state"),
     ("s", "sort nodes or allocations"),
     ("t", "nodes: a list or a tree by scope"),
     ("Enter", "node: its allocations; map: the chunk; detail"),
