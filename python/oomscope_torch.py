@@ -6,7 +6,10 @@ When `torch` is imported, this installs `liboomscope.so` as PyTorch's CUDA alloc
 `ResNet.layer1.0.conv1/aten::convolution_backward` in the backward pass. It marks a step
 at each optimizer step. An OOM reaches the script as `torch.cuda.OutOfMemoryError` (a
 `RuntimeError`) whose text starts "CUDA out of memory. Tried to allocate", so the script's
-own handlers and accelerate's batch-size finder keep working.
+own handlers and accelerate's batch-size finder keep working. With OOMSCOPE_DUMP_AT_EXIT it
+writes the dump at exit from an `atexit` handler, while the program's globals still hold
+their tensors (the interpreter frees them as it shuts down, before the library's own
+destructor runs).
 
 Settings (environment, set by `oomscope run`): OOMSCOPE_LIB (the library), OOMSCOPE_NO_OPS=1
 (module paths only: no dispatch mode, for the least overhead or with torch.compile),
@@ -15,6 +18,7 @@ the GPU: for trying the naming, and for oomscope's own tests), OOMSCOPE_TORCH_ST
 tests' stand-in torch: install even on the simulated device).
 """
 
+import atexit
 import ctypes
 import importlib.abc
 import importlib.util
@@ -46,6 +50,8 @@ def _load():
         lib.oomscope_last_error.restype = ctypes.c_size_t
         lib.oomscope_empty_cache.argtypes = []
         lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
+        lib.oomscope_dump_at_exit.argtypes = []
+        lib.oomscope_dump_at_exit.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -132,8 +138,26 @@ def _install(torch):
         return
     else:
         _install_emulated_cache_calls(torch, lib)
+    _install_exit_dump(lib)
     _install_names(torch, lib, ops=not no_ops, emulate=emulate)
     _install_steps(torch, lib)
+
+
+def _install_exit_dump(lib):
+    """The dump at exit, written by an `atexit` handler: those run before the interpreter
+    tears down its modules, whose globals (a model, a cache of tensors) free their memory
+    then; the library's destructor comes after and writes no second one. A process that
+    never allocated (a launcher, a DataLoader worker) writes none."""
+    if os.environ.get("OOMSCOPE_DUMP_AT_EXIT", "0") in ("", "0", "false", "no"):
+        return
+
+    def dump_at_exit():
+        try:
+            lib.oomscope_dump_at_exit()
+        except Exception:  # never break the program's exit
+            pass
+
+    atexit.register(dump_at_exit)
 
 
 def _install_emulated_cache_calls(torch, lib):
@@ -227,6 +251,8 @@ def _install_names(torch, lib, ops, emulate):
             # A root module: start from a clean slate, whatever an exception left behind.
             path = type(module).__name__
             lib.oomscope_scope_clear()
+            if not _steps_started[0]:
+                _start_steps(lib)
         boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
         stack.append((module, path, boundary))
         lib.oomscope_scope_push(path.encode())
@@ -320,7 +346,9 @@ def _make_mode_class(torch):
                         raise torch.cuda.OutOfMemoryError(buf.value.decode(errors="replace"))
                     entry = self.live[key] = [0, ptr]
                 entry[0] += 1
-                weakref.finalize(t, self._release, key)
+                # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,
+                # which would free what the program still held before the dump at exit.
+                weakref.finalize(t, self._release, key).atexit = False
 
         def _release(self, key):
             entry = self.live.get(key)
@@ -341,19 +369,31 @@ def _OpNames(torch, lib, ops, emulate):
 # ---- steps ----------------------------------------------------------------------------
 
 _steps = [0]
+_steps_started = [False]
+
+
+def _start_steps(lib):
+    """Marks step 0, once: at the first forward of a root module or the first optimizer
+    step, whichever comes first. What was allocated before (the weights, moved to the GPU)
+    is before step 0, and a dump at step 0 shows it."""
+    if not _steps_started[0]:
+        _steps_started[0] = True
+        lib.oomscope_step(0)
 
 
 def _install_steps(torch, lib):
     """Names the optimizer's allocations (`Adam/aten::zeros_like`: its state) and marks a
-    step after each optimizer step."""
+    step after each optimizer step (step 0: see `_start_steps`)."""
     from torch.optim import optimizer as optim
 
     def before_step(optimizer, args, kwargs):
+        _start_steps(lib)
         if not _modules.stack:
             lib.oomscope_scope_clear()
             lib.oomscope_scope_push(type(optimizer).__name__.encode())
 
     def after_step(optimizer, args, kwargs):
+        _start_steps(lib)
         if not _modules.stack:
             lib.oomscope_scope_clear()
         _steps[0] += 1
@@ -362,4 +402,3 @@ def _install_steps(torch, lib):
     if hasattr(optim, "register_optimizer_step_pre_hook"):
         optim.register_optimizer_step_pre_hook(before_step)
     optim.register_optimizer_step_post_hook(after_step)
-    lib.oomscope_step(0)

@@ -21,6 +21,21 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// When to colour the terminal UI and the verdict in the text answer
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// When to colour what is printed and drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour on a terminal, unless NO_COLOR is set to a non-empty value
+    #[default]
+    Auto,
+    /// Colour even in a pipe or a file
+    Always,
+    /// No colour
+    Never,
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,11 +101,13 @@ pub enum Command {
         oomscope run -- python train_keras.py            # TensorFlow/Keras or JAX: no GPU needed here\n  \
         oomscope run --tui -- python train.py            # watch it live\n  \
         oomscope run --limit 40GiB -- torchrun --nproc-per-node 4 train.py\n  \
+        oomscope run --dump-at-step 10 --dump-at-exit -- python train.py   # then: oomscope diff the two\n  \
         oomscope run --device sim:8GiB -- python drive_the_c_abi.py   # no GPU: the simulated device")]
     Run(RunArgs),
     /// The terminal UI: inspect a dump, or follow live processes.
     #[command(after_help = "Keys: Tab or 1-6 switch views (overview, nodes, bins, map, allocations, report), \
-        arrows move, / filters, s sorts, t folds nodes by scope, Enter details, space pauses, ? help, q quits.\n\n\
+        arrows move, / filters, s sorts, t folds nodes by scope, c colours the map by op or by state, Enter details, \
+        space pauses, ? help, q quits.\n\n\
         Examples:\n  oomscope tui unet.dump.json\n  oomscope tui train.log                # a TensorFlow OOM log, imported on the fly\n  \
         oomscope tui --attach                 # every process in the live directory\n  \
         oomscope tui --attach 4242            # process 4242\n  oomscope demo --tui                   # a simulated run, live")]
@@ -163,6 +180,13 @@ fn tf_style(s: &str) -> Result<oomscope_dump::TfVariant, String> {
         let names: Vec<&str> = oomscope_dump::TfVariant::PRESETS.iter().map(|(n, _)| *n).collect();
         format!("{s:?} is not a TensorFlow text oomscope prints; one of {}", names.join(", "))
     })
+}
+
+fn step(s: &str) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a step; expected whole numbers from 0, such as 20 or 10,20")),
+    }
 }
 
 fn fraction(s: &str) -> Result<f64, String> {
@@ -319,9 +343,16 @@ pub struct RunArgs {
     /// The limit as a fraction of each GPU's memory
     #[arg(long, value_name = "FRACTION", value_parser = fraction, conflicts_with = "limit")]
     pub limit_fraction: Option<f64>,
-    /// Where dumps are written at OOM
+    /// Where dumps are written (at OOM, and the ones asked for below)
     #[arg(long, value_name = "DIR", default_value = "oomscope-dumps")]
     pub dump_dir: PathBuf,
+    /// Also write a dump when the program marks step N (PyTorch: after N optimizer steps);
+    /// several as 10,20 (compare two with `oomscope diff`)
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',', value_parser = step)]
+    pub dump_at_step: Vec<i64>,
+    /// Also write a dump when each process exits
+    #[arg(long)]
+    pub dump_at_exit: bool,
     /// Name allocations by module only, not by op (the least overhead; use with torch.compile)
     #[arg(long)]
     pub no_ops: bool,

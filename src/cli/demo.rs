@@ -7,6 +7,7 @@
 
 use super::args::DemoArgs;
 use super::{CliError, EXIT_INTERRUPTED, output};
+use oomscope_analysis::input_kind::{self, Reader};
 use oomscope_analysis::live::{self, Publisher};
 use oomscope_analysis::play;
 use oomscope_analysis::render;
@@ -31,13 +32,15 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         oomscope_tui::term::check_terminal().map_err(CliError)?;
     }
     let story = builtin::find(&a.workload);
+    let path = std::path::Path::new(&a.workload);
+    let kind = if story.is_some() { None } else { input_kind::check(path, Reader::Demo).map_err(CliError)? };
     let w = Workload::load(&a.workload).map_err(|e| {
         let hint = if story.is_none() && !std::path::Path::new(&a.workload).exists() {
             "\n  (built-in workloads: unet, mnist-eval, preallocate; or give a model file, docs/workload-format.md)"
         } else {
             "\n  (the model format is in docs/workload-format.md)"
         };
-        CliError(format!("{e}{hint}"))
+        CliError(input_kind::explain(format!("{e}{hint}"), path, kind))
     })?;
     let dev = match &a.device {
         Some(d) => d.clone(),

@@ -3,11 +3,16 @@
 use super::args::{DiffArgs, DiffFormat};
 use super::{CliError, output};
 use oomscope_analysis::diff;
+use oomscope_analysis::input_kind::{self, Reader};
 use oomscope_dump as dump;
 
 pub fn run(a: DiffArgs) -> Result<u8, CliError> {
-    let before = dump::read(&a.before)?;
-    let after = dump::read(&a.after)?;
+    let read = |path: &std::path::Path| -> Result<dump::Dump, CliError> {
+        let kind = input_kind::check(path, Reader::Diff).map_err(CliError)?;
+        dump::read(path).map_err(|e| CliError(input_kind::explain(e, path, kind)))
+    };
+    let before = read(&a.before)?;
+    let after = read(&a.after)?;
     let d = diff::diff(&before, &after, &a.before.display().to_string(), &a.after.display().to_string());
     let text = match a.format {
         DiffFormat::Text => diff::render(&d, a.top),

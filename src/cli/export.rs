@@ -3,6 +3,7 @@
 use super::CliError;
 use super::args::{ExportArgs, ExportFormat};
 use oomscope_analysis::export;
+use oomscope_analysis::input_kind::{self, Reader};
 use oomscope_dump as dump;
 use oomscope_dump::atomic;
 use std::io::{self, Write};
@@ -27,7 +28,8 @@ impl Write for Counted<'_> {
 }
 
 pub fn run(a: ExportArgs) -> Result<u8, CliError> {
-    let d = dump::read(&a.dump)?;
+    let kind = input_kind::check(&a.dump, Reader::Export).map_err(CliError)?;
+    let d = dump::read(&a.dump).map_err(|e| CliError(input_kind::explain(e, &a.dump, kind)))?;
     // A viewer shown nothing is no answer: say what the dump lacks, and refuse when the
     // format would show nothing at all.
     let chunks = d.regions.iter().map(|r| r.chunks.len()).sum::<usize>();

@@ -3,6 +3,7 @@
 use super::args::{FromArg, ImportArgs};
 use super::{CliError, output};
 use oomscope_analysis::import::{self, From};
+use oomscope_analysis::input_kind::{self, Reader};
 use oomscope_analysis::render;
 use oomscope_analysis::verdict;
 use oomscope_dump::{self as dump, ImportedFrom, Section};
@@ -18,6 +19,15 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     } else {
         std::fs::read(&a.input).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?
     };
+    // A dump, a trace or a model file is read by other commands: say which. Unless the
+    // user named the format (`--from`): then it is read as that, and its reader says
+    // what is wrong with it.
+    if a.from.is_none() {
+        let kind = input_kind::recognise(&bytes[..bytes.len().min(input_kind::HEAD)]);
+        if let Some(refusal) = input_kind::refusal(&a.input, kind, Reader::Import) {
+            return Err(CliError(refusal));
+        }
+    }
     let name = if stdin { "standard input".to_string() } else { a.input.display().to_string() };
     let input = std::path::PathBuf::from(&name);
     let from = a.from.map(|f| match f {

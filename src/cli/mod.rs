@@ -46,6 +46,7 @@ impl<E: std::error::Error> From<E> for CliError {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    oomscope_tui::term::set_color(output::set_color(cli.color));
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Fit(a) => fit::run(a),

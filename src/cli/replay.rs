@@ -3,50 +3,44 @@
 use super::args::{ReplayArgs, RunAllocator};
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
+use oomscope_analysis::input_kind::{self, Kind, Reader};
 use oomscope_analysis::render;
 use oomscope_analysis::replay::{Settings, replay};
 use oomscope_analysis::trace;
 use oomscope_analysis::verdict;
 use oomscope_analysis::what_if;
-use oomscope_analysis::workload::Workload;
 use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
 use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_dump as dump;
-use std::io::BufReader;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
-    // A pickle (protocol 2 and later starts with 0x80): a PyTorch snapshot.
-    let mut head = [0u8; 1];
-    let is_pickle = std::fs::File::open(&a.trace)
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-        .is_ok_and(|n| n == 1 && head[0] == 0x80);
-    if is_pickle {
-        let bytes = std::fs::read(&a.trace)
+    let trace_path = a.trace.display().to_string();
+    // What the file is, by its content: a dump, a log or a message is refused with the
+    // command that reads it, before the questions (--limit) that only a replay asks.
+    // A pipe is read once: what was read to recognise it goes on to the parser.
+    let (kind, source) = super::fit::open(&trace_path, Reader::Replay)?;
+    if kind == Some(Kind::TorchSnapshot) {
+        let bytes = source
+            .bytes(&a.trace)
             .map_err(|e| CliError(format!("{}: cannot read the snapshot: {e}", a.trace.display())))?;
         return super::replay_snapshot::run(a, &bytes);
     }
-    let trace_path = a.trace.display().to_string();
-    let is_workload = !super::fit::is_trace(&trace_path);
+    let is_workload = !super::fit::is_trace(&trace_path, kind, source.head());
     let what = if is_workload { "a workload" } else { "a trace" };
-    let Some(limit) = a.limit else {
-        return Err(CliError(format!(
+    let no_limit = || {
+        CliError(format!(
             "{}: {what} needs --limit SIZE, the allocator's memory limit (for example --limit 8GiB)",
             a.trace.display()
-        )));
+        ))
     };
+    // A file that is none of the kinds is not asked for a limit: its parser says what it is not.
+    if a.limit.is_none() && kind != Some(Kind::Other) {
+        return Err(no_limit());
+    }
     let t = if is_workload {
-        let mut head = [0u8; 16];
-        let n = std::fs::File::open(&a.trace).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
-        if head[..n].starts_with(b"{\"version\":") {
-            return Err(CliError(format!(
-                "{}: this is an oomscope dump, the state at one moment, not requests to replay: read it with `oomscope report {}` or `oomscope tui {}`",
-                a.trace.display(),
-                a.trace.display(),
-                a.trace.display()
-            )));
-        }
-        let w = Workload::load(&trace_path).map_err(|e| CliError(e.to_string()))?;
+        let w =
+            super::fit::workload(&trace_path, source).map_err(|e| CliError(input_kind::explain(e, &a.trace, kind)))?;
         let batch = a.batch.unwrap_or(w.model.batch);
         w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?
     } else {
@@ -56,15 +50,24 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
                 a.trace.display()
             )));
         }
-        let file = std::fs::File::open(&a.trace)
+        let (input, size) = source
+            .reader(&a.trace)
             .map_err(|e| CliError(format!("{}: cannot open the trace: {e}", a.trace.display())))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let mut progress = Progress::new("reading trace", size);
-        let parsed = trace::parse(&a.trace, BufReader::with_capacity(1 << 20, file), |done| progress.update(done));
+        let parsed = trace::parse(&a.trace, input, |done| progress.update(done));
         progress.finish();
-        parsed.map_err(|e| CliError(format!("{e}\n  (the trace format is in docs/trace-format.md)")))?
+        let t = parsed.map_err(|e| {
+            CliError(input_kind::explain(
+                format!("{e}\n  (the trace format is in docs/trace-format.md)"),
+                &a.trace,
+                kind,
+            ))
+        })?;
+        super::fit::events(&t, &a.trace, Reader::Replay)?;
+        t
     };
 
+    let limit = a.limit.ok_or_else(no_limit)?;
     let mut opts = Options::new(limit);
     opts.allow_growth = a.allow_growth;
     opts.garbage_collection = a.gc;

@@ -2,12 +2,14 @@
 
 use super::args::ReportArgs;
 use super::{CliError, output};
+use oomscope_analysis::input_kind::{self, Reader};
 use oomscope_analysis::render;
 use oomscope_analysis::verdict;
 use oomscope_dump as dump;
 
 pub fn run(a: ReportArgs) -> Result<u8, CliError> {
-    let mut d = dump::read(&a.dump)?;
+    let kind = input_kind::check(&a.dump, Reader::Report).map_err(CliError)?;
+    let mut d = dump::read(&a.dump).map_err(|e| CliError(input_kind::explain(e, &a.dump, kind)))?;
     // Dumps written without a verdict (older or foreign ones) get one now.
     verdict::attach(&mut d);
     output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;

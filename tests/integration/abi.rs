@@ -452,3 +452,231 @@ fn ooms_in_a_retry_loop_are_dumped_a_few_times_then_counted() {
     assert!(err.contains("300 OOMs in all, 0 dump(s) written"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `oomscope run --dump-at-step --dump-at-exit` on a program that keeps 4 MiB more every
+/// step: a dump when it marks step 2 and one when it exits, named so and listed at the end
+/// with the `diff` to type (quoted: the directory has a space); a step never marked gets
+/// none, which the end says, with why; `oomscope diff` of the two shows what grew, and the
+/// exit dump's summary describes the peak (the activations of the last step), not the end.
+#[test]
+fn run_writes_dumps_at_the_steps_and_exit_asked_for_which_diff_compares() {
+    let dir = temp_dir("abi-dump-at");
+    let exe = dir.join("steps_leak");
+    let built = Command::new("gcc")
+        .arg(root().join("tests/abi/steps_leak.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("gcc runs: {e}"));
+    assert!(built.status.success(), "{}", text(&built).1);
+    let dumps = dir.join("my dumps");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:1GiB", "--dump-at-step", "2,9", "--dump-at-exit", "--dump-dir"])
+        .arg(&dumps)
+        .arg("--")
+        .arg(&exe)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(out, "trained 5 steps\n", "the program's output, untouched");
+    let written = files_in(&dumps);
+    assert_eq!(written.len(), 2, "step 2 and exit; step 9 never came: {written:?}");
+    let step = written.iter().find(|f| f.ends_with("-gpu0-step00002.dump.json")).expect("the step's dump");
+    let exit = written.iter().find(|f| f.ends_with("-gpu0-exit.dump.json")).expect("the exit dump");
+    let (step, exit) = (dumps.join(step), dumps.join(exit));
+    assert!(err.contains(&format!("oomscope: dump at step 2 written to {}", step.display())), "{err}");
+    assert!(err.contains(&format!("oomscope: dump at exit written to {}", exit.display())), "{err}");
+    assert!(err.contains("oomscope: 2 dumps were written at the steps and exit asked for:"), "{err}");
+    assert!(
+        err.contains(&format!("what grew between two: oomscope diff '{}' '{}'\n", step.display(), exit.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "oomscope: no dump at step 9 (--dump-at-step): the program never marked it while it had memory on the GPU\n"
+        ) && err.contains("a program driving the C ABI calls oomscope_step(N)"),
+        "{err}"
+    );
+    assert!(!err.contains("step 2 (--dump-at-step)") && !err.contains("warning"), "{err}");
+    let keep = |path: &Path| {
+        let d = oomscope_dump::read(path).unwrap();
+        assert!(d.oom.is_none() && d.source.kind == oomscope_dump::SourceKind::Run, "{}", path.display());
+        let n = d.usage_by_node.iter().find(|n| n.op == "cache/keep").expect("cache/keep is live");
+        (n.bytes, n.count)
+    };
+    assert_eq!(keep(&step), (8 << 20, 2), "at the mark of step 2, steps 0 and 1 kept theirs");
+    assert_eq!(keep(&exit), (20 << 20, 5));
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope")).arg("diff").arg(&step).arg(&exit).output().unwrap();
+    let (diff, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(diff.contains("live   24.00MiB -> 36.00MiB (+12.00MiB)"), "{diff}");
+    assert!(diff.contains("+12.00MiB  cache/keep  (2 -> 5 allocations)"), "{diff}");
+    // Nothing failed: the summary of the exit dump is about the peak.
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["report", "--format", "summary"])
+        .arg(&exit)
+        .output()
+        .unwrap();
+    let (summary, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        summary.contains("  peak             68.00MiB in use by 7 allocations at step 4, reached by model/forward\n"),
+        "{summary}"
+    );
+    assert!(summary.contains("Live memory by node at the peak (68.00MiB in 3 nodes):"), "{summary}");
+    assert!(summary.contains("32.00MiB   47.1%       1 x  model/forward"), "{summary}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn run_refuses_a_step_that_is_not_one() {
+    for bad in ["x", "10,", "-3", "2.5"] {
+        let o = oomscope_run(&["--device", "sim:1GiB", &format!("--dump-at-step={bad}"), "--", "true"], &[]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = text(&o).1;
+        assert!(
+            err.contains("--dump-at-step") && err.contains("is not a step; expected whole numbers from 0"),
+            "{err}"
+        );
+    }
+}
+
+/// `oomscope run --dump-at-exit` on a Python program whose globals hold GPU memory until the
+/// interpreter tears its modules down: the PyTorch hook (on the stand-in torch) writes the
+/// exit dump from `atexit`, while they still hold it, once; `--dump-at-step 0` gets the
+/// state before the first forward (the weights); a child process that imports torch and
+/// never allocates writes nothing and says nothing; a step never marked is said at the end.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn the_exit_dump_of_a_python_program_is_taken_before_its_globals_are_freed() {
+    let py = python();
+    let dir = temp_dir("abi-exit-held");
+    let dumps = dir.join("dumps");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:1GiB", "--no-ops", "--dump-at-step", "0,2,7", "--dump-at-exit", "--dump-dir"])
+        .arg(&dumps)
+        .args(["--", py])
+        .arg(tests_python().join("fake_torch_held.py"))
+        .env("PYTHONPATH", std::env::join_paths([tests_python().join("faketorch"), tests_python()]).unwrap())
+        .env("OOMSCOPE_TORCH_STANDIN", "1")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(out, "holding until exit\n");
+    assert!(!err.contains("warning"), "nothing to warn of, in the parent or the child: {err}");
+    let written = files_in(&dumps);
+    assert_eq!(written.len(), 3, "steps 0 and 2 and exit, from the parent only: {written:?}");
+    let find = |end: &str| dumps.join(written.iter().find(|f| f.ends_with(end)).unwrap_or_else(|| panic!("{end}")));
+    let usage = |path: &Path| -> Vec<(String, u64, u64)> {
+        let d = oomscope_dump::read(path).unwrap();
+        d.usage_by_node.into_iter().map(|n| (n.op, n.bytes, n.count)).collect()
+    };
+    let weights = ("model/weights".to_string(), 16 << 20, 1);
+    assert_eq!(usage(&find("-step00000.dump.json")), vec![weights.clone()], "before the first forward");
+    assert_eq!(
+        usage(&find("-exit.dump.json")),
+        vec![weights, ("cache/keep".to_string(), 12 << 20, 3)],
+        "what the globals held at the program's end"
+    );
+    assert_eq!(err.matches("oomscope: dump at exit written to").count(), 1, "once: {err}");
+    assert!(err.contains("oomscope: no dump at step 7 (--dump-at-step)"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// With PyTorch (emulated on the CPU): the dump at step 0 is taken at the first forward,
+/// with the weights; the dump at exit holds the tensors a global keeps until the
+/// interpreter frees it.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn a_pytorch_programs_exit_dump_holds_what_its_globals_held() {
+    let py = torch_python();
+    let dir = temp_dir("abi-torch-exit");
+    let dumps = dir.join("dumps");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:256MiB", "--dump-at-step", "0", "--dump-at-exit", "--dump-dir"])
+        .arg(&dumps)
+        .args(["--", &py])
+        .arg(tests_python().join("torch_exit_held.py"))
+        .env("OOMSCOPE_TORCH_EMULATE", "1")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success() && out == "holding until exit\n", "{out}\n{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let written = files_in(&dumps);
+    assert_eq!(written.len(), 2, "{written:?}");
+    let read =
+        |end: &str| oomscope_dump::read(&dumps.join(written.iter().find(|f| f.ends_with(end)).expect(end))).unwrap();
+    let step0 = read("-step00000.dump.json");
+    // Linear(512, 512): a 1 MiB weight and a 2 KiB bias.
+    assert!(step0.stats.bytes_in_use >= 1 << 20, "the weights: {:?}", step0.usage_by_node);
+    let exit = read("-exit.dump.json");
+    let zeros = exit.usage_by_node.iter().find(|n| n.op == "aten::zeros").expect("the cache is live");
+    assert_eq!((zeros.bytes, zeros.count), (4 << 20, 4), "{:?}", exit.usage_by_node);
+    assert!(exit.stats.bytes_in_use >= (5 << 20), "the weights too: {:?}", exit.usage_by_node);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The library alone: a step asked for that is marked before anything is allocated is not
+/// done (its next mark dumps it), and one never marked again is said at exit;
+/// `oomscope_dump_at_exit` writes the exit dump once (the destructor then writes none), and
+/// nothing in a process that never allocated.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
+    let py = python();
+    let script = "from oomscope_ctypes import lib\n\
+        assert lib.oomscope_dump_at_exit() == 0, 'nothing allocated'\n\
+        lib.oomscope_step(1)\n\
+        lib.oomscope_step(3)\n\
+        p = lib.oomscope_malloc(8 << 20, 0, None)\n\
+        lib.oomscope_step(3)\n\
+        print('exit dump:', lib.oomscope_dump_at_exit(), lib.oomscope_dump_at_exit())\n\
+        lib.oomscope_free(p, 0, 0, None)\n";
+    let dir = temp_dir("abi-step-early");
+    let dumps = dir.join("dumps");
+    let run = |script: &str| {
+        Command::new(py)
+            .args(["-c", script])
+            .env("OOMSCOPE_LIB", library())
+            .env("OOMSCOPE_DEVICE", "sim:1GiB")
+            .env("OOMSCOPE_DUMP_DIR", &dumps)
+            .env("OOMSCOPE_DUMP_AT_STEPS", "1,3")
+            .env("OOMSCOPE_DUMP_AT_EXIT", "1")
+            .env("PYTHONPATH", tests_python())
+            .output()
+            .unwrap()
+    };
+    let o = run(script);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(out, "exit dump: 1 0\n", "written by the first call only");
+    let written = files_in(&dumps);
+    assert_eq!(written.len(), 2, "{written:?}");
+    assert!(written.iter().any(|f| f.ends_with("-gpu0-step00003.dump.json")), "{written:?}");
+    let exit = dumps.join(written.iter().find(|f| f.ends_with("-gpu0-exit.dump.json")).expect("exit dump"));
+    assert_eq!(oomscope_dump::read(&exit).unwrap().stats.bytes_in_use, 8 << 20, "taken before the free");
+    assert_eq!(err.matches("oomscope: dump at exit written to").count(), 1, "{err}");
+    assert!(
+        err.contains("oomscope: warning: no dump at step 1: it was marked before anything was allocated on a GPU"),
+        "{err}"
+    );
+    assert!(!err.contains("step 3:"), "{err}");
+    // Nothing allocated: no dump, not a word.
+    std::fs::remove_dir_all(&dumps).unwrap();
+    let o = run("from oomscope_ctypes import lib\nlib.oomscope_step(1)\nprint(lib.oomscope_dump_at_exit())\n");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!((out.as_str(), err.as_str()), ("0\n", ""));
+    assert!(!dumps.exists() || files_in(&dumps).is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -574,3 +574,42 @@ fn device_errors_echo_the_input_and_explain_sizes() {
     let e = stderr(&oomscope(&["run", "--device", "16GB", "--", "true"]));
     assert!(e.contains("--device 16GB:") && !e.contains("sim:16GB"), "{e}");
 }
+
+/// `--color always` colours the verdict's and the fix's labels even in a pipe (NO_COLOR or
+/// not); by default a pipe gets the text as before, byte for byte, and JSON is never painted.
+#[test]
+fn color_always_paints_piped_text_and_the_default_pipe_stays_plain() {
+    let run = |args: &[&str], no_color: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_oomscope"));
+        c.args(args).current_dir(root()).env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            c.env("NO_COLOR", v);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let dump = "fixtures/dumps/unet-b2.dump.json";
+    let plain = run(&["report", dump], None);
+    assert!(!plain.contains('\x1b'), "a pipe gets no escapes by default");
+    assert_eq!(run(&["report", dump, "--color", "never"], None), plain);
+    assert_eq!(run(&["report", "--color", "auto", dump], Some("1")), plain);
+
+    let painted = run(&["report", dump, "--color", "always"], None);
+    assert!(painted.contains("\x1b[1;31mVerdict:\x1b[0m \x1b[1mtrue peak\x1b[0m\n"), "{painted}");
+    assert!(painted.contains("\x1b[1;32mFix:\x1b[0m train at batch 1"), "{painted}");
+    let unpainted = painted.replace("\x1b[1;31m", "").replace("\x1b[1;32m", "").replace("\x1b[1m", "");
+    assert_eq!(unpainted.replace("\x1b[0m", ""), plain, "only escapes are added");
+    assert_eq!(
+        run(&["--color", "always", "report", dump], Some("1")),
+        painted,
+        "a flag before the command, NO_COLOR set"
+    );
+    assert!(run(&["demo", "--color", "always"], None).contains("\x1b[1;31mVerdict:"));
+
+    let json = run(&["report", dump, "--format", "json", "--color", "always"], None);
+    assert!(!json.contains('\x1b') && json.starts_with('{'), "JSON is never painted");
+    let bad = oomscope(&["report", dump, "--color", "sometimes"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("auto") && stderr(&bad).contains("never"), "{}", stderr(&bad));
+}

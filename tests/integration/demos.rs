@@ -35,6 +35,57 @@ fn unet_demo_shows_seed_003s_figures_and_the_batch_that_fits() {
     assert!(stdout(&b1).contains("Verdict: fits") && stdout(&b1).contains("Fix: nothing to change"), "{}", stdout(&b1));
 }
 
+/// When nothing fails, the end of the run holds little (the weights and the optimizer's
+/// state): the summary and the dump describe the peak, what the headroom is measured against.
+/// At an OOM the failure is the moment that matters, and nothing changes.
+#[test]
+fn a_run_that_fits_is_described_at_its_peak() {
+    let out = oomscope(&["demo", "unet", "--batch", "1", "--format", "summary"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "\n  peak             4.46GiB in use by 219 allocations at step 0, reached by \
+             gradients/shared_model/unet_10/Relu_grad/ReluGrad\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nLive memory by node at the peak (4.46GiB in 197 nodes):\n"), "{text}");
+    // The forward pass's activations, long freed at the end, are what filled the memory.
+    assert!(text.contains("   450.00MiB    9.8%       1 x  shared_model/resize_images_1/ResizeBilinear\n"), "{text}");
+    assert!(!text.contains("Live memory by node (19.97MiB"), "not the end of the run: {text}");
+    assert!(text.contains("  now              19.97MiB in use by 168 allocations (peak 4.46GiB)"), "{text}");
+
+    let json = oomscope(&["demo", "unet", "--batch", "1", "--format", "json"]);
+    let d: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let peak = &d["peak"];
+    assert_eq!(peak["bytes_in_use"], d["stats"]["peak_bytes_in_use"]);
+    assert_eq!((peak["allocations"].as_u64(), peak["step"].as_i64()), (Some(219), Some(0)));
+    let sum = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|n| n["bytes"].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum(&peak["usage_by_node"]), 4_794_834_944, "the nodes at the peak add up to it");
+    assert_eq!(peak["usage_by_node"][0]["op"], "shared_model/resize_images_1/ResizeBilinear");
+    // The event that reached it is in the history, and `usage_by_node` stays the dump's moment.
+    let event = d["events"].as_array().unwrap().iter().find(|e| e["seq"] == peak["seq"]).expect("the event");
+    assert_eq!((&event["kind"], &event["op"]), (&"alloc".into(), &peak["op"]));
+    assert_eq!(sum(&d["usage_by_node"]), d["stats"]["bytes_in_use"].as_u64().unwrap());
+
+    // A replayed trace that fits: the 16 blocks of the peak, not the 9 left at the end.
+    let out = oomscope(&["replay", "fixtures/traces/fragmentation.jsonl", "--limit", "11GiB", "--format", "json"]);
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["peak"]["bytes_in_use"], 64 << 20);
+    assert_eq!(d["peak"]["op"], "cache/block_15");
+    assert_eq!(d["peak"]["usage_by_node"].as_array().unwrap().len(), 16);
+    assert_eq!(d["usage_by_node"].as_array().unwrap().len(), 9);
+
+    // At an OOM: the state at the failure, as before, and no peak in the dump.
+    let oom = oomscope(&["demo", "unet", "--format", "summary"]);
+    assert!(stdout(&oom).contains("\nLive memory by node ("), "{}", stdout(&oom));
+    assert!(!stdout(&oom).contains("at the peak") && !stdout(&oom).contains("\n  peak  "), "{}", stdout(&oom));
+    let json = oomscope(&["demo", "unet", "--format", "json"]);
+    let d: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(d["oom"].is_object() && d.get("peak").is_none(), "no peak at an OOM");
+}
+
 #[test]
 fn mnist_eval_demo_requests_seed_001s_tensor_and_says_to_split_the_evaluation() {
     let out = oomscope(&["demo", "mnist-eval"]);

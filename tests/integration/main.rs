@@ -16,6 +16,7 @@ mod golden;
 mod hostile_files;
 mod hostile_pickles;
 mod hostile_workloads;
+mod input_kinds;
 mod live;
 mod messages;
 mod properties;

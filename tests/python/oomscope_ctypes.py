@@ -15,6 +15,8 @@ lib.oomscope_last_error.restype = ctypes.c_size_t
 lib.oomscope_version.restype = ctypes.c_char_p
 lib.oomscope_empty_cache.argtypes = []
 lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
+lib.oomscope_dump_at_exit.argtypes = []
+lib.oomscope_dump_at_exit.restype = ctypes.c_int
 
 
 class Stats(ctypes.Structure):

@@ -7,6 +7,8 @@
 //!   Perfetto; [`diff`]: what grew between two dumps; [`pickle`]: Python pickles;
 //! - [`trace`] and [`replay`]: JSON Lines traces fed through the allocator; [`workload`]:
 //!   networks described in JSON, expanded into traces, and `fit`;
+//! - [`input_kind`]: what a file is (a dump, a trace, a model, a log, a snapshot, a
+//!   message), so that each command names the one that reads what it was given;
 //! - [`live`]: the live feed (capture, publish, sample, attach) and [`play`]: a trace
 //!   played in real time as a live feed.
 
@@ -14,6 +16,7 @@ pub mod diff;
 pub mod export;
 pub mod import;
 pub mod input_error;
+pub mod input_kind;
 pub mod live;
 pub mod pickle;
 pub mod play;

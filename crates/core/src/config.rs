@@ -6,11 +6,13 @@
 //! | `OOMSCOPE_DEVICE` | `cuda` (default) or `sim:SIZE` / `sim:CARD` (`sim:16GiB`, `sim:a100-80`): a simulated GPU per device number |
 //! | `OOMSCOPE_LIMIT` | the allocator's limit per device (`12GiB`); default: the device's free memory at start |
 //! | `OOMSCOPE_LIMIT_FRACTION` | the limit as a fraction of the device's total memory (`0.8`) |
-//! | `OOMSCOPE_DUMP_DIR` | where dumps are written at OOM (default `oomscope-dumps` in the working directory) |
+//! | `OOMSCOPE_DUMP_DIR` | where dumps are written (default `oomscope-dumps` in the working directory) |
+//! | `OOMSCOPE_DUMP_AT_STEPS` | steps at whose mark a dump is written, as `10,20` (a program marks steps with `oomscope_step`; the PyTorch hook step 0 at the first forward, step N after the N-th optimizer step) |
+//! | `OOMSCOPE_DUMP_AT_EXIT` | `1`: a dump is written when the process exits normally (or when it calls `oomscope_dump_at_exit`, as the PyTorch hook does from `atexit`), if it allocated on a GPU |
 //! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
 //! | `OOMSCOPE_QUIET` | `1`: at OOM, one line on stderr instead of the whole report |
 //! | `OOMSCOPE_MAX_DUMPS` | OOMs that get a dump, per process (default 5); later ones are counted, a line every 10 s |
-//! | `OOMSCOPE_DUMP_DIR_LIMIT` | no OOM dump is written while the dump directory's oomscope dumps take this much (default `1GiB`) |
+//! | `OOMSCOPE_DUMP_DIR_LIMIT` | no dump is written (at an OOM, a step or exit) while the dump directory's oomscope dumps take this much (default `1GiB`) |
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
 //! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
 //! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
@@ -54,8 +56,12 @@ pub struct Config {
     pub history: usize,
     /// OOMs per process that get a dump (a retry loop must not fill the disk).
     pub max_dumps: u64,
-    /// The dump directory's size past which no OOM dump is written.
+    /// The dump directory's size past which no dump is written.
     pub dump_dir_limit: u64,
+    /// Steps whose mark writes a dump, ascending, each once.
+    pub dump_at_steps: Vec<i64>,
+    /// A dump is written when the process exits.
+    pub dump_at_exit: bool,
 }
 
 impl Config {
@@ -118,7 +124,13 @@ impl Config {
             None => 1 << 30,
             Some(s) => parse_size(&s).map_err(|e| format!("OOMSCOPE_DUMP_DIR_LIMIT={s}: {e}"))?,
         };
+        let dump_at_steps = match get("OOMSCOPE_DUMP_AT_STEPS") {
+            None => Vec::new(),
+            Some(s) => parse_steps(&s).map_err(|e| format!("OOMSCOPE_DUMP_AT_STEPS={s}: {e}"))?,
+        };
         Ok(Config {
+            dump_at_steps,
+            dump_at_exit: flag("OOMSCOPE_DUMP_AT_EXIT")?,
             max_dumps,
             dump_dir_limit,
             device,
@@ -147,6 +159,22 @@ impl Config {
     }
 }
 
+/// Steps as `oomscope run --dump-at-step` and `OOMSCOPE_DUMP_AT_STEPS` take them: whole
+/// numbers from 0, separated by commas; returned ascending, each once.
+pub fn parse_steps(text: &str) -> Result<Vec<i64>, String> {
+    let mut steps = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        match part.parse::<i64>() {
+            Ok(n) if n >= 0 => steps.push(n),
+            _ if part.is_empty() => return Err("an empty step in the list; expected steps such as 10,20".into()),
+            _ => return Err(format!("{part:?} is not a step; expected whole numbers from 0, such as 10,20")),
+        }
+    }
+    steps.sort_unstable();
+    steps.dedup();
+    Ok(steps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +199,10 @@ mod tests {
         assert!(c.live);
         let c = cfg(&[("OOMSCOPE_DEVICE", "sim:a100-80"), ("OOMSCOPE_LIMIT_FRACTION", "0.5")]).unwrap();
         assert_eq!(c.limit_for(80 << 30, 1 << 30), 40 << 30);
+        assert!(c.dump_at_steps.is_empty() && !c.dump_at_exit, "no dumps but at OOM by default");
+        let c = cfg(&[("OOMSCOPE_DUMP_AT_STEPS", "20, 5,20"), ("OOMSCOPE_DUMP_AT_EXIT", "1")]).unwrap();
+        assert_eq!(c.dump_at_steps, vec![5, 20], "ascending, each once");
+        assert!(c.dump_at_exit);
     }
 
     #[test]
@@ -196,6 +228,10 @@ mod tests {
             ("OOMSCOPE_LIMIT_FRACTION", "80", "fraction in (0, 1]"),
             ("OOMSCOPE_LIVE", "maybe", "OOMSCOPE_LIVE=maybe"),
             ("OOMSCOPE_ALLOCATOR", "tlsf", "expected `caching` or `bfc`"),
+            ("OOMSCOPE_DUMP_AT_STEPS", "10,x", "\"x\" is not a step"),
+            ("OOMSCOPE_DUMP_AT_STEPS", "-1", "whole numbers from 0"),
+            ("OOMSCOPE_DUMP_AT_STEPS", "1,,2", "an empty step"),
+            ("OOMSCOPE_DUMP_AT_EXIT", "sure", "OOMSCOPE_DUMP_AT_EXIT=sure"),
             ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:10", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();

@@ -14,6 +14,10 @@ pub use oomscope_dump::{EventKind, Kind, StepMark};
 /// The name printed for allocations that came with no op name and no scope.
 pub const UNNAMED_OP: &str = "unknown";
 
+/// The node of memory that was already allocated when recording began: blocks of a PyTorch
+/// snapshot without frames, and the state a replay starts from, as the moment it peaked.
+pub const BEFORE_RECORDING: &str = "(allocated before recording began)";
+
 /// What an allocation is recorded with. Ids refer to the allocator's [`Names`];
 /// 0 means "not given".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -199,6 +203,197 @@ impl History {
     }
 }
 
+/// Live bytes of one op: (chunk bytes, requested bytes, allocations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct OpLive {
+    bytes: u64,
+    requested: u64,
+    count: u64,
+}
+
+impl OpLive {
+    #[inline]
+    fn add(&mut self, c: &Change) {
+        if c.alloc {
+            self.bytes += c.size;
+            self.requested += c.requested;
+            self.count += 1;
+        } else {
+            self.bytes -= c.size;
+            self.requested -= c.requested;
+            self.count -= 1;
+        }
+    }
+}
+
+/// An allocation or a free, as the peak tracker replays it.
+#[derive(Clone, Copy, Debug)]
+struct Change {
+    op: u32,
+    alloc: bool,
+    size: u64,
+    requested: u64,
+}
+
+/// The allocation that made the bytes in use reach their peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PeakMark {
+    bytes: u64,
+    allocations: u64,
+    /// None: no event reached it (the state a replay started from, [`PeakTracker::restored`]).
+    seq: Option<u64>,
+    op: u32,
+    step: i64,
+    t_ns: u64,
+}
+
+/// What was live when the bytes in use peaked, by op, kept as the allocator runs.
+///
+/// Each allocation and free updates the live bytes of its op and is logged as a change
+/// since the last peak; at a new peak the logged changes are applied to the copy kept at
+/// the last one. When the log outgrows the table of ops, it is dropped and the next peak
+/// copies the table instead, so the work stays constant per event, amortized, and the
+/// memory bounded by the number of ops, however long the run.
+#[derive(Clone, Debug, Default)]
+pub struct PeakTracker {
+    in_use: u64,
+    allocations: u64,
+    /// Live bytes by op id, now.
+    now: Vec<OpLive>,
+    /// Live bytes by op id at the peak.
+    at_peak: Vec<OpLive>,
+    /// Changes since the peak, while `stale` is false.
+    since: Vec<Change>,
+    /// The log was dropped: the next peak copies `now`.
+    stale: bool,
+    mark: PeakMark,
+}
+
+/// Changes logged beyond the size of the table of ops before the log is dropped.
+const PEAK_LOG_SLACK: usize = 1024;
+
+impl PeakTracker {
+    /// An allocation of a chunk of `size` bytes (`requested` asked) by `meta`; `seq` is its
+    /// position in the event sequence.
+    #[inline]
+    pub fn alloc(&mut self, size: u64, requested: u64, meta: &Meta, seq: u64) {
+        self.in_use += size;
+        self.allocations += 1;
+        self.change(Change { op: meta.op, alloc: true, size, requested });
+        if self.in_use > self.mark.bytes {
+            self.catch_up();
+            self.mark = PeakMark {
+                bytes: self.in_use,
+                allocations: self.allocations,
+                seq: Some(seq),
+                op: meta.op,
+                step: meta.step,
+                t_ns: meta.t_ns,
+            };
+        }
+    }
+
+    /// A chunk that was already allocated when recording began (a replay starting from a
+    /// snapshot's state): counted live, but no allocation of it reached a peak; once the
+    /// state is restored, [`PeakTracker::restored`] marks it as one.
+    pub fn restore(&mut self, size: u64, requested: u64, op: u32) {
+        self.in_use += size;
+        self.allocations += 1;
+        self.change(Change { op, alloc: true, size, requested });
+    }
+
+    /// Marks the restored state as the peak, when it is above the last one: reached by no
+    /// event (no `seq`), before the first step (`-1`), at time 0, by `op` (the id of
+    /// [`BEFORE_RECORDING`]).
+    pub fn restored(&mut self, op: u32) {
+        if self.in_use > self.mark.bytes {
+            self.catch_up();
+            self.mark =
+                PeakMark { bytes: self.in_use, allocations: self.allocations, seq: None, op, step: -1, t_ns: 0 };
+        }
+    }
+
+    /// A free of a chunk of `size` bytes (`requested` asked) allocated for `op`.
+    #[inline]
+    pub fn free(&mut self, size: u64, requested: u64, op: u32) {
+        self.in_use -= size;
+        self.allocations -= 1;
+        self.change(Change { op, alloc: false, size, requested });
+    }
+
+    #[inline]
+    fn change(&mut self, c: Change) {
+        let i = c.op as usize;
+        if i >= self.now.len() {
+            self.now.resize(i + 1, OpLive::default());
+        }
+        self.now[i].add(&c);
+        if !self.stale {
+            self.since.push(c);
+            if self.since.len() > self.now.len() + PEAK_LOG_SLACK {
+                self.stale = true;
+                self.since.clear();
+            }
+        }
+    }
+
+    /// Brings `at_peak` to now.
+    fn catch_up(&mut self) {
+        if self.stale {
+            self.at_peak.clone_from(&self.now);
+            self.stale = false;
+        } else {
+            if self.at_peak.len() < self.now.len() {
+                self.at_peak.resize(self.now.len(), OpLive::default());
+            }
+            for c in &self.since {
+                self.at_peak[c.op as usize].add(c);
+            }
+        }
+        self.since.clear();
+    }
+
+    /// Bytes in use at the peak (0 before any allocation).
+    pub fn bytes(&self) -> u64 {
+        self.mark.bytes
+    }
+
+    /// Bytes in use now.
+    pub fn in_use(&self) -> u64 {
+        self.in_use
+    }
+
+    /// The peak as a dump records it, op ids resolved to names; `None` before any
+    /// allocation.
+    pub fn to_dump(&self, names: &Names) -> Option<oomscope_dump::PeakInfo> {
+        if self.mark.bytes == 0 {
+            return None;
+        }
+        let mut ops: Vec<(u32, OpLive)> =
+            (0u32..).zip(self.at_peak.iter().copied()).filter(|(_, l)| l.count > 0).collect();
+        // Largest first; ties in the order the ops were first seen, as `usage_by_node`.
+        ops.sort_by(|(ka, a), (kb, b)| b.bytes.cmp(&a.bytes).then(ka.cmp(kb)));
+        let m = &self.mark;
+        Some(oomscope_dump::PeakInfo {
+            bytes_in_use: m.bytes,
+            allocations: m.allocations,
+            seq: m.seq,
+            op: names.op(m.op).to_string(),
+            step: m.step,
+            t_ns: m.t_ns,
+            usage_by_node: ops
+                .into_iter()
+                .map(|(op, l)| oomscope_dump::NodeUsage {
+                    op: names.op(op).to_string(),
+                    bytes: l.bytes,
+                    requested: l.requested,
+                    count: l.count,
+                })
+                .collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +425,51 @@ mod tests {
         let mut off = History::new(0);
         off.push(e);
         assert_eq!((off.total(), off.dropped(), off.iter().count()), (1, 1, 0));
+    }
+
+    /// The ranking at the peak, as (op id, bytes, count).
+    fn at_peak(t: &PeakTracker) -> Vec<(String, u64, u64)> {
+        let mut names = Names::default();
+        for n in ["a", "b", "c"] {
+            names.ops.intern(n);
+        }
+        t.to_dump(&names).unwrap().usage_by_node.into_iter().map(|n| (n.op, n.bytes, n.count)).collect()
+    }
+
+    #[test]
+    fn the_peak_tracker_keeps_what_was_live_at_the_peak() {
+        let m = |op| Meta { op, step: 3, ..Meta::default() };
+        let mut t = PeakTracker::default();
+        assert!(t.to_dump(&Names::default()).is_none());
+        t.alloc(100, 90, &m(1), 0);
+        t.alloc(300, 300, &m(2), 1);
+        t.alloc(50, 50, &m(1), 2);
+        t.free(300, 300, 2);
+        t.alloc(10, 10, &m(3), 4);
+        let peak = t.to_dump(&Names::default()).unwrap();
+        assert_eq!((peak.bytes_in_use, peak.allocations, peak.seq, peak.step), (450, 3, Some(2), 3));
+        assert_eq!(at_peak(&t), vec![("b".into(), 300, 1), ("a".into(), 150, 2)]);
+        // A higher peak later replaces it.
+        t.alloc(1000, 1000, &m(3), 5);
+        assert_eq!(t.bytes(), 1160);
+        assert_eq!(at_peak(&t), vec![("c".into(), 1010, 2), ("a".into(), 150, 2)]);
+    }
+
+    #[test]
+    fn the_peak_tracker_stays_exact_when_its_log_is_dropped() {
+        let m = |op| Meta { op, ..Meta::default() };
+        let mut t = PeakTracker::default();
+        t.alloc(1 << 20, 1 << 20, &m(1), 0);
+        t.free(1 << 20, 1 << 20, 1);
+        // Far more changes than the log keeps, none of them a peak.
+        for i in 0..10 * PEAK_LOG_SLACK as u64 {
+            t.alloc(256, 256, &m(2), i);
+            t.free(256, 256, 2);
+        }
+        assert!(t.stale && t.since.is_empty());
+        assert_eq!(at_peak(&t), vec![("a".into(), 1 << 20, 1)]);
+        t.alloc(512, 512, &m(3), 0);
+        t.alloc(1 << 20, 1 << 20, &m(2), 0);
+        assert_eq!(at_peak(&t), vec![("b".into(), 1 << 20, 1), ("c".into(), 512, 1)]);
     }
 }

@@ -53,6 +53,10 @@ pub struct Dump {
     pub ooms_total: u64,
     /// Live bytes by op name, largest first (ties: the op seen first comes first).
     pub usage_by_node: Vec<NodeUsage>,
+    /// The moment the bytes in use peaked and what was live then; present when nothing
+    /// failed (at a failure, the dump's own state is the one that matters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<PeakInfo>,
     /// The 21 bins; chunks are counted into bins by size, in use or free, as TF does.
     pub bins: Vec<BinInfo>,
     /// Regions in address order, each with its chunks in address order.
@@ -255,6 +259,27 @@ impl NodeUsage {
         v.sort_by(|(ka, a), (kb, b)| b.0.cmp(&a.0).then(ka.cmp(kb)));
         v.into_iter().map(|(k, (bytes, requested, count))| NodeUsage { op: name(k), bytes, requested, count }).collect()
     }
+}
+
+/// The moment the bytes in use were highest: the first time they reached the peak.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakInfo {
+    /// Bytes in use at the peak (`stats.peak_bytes_in_use`).
+    pub bytes_in_use: u64,
+    /// Live allocations at the peak.
+    pub allocations: u64,
+    /// Position in the event sequence of the allocation that reached the peak; absent when
+    /// no event did: the state a replay started from (a PyTorch snapshot's) was the peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The op of that allocation (`(allocated before recording began)` for a replay's
+    /// starting state).
+    pub op: String,
+    /// Its step (`-1` before the first step mark, and for a replay's starting state).
+    pub step: i64,
+    pub t_ns: u64,
+    /// Live bytes by op name at the peak, ranked as the dump's `usage_by_node`.
+    pub usage_by_node: Vec<NodeUsage>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //! void   oomscope_scope_clear(void);              // leaves every scope of this thread
 //! void   oomscope_step(long step);
 //! int    oomscope_dump(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
+//! int    oomscope_dump_at_exit(void);               // OOMSCOPE_DUMP_AT_EXIT's dump, now (once)
 //! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
 //! size_t oomscope_last_error(char* buf, size_t len);  // this thread's last error; its length
 //! const char* oomscope_version(void);
@@ -259,6 +260,19 @@ pub unsafe extern "C" fn oomscope_dump(path: *const c_char) -> c_int {
             }
         }
     })
+}
+
+/// Writes the dump at exit now, when `OOMSCOPE_DUMP_AT_EXIT` asks for one and it was not
+/// written yet; the library's destructor, which writes it at `exit()`, then writes none.
+/// For runtimes that free memory while they shut down, after the program ended but before
+/// that destructor runs: the PyTorch hook calls it from Python's `atexit`, before the
+/// interpreter tears its modules down (and frees the tensors their globals hold). A process
+/// that never allocated writes nothing (and does not set oomscope up to find that out).
+/// Returns 1 when it was written now, else 0 (not asked for, written already, nothing
+/// allocated); a dump that could not be written is said on stderr, as at a step.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_dump_at_exit() -> c_int {
+    guard(0, || runtime::started().map_or(0, |rt| c_int::from(rt.dump_at_exit())))
 }
 
 /// Statistics of one device, as `oomscope_stats` fills them (all bytes unless named).

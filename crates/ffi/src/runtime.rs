@@ -119,6 +119,14 @@ pub struct Runtime {
     undumped_line: Mutex<Option<Instant>>,
     /// OOM dumps written.
     dumps_written: AtomicU64,
+    /// Steps of `OOMSCOPE_DUMP_AT_STEPS` already dumped (a step marked twice is dumped once).
+    steps_dumped: Mutex<Vec<i64>>,
+    /// Steps of `OOMSCOPE_DUMP_AT_STEPS` marked while no device was open yet, not dumped
+    /// since: said at exit when the process did allocate later.
+    steps_missed: Mutex<Vec<i64>>,
+    /// The dump at exit is written (by [`Runtime::dump_at_exit`]; the destructor then
+    /// writes none).
+    exit_dumped: AtomicBool,
     warnings: Mutex<HashMap<&'static str, u64>>,
     command: String,
 }
@@ -160,6 +168,11 @@ pub fn runtime() -> Result<&'static Runtime, Failure> {
     r.as_ref().map_err(|e| Failure::Error(e.clone()))
 }
 
+/// The runtime when it was set up already (something called in before) with good settings.
+pub fn started() -> Option<&'static Runtime> {
+    RUNTIME.get()?.as_ref().ok()
+}
+
 fn command_line() -> String {
     std::fs::read("/proc/self/cmdline")
         .map(|b| {
@@ -183,6 +196,9 @@ impl Runtime {
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
             dumps_written: AtomicU64::new(0),
+            steps_dumped: Mutex::new(Vec::new()),
+            steps_missed: Mutex::new(Vec::new()),
+            exit_dumped: AtomicBool::new(false),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
         }
@@ -227,11 +243,24 @@ impl Runtime {
     }
 
     /// At the process's exit: each live feed sends its last state and says goodbye, and its
-    /// socket is removed; OOMs that were counted, not dumped, are summed up.
+    /// socket is removed; the dump at exit is written when asked (`OOMSCOPE_DUMP_AT_EXIT`)
+    /// unless the program wrote it already ([`Runtime::dump_at_exit`]); steps asked for that
+    /// were marked before anything was allocated are said; OOMs that were counted, not
+    /// dumped, are summed up.
     pub fn finish(&self) {
         for slot in self.all() {
             let sampler = lock(&slot.sampler).take();
             drop(sampler);
+        }
+        self.dump_at_exit();
+        if !self.all().is_empty() {
+            let missed = std::mem::take(&mut *lock(&self.steps_missed));
+            for step in missed {
+                self.warn(
+                    "dump-at",
+                    &format!("no dump at step {step}: it was marked before anything was allocated on a GPU"),
+                );
+            }
         }
         let ooms = self.ooms.load(Ordering::Relaxed);
         let written = self.dumps_written.load(Ordering::Relaxed);
@@ -466,6 +495,63 @@ impl Runtime {
         for s in self.all() {
             s.allocator.mark_step(step);
         }
+        if self.config.dump_at_steps.binary_search(&step).is_err() {
+            return;
+        }
+        if self.all().is_empty() {
+            // Nothing to dump yet (a PyTorch process before its first allocation): the step
+            // is not done, so a later mark of it is dumped.
+            let mut missed = lock(&self.steps_missed);
+            if !missed.contains(&step) {
+                missed.push(step);
+            }
+            return;
+        }
+        let first = {
+            let mut done = lock(&self.steps_dumped);
+            let first = !done.contains(&step);
+            if first {
+                done.push(step);
+            }
+            first
+        };
+        if first {
+            lock(&self.steps_missed).retain(|&s| s != step);
+            self.dump_moment(&format!("step{step:05}"), &format!("at step {step}"));
+        }
+    }
+
+    /// Writes the dump at exit now, once, when `OOMSCOPE_DUMP_AT_EXIT` asks for one: for a
+    /// runtime that frees its memory as it shuts down after the program's end (Python's
+    /// module teardown frees tensors held in globals), before the library's destructor
+    /// would find it freed. A process that never allocated on a GPU (a launcher, a
+    /// DataLoader worker) writes none and says nothing. True when it was written now.
+    pub fn dump_at_exit(&self) -> bool {
+        if !self.config.dump_at_exit || self.all().is_empty() || self.exit_dumped.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.dump_moment("exit", "at exit");
+        true
+    }
+
+    /// Writes each device's dump into the dump directory as
+    /// `oomscope-PID-gpuN-WHAT.dump.json` and says where on stderr; `moment` says when
+    /// (`at step 20`, `at exit`).
+    fn dump_moment(&self, what: &str, moment: &str) {
+        for s in self.all() {
+            let path =
+                self.config.dump_dir.join(format!("oomscope-{}-gpu{}-{what}.dump.json", std::process::id(), s.device));
+            let d = s.allocator.dump(Source {
+                kind: SourceKind::Run,
+                command: Some(self.command.clone()),
+                ..Source::default()
+            });
+            let said = match self.write_dump(&path, &d) {
+                Ok(()) => format!("oomscope: dump {moment} written to {}", path.display()),
+                Err(e) => format!("oomscope: the dump {moment} was not written: {e}"),
+            };
+            let _ = writeln!(std::io::stderr().lock(), "{said}");
+        }
     }
 
     /// Writes every device's dump: to `path` with one device, `path` with `-gpuN` before
@@ -512,7 +598,7 @@ impl Runtime {
         }
         verdict::attach(&mut oom.dump);
         let path = self.dump_path(slot.device, "oom");
-        let written = self.write_oom_dump(&path, &oom.dump);
+        let written = self.write_dump(&path, &oom.dump);
         if written.is_ok() {
             self.dumps_written.fetch_add(1, Ordering::Relaxed);
         }
@@ -603,8 +689,9 @@ impl Runtime {
         }
     }
 
-    /// Writes an OOM dump unless the dump directory already holds its limit of them.
-    fn write_oom_dump(&self, path: &std::path::Path, d: &dump::Dump) -> Result<(), String> {
+    /// Writes a dump (at an OOM, a step, exit) unless the dump directory already holds its
+    /// limit of them.
+    fn write_dump(&self, path: &std::path::Path, d: &dump::Dump) -> Result<(), String> {
         let dir = &self.config.dump_dir;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let held = dumps_size(dir);

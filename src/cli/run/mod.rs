@@ -19,6 +19,7 @@ use frameworks::Frameworks;
 use oomscope_core::device::cuda;
 use oomscope_tui::model::Update;
 use relay::Relay;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -57,7 +58,7 @@ fn library() -> Result<PathBuf, CliError> {
 }
 
 /// The functions the hook calls; a library without them is from an older oomscope.
-const SYMBOLS: [&str; 10] = [
+const SYMBOLS: [&str; 11] = [
     "oomscope_torch_malloc",
     "oomscope_empty_cache",
     "oomscope_set_memory_fraction",
@@ -68,6 +69,7 @@ const SYMBOLS: [&str; 10] = [
     "oomscope_scope_pop",
     "oomscope_scope_clear",
     "oomscope_step",
+    "oomscope_dump_at_exit",
 ];
 
 /// Refuses a library that lacks the functions this oomscope uses: one left by an older
@@ -184,6 +186,13 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if a.no_ops {
         cmd.env("OOMSCOPE_NO_OPS", "1");
     }
+    if !a.dump_at_step.is_empty() {
+        let steps: Vec<String> = a.dump_at_step.iter().map(i64::to_string).collect();
+        cmd.env("OOMSCOPE_DUMP_AT_STEPS", steps.join(","));
+    }
+    if a.dump_at_exit {
+        cmd.env("OOMSCOPE_DUMP_AT_EXIT", "1");
+    }
     cmd.env(
         "OOMSCOPE_ALLOCATOR",
         match a.allocator {
@@ -244,7 +253,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         oomscope_tui::term::check_terminal().map_err(CliError)?;
     }
 
-    let started = SystemTime::now();
+    // The dumps already there: a file's time is the kernel's coarse clock, which may read
+    // earlier than ours at the start, so new dumps are told by comparison with these.
+    let before = dump_files(&dump_dir);
     // Ctrl-C is for the program: it gets it (same process group) and we report after it.
     // The program starts with SIGINT's default disposition, not our ignoring of it.
     // SAFETY: between fork and exec only signal(2), which is async-signal-safe.
@@ -304,7 +315,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     }
 
     // The allocator's own dumps (PyTorch); the framework's were told with their verdict.
-    let dumps: Vec<PathBuf> = new_dumps(&dump_dir, started).into_iter().filter(|d| !reported.contains(d)).collect();
+    let dumps: Vec<PathBuf> = new_dumps(&dump_dir, &before).into_iter().filter(|d| !reported.contains(d)).collect();
     if let Some(log) = &log {
         eprintln!("oomscope: the program's output is in {}", log.display());
     }
@@ -313,15 +324,36 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         1 => eprintln!(
             "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
             dumps[0].display(),
-            dumps[0].display()
+            quoted(&dumps[0])
         ),
         n => {
             eprintln!("oomscope: {n} OOM dumps were written:");
             for d in &dumps {
                 eprintln!("  {}", d.display());
             }
-            eprintln!("  look inside: oomscope tui {}", dumps[0].display());
+            eprintln!("  look inside: oomscope tui {}", quoted(&dumps[0]));
         }
+    }
+    // The dumps asked for at steps and at exit: what `oomscope diff` compares.
+    let mut asked = dumps_named(&dump_dir, &before, |n| moment(n).is_some());
+    asked.sort_by_key(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).and_then(|n| moment(&n)));
+    if !asked.is_empty() {
+        eprintln!(
+            "oomscope: {} dump{} written at the steps and exit asked for:",
+            asked.len(),
+            if asked.len() == 1 { " was" } else { "s were" }
+        );
+        for d in &asked {
+            eprintln!("  {}", d.display());
+        }
+        if let Some((a, b)) = first_pair(&asked) {
+            eprintln!("  what grew between two: oomscope diff {} {}", quoted(a), quoted(b));
+        }
+    }
+    let dumped: Vec<i64> =
+        asked.iter().filter_map(|p| moment(&p.file_name()?.to_string_lossy())).map(|(_, order)| order).collect();
+    if let Some(line) = steps_without_dumps(&a.dump_at_step, &dumped) {
+        eprintln!("{line}");
     }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -488,24 +520,93 @@ fn ignore_interrupts(on: bool) {
     }
 }
 
-/// OOM dumps written since `since`, oldest first.
-fn new_dumps(dir: &Path, since: SystemTime) -> Vec<PathBuf> {
-    let mut found: Vec<(SystemTime, PathBuf)> = std::fs::read_dir(dir)
+/// The library's dumps (`oomscope-*.dump.json`) in `dir`, and when each was written.
+fn dump_files(dir: &Path) -> HashMap<PathBuf, SystemTime> {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let modified = e.metadata().ok()?.modified().ok()?;
-            (name.starts_with("oomscope-")
-                && name.contains("-oom")
-                && name.ends_with(".dump.json")
-                && modified >= since)
-                .then(|| (modified, e.path()))
+            (name.starts_with("oomscope-") && name.ends_with(".dump.json")).then(|| (e.path(), modified))
         })
+        .collect()
+}
+
+/// OOM dumps written since `before` was taken, oldest first.
+fn new_dumps(dir: &Path, before: &HashMap<PathBuf, SystemTime>) -> Vec<PathBuf> {
+    dumps_named(dir, before, |n| n.contains("-oom"))
+}
+
+/// The library's dumps whose names `pick` takes, written or rewritten since `before` was
+/// taken, oldest first.
+fn dumps_named(dir: &Path, before: &HashMap<PathBuf, SystemTime>, pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut found: Vec<(SystemTime, PathBuf)> = dump_files(dir)
+        .into_iter()
+        .filter(|(path, modified)| {
+            before.get(path) != Some(modified) && path.file_name().is_some_and(|n| pick(&n.to_string_lossy()))
+        })
+        .map(|(path, modified)| (modified, path))
         .collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// For a dump asked for at a step or at exit (`oomscope-PID-gpuN-step00020.dump.json`,
+/// `oomscope-PID-gpuN-exit.dump.json`): its process and device, and its order among theirs
+/// (the steps, then exit).
+fn moment(name: &str) -> Option<(String, i64)> {
+    let (owner, what) = name.strip_suffix(".dump.json")?.rsplit_once('-')?;
+    let order = match what {
+        "exit" => i64::MAX,
+        _ => what.strip_prefix("step")?.parse().ok()?,
+    };
+    Some((owner.to_string(), order))
+}
+
+/// The steps asked for (`--dump-at-step`) that no process wrote a dump at (`dumped`: the
+/// [`moment`] orders of the dumps written), and why that happens; None when every one got one.
+fn steps_without_dumps(asked: &[i64], dumped: &[i64]) -> Option<String> {
+    let mut missing: Vec<i64> = asked.iter().copied().filter(|s| !dumped.contains(s)).collect();
+    missing.sort_unstable();
+    missing.dedup();
+    let steps = match missing.as_slice() {
+        [] => return None,
+        [one] => format!("step {one}"),
+        [init @ .., last] => {
+            format!("steps {} and {last}", init.iter().map(i64::to_string).collect::<Vec<_>>().join(", "))
+        }
+    };
+    Some(format!(
+        "oomscope: no dump at {steps} (--dump-at-step): the program never marked {} while it had memory on the GPU\n  \
+         steps are marked by the program: the PyTorch hook marks step 0 at the first forward (or optimizer step) \
+         and step N after the N-th optimizer step;\n  a program driving the C ABI calls oomscope_step(N); \
+         TensorFlow and JAX programs mark none",
+        if missing.len() == 1 { "it" } else { "them" }
+    ))
+}
+
+/// A path as a shell reads it back, for a command to type: quoted when it holds a blank or
+/// a character the shell would take.
+fn quoted(p: &Path) -> String {
+    let s = p.display().to_string();
+    let special = |c: char| {
+        c.is_whitespace()
+            || matches!(c, '\'' | '"' | '$' | '`' | '\\' | '&' | ';' | '|' | '(' | ')' | '<' | '>' | '*' | '?' | '!')
+    };
+    if s.chars().any(special) { format!("'{}'", s.replace('\'', "'\\''")) } else { s }
+}
+
+/// The first and last dump of the first process's device with two or more among `dumps`
+/// (asked for at steps and exit, in [`moment`] order): a pair worth comparing.
+fn first_pair(dumps: &[PathBuf]) -> Option<(&PathBuf, &PathBuf)> {
+    let owner = |p: &PathBuf| moment(&p.file_name()?.to_string_lossy()).map(|(owner, _)| owner);
+    dumps.iter().find_map(|first| {
+        let o = owner(first)?;
+        let last = dumps.iter().rev().find(|d| owner(d).as_ref() == Some(&o))?;
+        (last != first).then_some((first, last))
+    })
 }
 
 /// The terminal UI on the run's live directory until the user quits.

@@ -872,6 +872,7 @@ fn build(
         ooms_total: u64::from(oom.is_some()),
         oom,
         usage_by_node: usage,
+        peak: None,
         bins: Vec::new(),
         regions: Vec::new(),
         stacks: Vec::new(),

@@ -50,7 +50,7 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
 }
 
 /// A text whose line breaks are `\n` escapes (copied out of JSON) as the lines it stands for.
-fn unescape(text: &str) -> String {
+pub(crate) fn unescape(text: &str) -> String {
     let escaped = text.matches("\\n").count();
     if escaped > 2 && escaped > text.matches('\n').count() {
         text.replace("\\n", "\n").replace("\\\"", "\"").replace("\\t", "\t")

@@ -1181,6 +1181,7 @@ fn build(path: &Path, log: Log) -> Dump {
         oom,
         ooms,
         usage_by_node: log.nodes.clone(),
+        peak: None,
         bins,
         regions: r.regions.clone(),
         stacks: Vec::new(),

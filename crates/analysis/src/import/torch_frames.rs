@@ -37,8 +37,8 @@ impl Named {
 }
 
 /// The node of blocks recorded without frames: they were allocated before recording began
-/// (or recorded without context).
-pub const BEFORE_RECORDING: &str = "(allocated before recording began)";
+/// (or recorded without context). The same name marks a replay's starting state as its peak.
+pub const BEFORE_RECORDING: &str = oomscope_core::record::BEFORE_RECORDING;
 
 /// Ops that only make the storage another op then fills: the op above them names it.
 const STORAGE_OPS: &[&str] = &[

@@ -314,6 +314,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         ooms_total: u64::from(oom.is_some()),
         oom,
         usage_by_node: usage_from_chunks(&regions),
+        peak: None,
         bins: bins_from_chunks(&regions),
         regions,
         stacks: w.stacks,

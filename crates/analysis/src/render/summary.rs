@@ -3,7 +3,7 @@
 //! log showed, and a line that says what it did not.
 
 use oomscope_base::size::human;
-use oomscope_dump::{Dump, ImportedFrom, OomRecord, Section};
+use oomscope_dump::{Dump, ImportedFrom, NodeUsage, OomRecord, PeakInfo, Section};
 use std::fmt::Write;
 
 /// Nodes listed before "and N more".
@@ -65,6 +65,11 @@ pub fn render(d: &Dump) -> String {
             );
         }
     }
+    // Nothing failed: what filled the memory at its peak is what the user can act on.
+    let peak = d.peak.as_ref().filter(|_| d.oom.is_none());
+    if let Some(p) = peak {
+        let _ = writeln!(o, "{}", peak_line(p));
+    }
     if imported.is_none() {
         let _ = writeln!(
             o,
@@ -122,7 +127,14 @@ pub fn render(d: &Dump) -> String {
         );
     }
 
-    if d.has(Section::Usage) && (!d.usage_by_node.is_empty() || imported.is_none()) {
+    if let Some(p) = peak {
+        if !o.ends_with("\n\n") {
+            o.push('\n');
+        }
+        let total: u64 = p.usage_by_node.iter().map(|n| n.bytes).sum();
+        let _ = writeln!(o, "Live memory by node at the peak ({} in {} nodes):", human(total), p.usage_by_node.len());
+        nodes(&mut o, &p.usage_by_node, total, None);
+    } else if d.has(Section::Usage) && (!d.usage_by_node.is_empty() || imported.is_none()) {
         let total = d.usage_total();
         let remaining = imported.and_then(|i| i.usage_remaining);
         let nodes = d.usage_by_node.len() as u64 + remaining.map_or(0, |r| r[0]);
@@ -130,15 +142,7 @@ pub fn render(d: &Dump) -> String {
             o.push('\n');
         }
         let _ = writeln!(o, "Live memory by node ({} in {nodes} nodes):", human(total));
-        for n in d.usage_by_node.iter().take(TOP_NODES) {
-            let count = if n.count > 0 { format!("{:>6} x  ", n.count) } else { String::new() };
-            let _ = writeln!(o, "  {:>10}  {:>5.1}%  {count}{}", human(n.bytes), percent(n.bytes, total), n.op);
-        }
-        let shown = d.usage_by_node.len().min(TOP_NODES);
-        let rest: u64 = d.usage_by_node[shown..].iter().map(|n| n.bytes).sum::<u64>() + remaining.map_or(0, |r| r[1]);
-        if nodes > shown as u64 {
-            let _ = writeln!(o, "  ... {} more nodes with {}", nodes - shown as u64, human(rest));
-        }
+        self::nodes(&mut o, &d.usage_by_node, total, remaining);
     }
     if d.ooms_total > 1 {
         let _ = writeln!(o, "\n{} requests failed; the first is reported above. Others:", d.ooms_total);
@@ -159,6 +163,33 @@ pub fn render(d: &Dump) -> String {
         );
     }
     o
+}
+
+/// The top nodes of `usage` (which sums to `total` with an imported log's `remaining`
+/// nodes and bytes), and how many more there are.
+fn nodes(o: &mut String, usage: &[NodeUsage], total: u64, remaining: Option<[u64; 2]>) {
+    for n in usage.iter().take(TOP_NODES) {
+        let count = if n.count > 0 { format!("{:>6} x  ", n.count) } else { String::new() };
+        let _ = writeln!(o, "  {:>10}  {:>5.1}%  {count}{}", human(n.bytes), percent(n.bytes, total), n.op);
+    }
+    let nodes = usage.len() as u64 + remaining.map_or(0, |r| r[0]);
+    let shown = usage.len().min(TOP_NODES);
+    let rest: u64 = usage[shown..].iter().map(|n| n.bytes).sum::<u64>() + remaining.map_or(0, |r| r[1]);
+    if nodes > shown as u64 {
+        let _ = writeln!(o, "  ... {} more nodes with {}", nodes - shown as u64, human(rest));
+    }
+}
+
+/// `  peak             4.46GiB in use by 310 allocations at step 0, reached by conv1/Conv2D`
+fn peak_line(p: &PeakInfo) -> String {
+    let step = if p.step >= 0 { format!(" at step {}", p.step) } else { String::new() };
+    format!(
+        "  peak             {} in use by {} allocation{}{step}, reached by {}",
+        human(p.bytes_in_use),
+        p.allocations,
+        if p.allocations == 1 { "" } else { "s" },
+        p.op
+    )
 }
 
 /// `957.03MiB (rounded to 1003520000) for Conv2D, shape [10000,32,28,28] float32, step 0`

@@ -906,6 +906,7 @@ mod tests {
             ooms: Vec::new(),
             ooms_total: 0,
             usage_by_node: Vec::new(),
+            peak: None,
             bins: Vec::new(),
             regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks, ..RegionInfo::default() }],
             stacks: Vec::new(),

@@ -26,7 +26,7 @@ mod check;
 mod snapshot;
 
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Meta, Names, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, StepMark};
 use bins::Bins;
 use oomscope_base::hash::FastMap;
 use oomscope_dump::{Refusal, Stats};
@@ -247,6 +247,8 @@ pub struct Bfc {
     next_allocation_id: u64,
     names: Names,
     history: History,
+    /// What was live when the bytes in use peaked.
+    peak: PeakTracker,
     steps: VecDeque<StepMark>,
     current_step: i64,
     failures: Vec<AllocFailure>,
@@ -285,6 +287,7 @@ impl Bfc {
             next_allocation_id: 1,
             names: Names::default(),
             history,
+            peak: PeakTracker::default(),
             steps: VecDeque::new(),
             current_step: -1,
             failures: Vec::new(),
@@ -431,6 +434,7 @@ impl Bfc {
         let (size, requested, op, step) = (c.size, c.requested, c.meta.op, c.meta.step);
         self.stats.bytes_in_use -= size;
         self.stats.num_frees += 1;
+        self.peak.free(size, requested, op);
         self.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
         let merged = self.try_to_coalesce(h);
         self.insert_free_chunk_into_bin(merged);
@@ -547,6 +551,7 @@ impl Bfc {
         s.peak_bytes_in_use = s.peak_bytes_in_use.max(s.bytes_in_use);
         s.largest_alloc_size = s.largest_alloc_size.max(size);
         self.in_use.insert(addr, h);
+        self.peak.alloc(size, num_bytes, meta, self.history.total());
         self.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,

@@ -59,6 +59,7 @@ impl Bfc {
             ooms_total: stats.num_ooms,
             ooms,
             usage_by_node,
+            peak: if stats.num_ooms == 0 { self.peak.to_dump(names) } else { None },
             bins,
             regions,
             stacks,

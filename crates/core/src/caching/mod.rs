@@ -33,7 +33,7 @@ mod snapshot;
 
 use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Meta, Names, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, StepMark};
 use oomscope_base::hash::FastMap;
 use set::{FreeSet, OrderedSet};
 pub use settings::{
@@ -279,6 +279,8 @@ pub struct Caching {
     next_id: u64,
     names: Names,
     history: History,
+    /// What was live when the allocated bytes peaked.
+    peak: PeakTracker,
     steps: VecDeque<StepMark>,
     current_step: i64,
     failures: Vec<AllocFailure>,
@@ -305,6 +307,7 @@ impl Caching {
     pub fn new(settings: Settings, opts: CachingOptions, device: Box<dyn Device>) -> Caching {
         let mut c = Caching {
             history: History::new(opts.history),
+            peak: PeakTracker::default(),
             settings,
             opts,
             device,
@@ -440,7 +443,13 @@ impl Caching {
     }
 
     fn drop_block(&mut self, h: u32) {
-        self.blocks[h as usize] = Block::default();
+        // A dropped handle is a block of size 0 (what readers of the table skip); the
+        // rest is overwritten when the handle is reused.
+        let b = &mut self.blocks[h as usize];
+        b.size = 0;
+        b.allocated = false;
+        b.mapped = false;
+        b.stream_uses.clear();
         self.free_handles.push(h);
     }
 
@@ -460,6 +469,15 @@ impl Caching {
         self.blocks[h as usize].gc_base = self.pools[pool].get_free_blocks_call_count;
         let k = self.key(h);
         self.pools[pool].blocks.insert(k);
+    }
+
+    /// The free block keyed `old` is now block `h` (its key changed): one step in the set
+    /// where both keys fall in one bin, as they do when a block splits or merges.
+    fn replace_free(&mut self, old: FreeKey, h: u32) {
+        let pool = self.blocks[h as usize].pool().index();
+        self.blocks[h as usize].gc_base = self.pools[pool].get_free_blocks_call_count;
+        let k = self.key(h);
+        self.pools[pool].blocks.replace(&old, k);
     }
 
     fn remove_free(&mut self, h: u32) {
@@ -490,7 +508,10 @@ impl Caching {
         let size = self.settings.round_size(bytes);
         let pool = if size <= SMALL_SIZE { PoolKind::Small } else { PoolKind::Large };
         let mut p = Params { size, alloc_size: Self::allocation_size(size), stream, pool };
-        let mut found = self.get_free_block(&p);
+        // A block found in the free set stays there until `alloc_found_block` knows whether
+        // it splits: the remainder then takes the block's key in one step.
+        let mut in_set = self.get_free_block(&p);
+        let mut found = in_set.map(|k| k.3);
         if found.is_none() {
             if self.allowed_memory_maximum.is_some() && self.settings.garbage_collection_threshold > 0.0 {
                 self.garbage_collect_cached_blocks(meta.t_ns);
@@ -507,12 +528,16 @@ impl Caching {
         let Some(h) = found else {
             return Err(Box::new(self.record_failure(bytes, &p, meta)));
         };
-        Ok(self.alloc_found_block(h, bytes, &p, meta))
+        if found != in_set.map(|k| k.3) {
+            in_set = None;
+        }
+        Ok(self.alloc_found_block(h, in_set, bytes, &p, meta))
     }
 
     /// `get_free_block`: the smallest free block of the stream that holds the request,
     /// within the oversize rules.
-    fn get_free_block(&mut self, p: &Params) -> Option<u32> {
+    /// The block is left in the set; its key is returned.
+    fn get_free_block(&mut self, p: &Params) -> Option<FreeKey> {
         let pi = p.pool.index();
         if self.allowed_memory_maximum.is_some() && self.settings.garbage_collection_threshold > 0.0 {
             self.pools[pi].get_free_blocks_call_count += 1;
@@ -558,8 +583,7 @@ impl Caching {
         if p.size >= max_split && k.1 >= p.size.saturating_add(self.settings.max_non_split_rounding) {
             return None;
         }
-        self.pools[pi].blocks.remove(&k);
-        Some(k.3)
+        Some(k)
     }
 
     /// `alloc_block`: a new segment (or mapped pages) from the device; `None` when the
@@ -600,7 +624,8 @@ impl Caching {
     }
 
     /// `alloc_found_block`: split when the rules say so, hand out the low part.
-    fn alloc_found_block(&mut self, h: u32, bytes: u64, p: &Params, meta: Meta) -> u64 {
+    /// `in_set`: the block's key when it is still in the free set.
+    fn alloc_found_block(&mut self, h: u32, in_set: Option<FreeKey>, bytes: u64, p: &Params, meta: Meta) -> u64 {
         let remaining = self.blocks[h as usize].size - p.size;
         let split = if p.pool == PoolKind::Small || self.settings.expandable_segments {
             remaining >= MIN_BLOCK_SIZE
@@ -643,9 +668,15 @@ impl Caching {
                     self.stats.inactive_split.increase(p.pool, 1);
                 }
             }
-            self.insert_free(rest);
+            match in_set {
+                Some(old) => self.replace_free(old, rest),
+                None => self.insert_free(rest),
+            }
             new
         } else {
+            if let Some(old) = in_set {
+                self.pools[p.pool.index()].blocks.remove(&old);
+            }
             if self.blocks[h as usize].is_split() && self.blocks[h as usize].expandable == NONE {
                 let size = self.blocks[h as usize].size;
                 self.stats.inactive_split_bytes.decrease(p.pool, size);
@@ -672,6 +703,7 @@ impl Caching {
             self.stats.oversize_allocations.increase(1);
         }
         self.largest_alloc = self.largest_alloc.max(size);
+        self.peak.alloc(size, bytes, &meta, self.history.total());
         self.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
@@ -698,13 +730,14 @@ impl Caching {
             .get(&addr)
             .filter(|&&h| self.blocks[h as usize].allocated)
             .ok_or(FreeError::NotAllocated(addr))?;
-        let (size, pool) = {
+        let (size, pool, requested, op) = {
             let b = &mut self.blocks[h as usize];
             b.allocated = false;
-            (b.size, b.pool())
+            (b.size, b.pool(), b.requested, b.meta.op)
         };
         self.stats.allocation.decrease(pool, 1);
         self.stats.allocated_bytes.decrease(pool, size);
+        self.peak.free(size, requested, op);
         if self.blocks[h as usize].stream_uses.is_empty() {
             self.free_block(h, t_ns);
         } else {
@@ -788,14 +821,26 @@ impl Caching {
         let (prev, next) = (self.blocks[h as usize].prev, self.blocks[h as usize].next);
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
-        for candidate in [prev, next] {
-            let merged = self.try_merge_blocks(h, candidate);
+        // The neighbours merged in leave the free set and the merged block enters it: the
+        // last neighbour's key is replaced by the merged block's.
+        let mut taken: [Option<FreeKey>; 2] = [None, None];
+        for (i, candidate) in [prev, next].into_iter().enumerate() {
+            let (merged, key) = self.merge_blocks(h, candidate, false);
+            taken[i] = key;
             if merged > 0 {
                 net_blocks -= 1;
                 net_bytes -= merged as i64;
             }
         }
-        self.insert_free(h);
+        let pi = pool.index();
+        match taken {
+            [None, None] => self.insert_free(h),
+            [Some(k), None] | [None, Some(k)] => self.replace_free(k, h),
+            [Some(a), Some(b)] => {
+                self.pools[pi].blocks.remove(&a);
+                self.replace_free(b, h);
+            }
+        }
         if self.blocks[h as usize].is_split() {
             net_blocks += 1;
             net_bytes += self.blocks[h as usize].size as i64;
@@ -815,44 +860,57 @@ impl Caching {
     /// `try_merge_blocks`: `src` joins `dst` when free, with no pending work and the same
     /// mapped-ness; `dst` keeps its stale requested size. Returns the bytes taken in.
     fn try_merge_blocks(&mut self, dst: u32, src: u32) -> u64 {
+        self.merge_blocks(dst, src, true).0
+    }
+
+    /// `try_merge_blocks`; with `remove` false a mapped `src` is left in the free set and
+    /// its key returned, for the caller to remove or replace.
+    fn merge_blocks(&mut self, dst: u32, src: u32, remove: bool) -> (u64, Option<FreeKey>) {
         if src == NONE {
-            return 0;
+            return (0, None);
         }
         {
             let s = &self.blocks[src as usize];
             let d = &self.blocks[dst as usize];
+            // A pending free (in the active set, not allocated) has `event_count > 0`: it
+            // is not merged either.
             if s.allocated || s.event_count > 0 || !s.stream_uses.is_empty() || s.mapped != d.mapped {
-                return 0;
+                return (0, None);
             }
-            // A block in the active set (pending free) is not merged either.
-            if self.active.get(&s.addr) == Some(&src) {
-                return 0;
-            }
+            debug_assert!(self.active.get(&s.addr) != Some(&src), "a free block is not active");
         }
+        let mut key = None;
         if self.blocks[src as usize].mapped {
-            self.remove_free(src);
+            if remove {
+                self.remove_free(src);
+            } else {
+                key = Some(self.key(src));
+            }
         } else {
             let k = self.unmapped_key(src);
             let pool = self.blocks[src as usize].pool().index();
             self.pools[pool].unmapped.remove(&k);
         }
-        let s = self.blocks[src as usize].clone();
+        let (s_addr, s_size, s_prev, s_next) = {
+            let s = &self.blocks[src as usize];
+            (s.addr, s.size, s.prev, s.next)
+        };
         let d = &mut self.blocks[dst as usize];
         if d.prev == src {
-            d.addr = s.addr;
-            d.prev = s.prev;
-            if s.prev != NONE {
-                self.blocks[s.prev as usize].next = dst;
+            d.addr = s_addr;
+            d.prev = s_prev;
+            if s_prev != NONE {
+                self.blocks[s_prev as usize].next = dst;
             }
         } else {
-            d.next = s.next;
-            if s.next != NONE {
-                self.blocks[s.next as usize].prev = dst;
+            d.next = s_next;
+            if s_next != NONE {
+                self.blocks[s_next as usize].prev = dst;
             }
         }
-        self.blocks[dst as usize].size += s.size;
+        self.blocks[dst as usize].size += s_size;
         self.drop_block(src);
-        s.size
+        (s_size, key)
     }
 
     // ---- when the device says no --------------------------------------------------------
@@ -1438,6 +1496,16 @@ impl Caching {
             return Err(format!(
                 "allocated blocks hold {allocated}, allocated_bytes says {}",
                 self.stats.allocated_bytes.all.current
+            ));
+        }
+        let a = &self.stats.allocated_bytes.all;
+        if (self.peak.in_use(), self.peak.bytes()) != (a.current, a.peak) {
+            return Err(format!(
+                "the peak tracker has {} in use (peak {}), allocated_bytes {} (peak {})",
+                self.peak.in_use(),
+                self.peak.bytes(),
+                a.current,
+                a.peak
             ));
         }
         let free_in_sets: usize = self.pools.iter().map(|p| p.blocks.len()).sum();

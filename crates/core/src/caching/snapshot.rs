@@ -3,7 +3,7 @@
 
 use super::{Block, Caching, NONE, PoolKind, Stat};
 use crate::bfc::{bins_of, describe, oom_record};
-use crate::record::Meta;
+use crate::record::{BEFORE_RECORDING, Meta};
 use oomscope_dump::{
     AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, RegionInfo,
     SegmentPool, Source, Stats,
@@ -37,8 +37,11 @@ fn counter(s: &Stat) -> Counter {
 impl Caching {
     /// Puts a segment that existed before the first recorded event back, with its blocks:
     /// adjacent free blocks are merged (free neighbours are always merged in PyTorch), the
-    /// statistics count it as if it had been allocated here. Refused (false) when the blocks
-    /// do not cover the segment exactly or it overlaps one already held.
+    /// statistics count it as if it had been allocated here. Its allocated blocks were live
+    /// before any event, so none of them is the allocation that reached the peak: when the
+    /// restored state is above the peak, it is the peak, reached by
+    /// [`BEFORE_RECORDING`] before the first step (-1), with no event. Refused (false) when
+    /// the blocks do not cover the segment exactly or it overlaps one already held.
     pub fn restore_segment(&mut self, seg: &RestoredSegment) -> bool {
         let mut at = seg.addr;
         for b in &seg.blocks {
@@ -107,6 +110,8 @@ impl Caching {
                     self.stats.oversize_allocations.increase(1);
                 }
                 self.largest_alloc = self.largest_alloc.max(b.size);
+                // Already live when recording began: no allocation of it reached the peak.
+                self.peak.restore(b.size, b.requested, b.meta.op);
             } else {
                 if split {
                     self.stats.inactive_split.increase(seg.pool, 1);
@@ -114,6 +119,10 @@ impl Caching {
                 }
                 self.insert_free(h);
             }
+        }
+        if blocks.iter().any(|b| b.allocated) {
+            let op = self.names.ops.intern(BEFORE_RECORDING);
+            self.peak.restored(op);
         }
         true
     }
@@ -253,6 +262,7 @@ impl Caching {
             ooms_total: s.num_ooms,
             ooms,
             usage_by_node,
+            peak: if s.num_ooms == 0 { self.peak.to_dump(names) } else { None },
             bins,
             regions,
             stacks,
@@ -265,5 +275,73 @@ impl Caching {
             verdict: None,
             imported: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caching::{CachingOptions, Settings};
+    use crate::device::SimDevice;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A 20 MiB segment holding two blocks of `ops` (4 and 6 MiB) and a free rest.
+    fn segment(c: &mut Caching, addr: u64, ops: [&str; 2]) -> RestoredSegment {
+        let mut block = |at: u64, size: u64, op: &str| RestoredBlock {
+            addr: at,
+            size,
+            requested: size,
+            allocated: true,
+            meta: Meta { op: c.names_mut().ops.intern(op), ..Meta::default() },
+        };
+        let blocks = vec![
+            block(addr, 4 * MIB, ops[0]),
+            block(addr + 4 * MIB, 6 * MIB, ops[1]),
+            RestoredBlock { addr: addr + 10 * MIB, size: 10 * MIB, ..RestoredBlock::default() },
+        ];
+        RestoredSegment { addr, size: 20 * MIB, stream: 0, pool: PoolKind::Large, blocks }
+    }
+
+    /// A replay that starts from a snapshot's state: while the restored state is the peak,
+    /// the peak is that state, reached before the first event (no allocation of it, no
+    /// step, no event); the first allocation past it is the peak's from then on.
+    #[test]
+    fn a_restored_state_is_its_own_peak_reached_before_recording_began() {
+        let mut c = Caching::new(
+            Settings::parse("").expect("settings"),
+            CachingOptions::new(0),
+            Box::new(SimDevice::new(1 << 30, 0)),
+        );
+        let first = segment(&mut c, 1 << 32, ["model/weights", "model/bias"]);
+        let second = segment(&mut c, (1 << 32) + 64 * MIB, ["model/embedding", "optimizer/state"]);
+        assert!(c.restore_segment(&first) && c.restore_segment(&second));
+        c.check().expect("consistent");
+        let peak = c.snapshot(Source::default()).peak.expect("a peak");
+        assert_eq!((peak.bytes_in_use, peak.allocations), (20 * MIB, 4));
+        assert_eq!(peak.op, BEFORE_RECORDING, "not the block restored last");
+        assert_eq!((peak.step, peak.seq, peak.t_ns), (-1, None, 0));
+        let ranked: Vec<(&str, u64)> = peak.usage_by_node.iter().map(|n| (n.op.as_str(), n.bytes)).collect();
+        assert_eq!(
+            ranked,
+            vec![
+                ("model/bias", 6 * MIB),
+                ("optimizer/state", 6 * MIB),
+                ("model/weights", 4 * MIB),
+                ("model/embedding", 4 * MIB)
+            ]
+        );
+        // Events after the start: a free, then allocations that do not reach the peak
+        // leave it; one that passes it takes it.
+        c.free(1 << 32, 0).expect("free");
+        c.mark_step(7, 10);
+        let op = c.names_mut().ops.intern("model/forward");
+        c.allocate(2 * MIB, 0, Meta { op, step: 7, t_ns: 20, ..Meta::default() }).expect("fits");
+        assert_eq!(c.snapshot(Source::default()).peak.expect("a peak").op, BEFORE_RECORDING);
+        c.allocate(8 * MIB, 0, Meta { op, step: 7, t_ns: 30, ..Meta::default() }).expect("fits");
+        let peak = c.snapshot(Source::default()).peak.expect("a peak");
+        assert_eq!((peak.bytes_in_use, peak.op.as_str(), peak.step, peak.t_ns), (26 * MIB, "model/forward", 7, 30));
+        assert_eq!(peak.seq, Some(c.history().total() - 1), "the last event reached it");
+        c.check().expect("consistent");
     }
 }
