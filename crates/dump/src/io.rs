@@ -3,7 +3,7 @@
 use super::{DUMP_VERSION, Dump};
 use serde::Deserialize;
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Why a dump could not be read or written. Names the file and, for bad content, the
@@ -100,8 +100,13 @@ fn strip_position(msg: &str) -> String {
 /// Writes a dump as one line of JSON, atomically (temporary file, then rename).
 pub fn write_atomic(path: &Path, dump: &Dump) -> Result<(), DumpError> {
     crate::atomic::write_file(path, |w| {
-        serde_json::to_writer(&mut *w, dump).map_err(io::Error::from)?;
-        w.write_all(b"\n")
+        // serde_json writes token by token; through `&mut dyn Write` each token was a
+        // dynamic call (a fifth of writing a 1M-chunk dump). A buffer of a concrete type
+        // in between takes them inline and passes the file a megabyte at a time.
+        let mut buffered = io::BufWriter::with_capacity(1 << 20, w);
+        serde_json::to_writer(&mut buffered, dump).map_err(io::Error::from)?;
+        buffered.write_all(b"\n")?;
+        buffered.flush()
     })
     .map_err(|source| DumpError::Io { path: path.to_path_buf(), source })
 }
