@@ -269,3 +269,25 @@ fn traces_and_workloads_replay_under_other_settings_side_by_side() {
     let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(d["allocator"]["name"], "pytorch_caching_allocator");
 }
+
+/// A snapshot does not record the GPU's size: a replay that fits describes its peak and
+/// says the headroom is unknown, rather than measuring "to spare" against the cache's own
+/// peak; with `--device` it measures against the card.
+#[test]
+#[cfg_attr(oomscope_missing = "shared", ignore = "needs the real data in ../shared, which is not here")]
+fn a_replay_that_fits_says_what_it_knows_of_the_headroom() {
+    let f = snapshot("Maphsge4");
+    let o = oomscope(&["replay", f.to_str().unwrap(), "--format", "summary"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("peak 19.37GiB in use; the cache peaked at 20.97GiB (the GPU's size is not known)"), "{out}");
+    assert!(out.contains("the headroom is") && out.contains("unknown (give it with --device SIZE)"), "{out}");
+    assert!(!out.contains("to spare") && !out.contains("limit 20.97GiB") && !out.contains("0B total"), "{out}");
+    assert!(out.contains("peak             19.37GiB in use by 222 allocations"), "{out}");
+    assert!(out.contains("Live memory by node at the peak (19.37GiB in 16 nodes)"), "{out}");
+
+    let o = oomscope(&["replay", f.to_str().unwrap(), "--format", "summary", "--device", "24GiB"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("the peak was 19.37GiB of the 24.00GiB limit, 4.63GiB to spare"), "{out}");
+}

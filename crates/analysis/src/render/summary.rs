@@ -26,6 +26,15 @@ pub fn render(d: &Dump) -> String {
         (None, Some(imp)) if imp.from == ImportedFrom::TfLog => {
             let _ = writeln!(o, "OOM in {} (from a TensorFlow log that does not include the failed request)", a.name);
         }
+        (None, _) if d.device.total == 0 => {
+            let _ = writeln!(
+                o,
+                "No allocation failed in {}: peak {} in use; the cache peaked at {} (the GPU's size is not known).",
+                a.name,
+                human(s.peak_bytes_in_use),
+                human(s.peak_pool_bytes)
+            );
+        }
         (None, _) => {
             let _ = writeln!(
                 o,
@@ -73,13 +82,14 @@ pub fn render(d: &Dump) -> String {
     if imported.is_none() {
         let _ = writeln!(
             o,
-            "  now              {} in use by {} allocations (peak {}), pool {} (peak {}), limit {}",
+            "  now              {} in use by {} allocations (peak {}), pool {} (peak {}){}",
             human(s.bytes_in_use),
             d.live_chunks().count(),
             human(s.peak_bytes_in_use),
             human(s.pool_bytes),
             human(s.peak_pool_bytes),
-            human(a.limit)
+            // With the device's size unknown the limit is only the pool's peak: not a limit.
+            if d.device.total > 0 { format!(", limit {}", human(a.limit)) } else { String::new() }
         );
     }
     if d.has(Section::Regions) && !d.regions.is_empty() && (imported.is_none() || has_totals) {
@@ -93,7 +103,7 @@ pub fn render(d: &Dump) -> String {
             human(largest.unwrap_or(0))
         );
     }
-    if d.device.total > 0 || imported.is_none() {
+    if d.device.total > 0 || (imported.is_none() && d.device.model.is_empty()) {
         let _ = writeln!(
             o,
             "  device           {}: {} total, {} free{}",

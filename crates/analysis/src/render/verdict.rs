@@ -355,7 +355,15 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 ),
             ],
         ),
-        Cause::Fits { peak, limit, pool_peak, refused, others } => {
+        Cause::Fits { peak, pool_peak, limit_known: false, .. } => (
+            format!(
+                "No allocation failed: the peak was {}; the GPU's size is not recorded, so the \
+                 headroom is unknown (give it with --device SIZE)",
+                human(*peak)
+            ),
+            vec![format!("the cache (reserved memory) peaked at {}", human(*pool_peak))],
+        ),
+        Cause::Fits { peak, limit, pool_peak, refused, others, limit_known: true } => {
             let mut evidence = vec![format!("peak pool {} of the {} limit", human(*pool_peak), human(*limit))];
             if !refused.is_empty() {
                 evidence.push(format!(

@@ -209,6 +209,10 @@ pub enum Cause {
         /// Region sizes the device refused (the pool got less than its limit).
         refused: Vec<u64>,
         others: u64,
+        /// False when the device's size is not known (a PyTorch snapshot replayed without
+        /// `--device`): `limit` is then only what the cache reached, and the headroom is
+        /// unknown.
+        limit_known: bool,
     },
 }
 
@@ -846,6 +850,7 @@ fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
                     pool_peak: s.peak_pool_bytes,
                     refused,
                     others: d.device.others,
+                    limit_known: d.device.total > 0,
                 },
                 fix,
                 breakdown: b,
