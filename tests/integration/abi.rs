@@ -26,7 +26,8 @@ fn tests_python() -> PathBuf {
 fn ctypes_drives_the_c_abi_on_the_simulated_device() {
     let py = python();
     let dir = temp_dir("abi-ctypes");
-    let dumps = dir.join("dumps");
+    // A blank in the path: the command the library suggests must still be typeable.
+    let dumps = dir.join("my dumps");
     let o = Command::new(py)
         .arg(tests_python().join("abi_basic.py"))
         .env("OOMSCOPE_LIB", library())
@@ -44,7 +45,9 @@ fn ctypes_drives_the_c_abi_on_the_simulated_device() {
     assert_eq!(err.matches("Current usage from device").count(), 1, "{err}");
     assert!(err.contains("64.00MiB from model/layer1"), "{err}");
     assert!(err.contains("Verdict: one tensor too large"), "{err}");
-    assert!(err.contains("oomscope: dump written to") && err.contains("oomscope tui"), "{err}");
+    assert!(err.contains("oomscope: dump written to"), "{err}");
+    let suggested = err.lines().find_map(|l| l.trim().strip_prefix("look inside: oomscope tui ")).expect("a command");
+    assert!(suggested.starts_with('\'') && suggested.ends_with('\'') && suggested.contains("my dumps/"), "{err}");
     // Garbage in: warnings, at most five of a kind.
     assert!(err.contains("not an allocation of this allocator (double free?): ignored"), "{err}");
     assert!(err.contains("where nothing was allocated"), "{err}");

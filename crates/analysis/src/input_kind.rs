@@ -154,7 +154,7 @@ pub fn refusal(path: &Path, kind: Kind, reader: Reader) -> Option<String> {
     let (shown, arg) = if stdin {
         ("standard input".to_string(), "FILE".to_string())
     } else {
-        (path.display().to_string(), quoted(&path.display().to_string()))
+        (path.display().to_string(), shell_quoted(&path.display().to_string()))
     };
     let commands: Vec<String> =
         readers(kind).iter().map(|(_, c)| format!("`oomscope {}`", c.replace("FILE", &arg))).collect();
@@ -209,13 +209,14 @@ pub fn none_of_them(path: &Path) -> String {
     )
 }
 
-/// A path as a shell reads it back: quoted when it holds a blank or a quote.
-fn quoted(p: &str) -> String {
-    if p.chars().any(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '$' | '`' | '\\')) {
-        format!("'{}'", p.replace('\'', "'\\''"))
-    } else {
-        p.to_string()
-    }
+/// A path as a shell reads it back, for a command to type: single-quoted when it holds a
+/// blank or a character the shell would take.
+pub fn shell_quoted(p: &str) -> String {
+    let special = |c: char| {
+        c.is_whitespace()
+            || matches!(c, '\'' | '"' | '$' | '`' | '\\' | '&' | ';' | '|' | '(' | ')' | '<' | '>' | '*' | '?' | '!')
+    };
+    if p.chars().any(special) { format!("'{}'", p.replace('\'', "'\\''")) } else { p.to_string() }
 }
 
 /// What `bytes` (a file's beginning, or all of it) are. Pure: looks only at what it is given.

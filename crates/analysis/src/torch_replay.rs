@@ -591,7 +591,8 @@ fn initial_state(t: &SnapshotTrace, settings: &Settings) -> Vec<RestoredSegment>
                 size: bsize,
                 requested: b.2,
                 allocated: true,
-                meta: Meta::default(),
+                // Live before the trace's first event: before any step it knows of.
+                meta: Meta { step: -1, ..Meta::default() },
             });
             at = b.0 + bsize;
         }

@@ -619,7 +619,7 @@ impl Runtime {
                     err,
                     "oomscope: dump written to {}\n  look inside: oomscope tui {}",
                     path.display(),
-                    path.display()
+                    oomscope_analysis::input_kind::shell_quoted(&path.display().to_string())
                 );
             }
         } else {

@@ -587,15 +587,9 @@ fn steps_without_dumps(asked: &[i64], dumped: &[i64]) -> Option<String> {
     ))
 }
 
-/// A path as a shell reads it back, for a command to type: quoted when it holds a blank or
-/// a character the shell would take.
+/// A path as a shell reads it back, for a command to type.
 fn quoted(p: &Path) -> String {
-    let s = p.display().to_string();
-    let special = |c: char| {
-        c.is_whitespace()
-            || matches!(c, '\'' | '"' | '$' | '`' | '\\' | '&' | ';' | '|' | '(' | ')' | '<' | '>' | '*' | '?' | '!')
-    };
-    if s.chars().any(special) { format!("'{}'", s.replace('\'', "'\\''")) } else { s }
+    oomscope_analysis::input_kind::shell_quoted(&p.display().to_string())
 }
 
 /// The first and last dump of the first process's device with two or more among `dumps`
