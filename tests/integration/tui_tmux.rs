@@ -145,13 +145,7 @@ fn attach_follows_a_live_process_and_keeps_its_last_state_when_it_dies() {
     oomscope_analysis::live::private_dir(&dir).unwrap();
     t.start(100, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
     t.wait_for("waiting for a process to publish", 20);
-    let mut publisher = Command::new(bin())
-        .args(["demo", "--publish", "--seconds", "3"])
-        .env("OOMSCOPE_LIVE_DIR", &dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut publisher = publisher(&dir, "3");
     let live = t.wait_for(" LIVE ", 20);
     assert!(live.contains(&format!("pid {}", publisher.id())), "{live}");
     assert!(publisher.wait().unwrap().success());
@@ -548,6 +542,17 @@ fn slash_then_letters_types_a_filter_in_every_view() {
     t.assert_restored();
 }
 
+/// A demo publishing its live feed into `dir` for `seconds`.
+fn publisher(dir: &std::path::Path, seconds: &str) -> std::process::Child {
+    Command::new(bin())
+        .args(["demo", "--publish", "--seconds", seconds])
+        .env("OOMSCOPE_LIVE_DIR", dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// `tui --attach` with no process named: when the process it shows ends and another starts
 /// publishing (the program run again), the viewer moves to the new one and says so. With a
 /// pid named, it stays on that process and says it ended.
@@ -557,15 +562,7 @@ fn attach_follows_the_next_process_unless_one_was_named() {
     let base = temp_dir("tmux-follow");
     let dir = base.join("live");
     oomscope_analysis::live::private_dir(&dir).unwrap();
-    let publish = |seconds: &str| {
-        Command::new(bin())
-            .args(["demo", "--publish", "--seconds", seconds])
-            .env("OOMSCOPE_LIVE_DIR", &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let publish = |seconds: &str| publisher(&dir, seconds);
 
     let t = Tmux::new();
     t.start(200, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
@@ -619,15 +616,7 @@ fn attach_paused_moves_to_the_next_process_on_resume() {
     let base = temp_dir("tmux-follow-paused");
     let dir = base.join("live");
     oomscope_analysis::live::private_dir(&dir).unwrap();
-    let publish = |seconds: &str| {
-        Command::new(bin())
-            .args(["demo", "--publish", "--seconds", seconds])
-            .env("OOMSCOPE_LIVE_DIR", &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let publish = |seconds: &str| publisher(&dir, seconds);
     let t = Tmux::new();
     t.start(200, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
     t.wait_for("waiting for a process to publish", 20);
