@@ -113,6 +113,36 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A private directory (mode 700, as the live feed wants it) for one test's sockets:
+/// `temp_dir(name)/live`.
+pub fn live_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name).join("live");
+    oomscope_analysis::live::private_dir(&dir).expect("a private directory");
+    dir
+}
+
+/// Runs `oomscope ARGS` from the repository root with `input` on its standard input (fed
+/// from a thread, so an input larger than a pipe holds cannot block the child).
+pub fn oomscope_with_stdin(args: &[&str], input: Vec<u8>) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the oomscope binary runs");
+    let mut stdin = child.stdin.take().expect("piped");
+    let feed = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let o = child.wait_with_output().expect("the oomscope binary runs");
+    feed.join().expect("the feeding thread ends");
+    o
+}
+
 /// Runs `oomscope ARGS` from the repository root.
 pub fn oomscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_oomscope"))

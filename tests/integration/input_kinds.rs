@@ -339,19 +339,8 @@ fn damaged_files_of_the_right_kind_keep_their_precise_errors() {
 /// Standard input, which `import` reads, is named as such, and the commands say FILE.
 #[test]
 fn import_from_standard_input_names_it() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["import", "-"])
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let dump = std::fs::read(root().join("fixtures/dumps/unet-b2.dump.json")).unwrap();
-    let _ = child.stdin.take().unwrap().write_all(&dump);
-    let o = child.wait_with_output().unwrap();
+    let o = oomscope_with_stdin(&["import", "-"], dump);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("standard input is an oomscope dump") && err.contains("`oomscope report FILE`"), "{err}");
@@ -497,22 +486,7 @@ fn a_pipe_is_read_once() {
     }
 
     // Standard input, as `cat trace | oomscope replay /dev/stdin` gives it.
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["replay", "/dev/stdin", "--limit", "1GiB", "--format", "json"])
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let feed = std::thread::spawn(move || {
-        let _ = input.write_all(trace.as_bytes());
-    });
-    let o = child.wait_with_output().unwrap();
-    feed.join().unwrap();
+    let o = oomscope_with_stdin(&["replay", "/dev/stdin", "--limit", "1GiB", "--format", "json"], trace.into_bytes());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("replayed 6000 events"), "{}", stderr(&o));
     std::fs::remove_dir_all(dir).unwrap();

@@ -1,6 +1,6 @@
 //! The live feed over a real Unix socket: a publisher in one thread, viewers in others.
 
-use crate::common::temp_dir;
+use crate::common::{live_dir, temp_dir};
 use oomscope_analysis::live::{self, Feed, Publisher, Sampler};
 use oomscope_analysis::{render, verdict};
 use oomscope_core::Allocator;
@@ -14,17 +14,10 @@ use oomscope_tui::model::Status;
 use oomscope_tui::source::Live;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// A private directory for one test's sockets.
-fn live_dir(name: &str) -> PathBuf {
-    let dir = temp_dir(name).join("live");
-    live::private_dir(&dir).unwrap();
-    dir
-}
 
 fn allocator(limit: u64, stacks: bool) -> Arc<Allocator> {
     let mut o = Options::new(limit);

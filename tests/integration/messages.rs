@@ -2,12 +2,10 @@
 //! with its source in that folder's README), read into the figures and the verdict worked
 //! out for each in `expected.tsv`; and the command's contract for them.
 
-use crate::common::{oomscope, root, stderr, stdout};
+use crate::common::{oomscope, oomscope_with_stdin, root, stderr, stdout};
 use oomscope_analysis::import;
 use oomscope_dump::{Dump, Message};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// One row of `expected.tsv`.
 #[derive(Debug)]
@@ -135,15 +133,7 @@ fn a_pasted_message_on_standard_input_is_read_with_the_arithmetic() {
                in use. Of the allocated memory 9.08 GiB is allocated by PyTorch, and 9.35 GiB is reserved by PyTorch \
                but unallocated. If reserved but unallocated memory is large try setting \
                PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["import", "-", "--format", "json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(msg.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = oomscope_with_stdin(&["import", "-", "--format", "json"], msg.as_bytes().to_vec());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     // 22.78 GiB, in bytes: a count that prints back as the message's figure.
@@ -168,15 +158,7 @@ fn a_pasted_message_on_standard_input_is_read_with_the_arithmetic() {
     assert!(j["verdict"]["fix"].as_str().unwrap().starts_with("cut at least 716.80 MiB"), "{}", j["verdict"]["fix"]);
 
     // For people: the answer first.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["import", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(msg.as_bytes()).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = oomscope_with_stdin(&["import", "-"], msg.as_bytes().to_vec());
     let out = stdout(&o);
     assert!(out.starts_with("CUDA out of memory on GPU 0: 22.78 GiB requested\n\nVerdict: true peak\n"), "{out}");
     assert!(out.contains("\nFix: cut at least 716.80 MiB"), "{out}");

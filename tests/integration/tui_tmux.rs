@@ -3,7 +3,7 @@
 //! process dies, or the UI panics. Ignored, with the reason, where tmux is missing (`.ci/run`
 //! installs it).
 
-use crate::common::{require, root, temp_dir};
+use crate::common::{live_dir, require, root, temp_dir};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -140,9 +140,8 @@ fn ctrl_c_in_demo_tui_exits_130() {
 #[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn attach_follows_a_live_process_and_keeps_its_last_state_when_it_dies() {
     let t = Tmux::new();
-    let base = temp_dir("tmux-attach");
-    let dir = base.join("live");
-    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let dir = live_dir("tmux-attach");
+    let base = dir.parent().unwrap().to_path_buf();
     t.start(100, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));
     t.wait_for("waiting for a process to publish", 20);
     let mut publisher = publisher(&dir, "3");
@@ -299,9 +298,8 @@ fn terminating_signals_restore_the_terminal() {
 fn a_viewer_attached_to_a_hostile_socket_stops_at_the_line_cap() {
     use std::io::Write;
     let t = Tmux::new();
-    let base = temp_dir("tmux-hostile");
-    let dir = base.join("live");
-    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let dir = live_dir("tmux-hostile");
+    let base = dir.parent().unwrap().to_path_buf();
     let path = dir.join("666.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
@@ -559,9 +557,8 @@ fn publisher(dir: &std::path::Path, seconds: &str) -> std::process::Child {
 #[test]
 #[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn attach_follows_the_next_process_unless_one_was_named() {
-    let base = temp_dir("tmux-follow");
-    let dir = base.join("live");
-    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let dir = live_dir("tmux-follow");
+    let base = dir.parent().unwrap().to_path_buf();
     let publish = |seconds: &str| publisher(&dir, seconds);
 
     let t = Tmux::new();
@@ -613,9 +610,8 @@ fn attach_follows_the_next_process_unless_one_was_named() {
 #[test]
 #[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
 fn attach_paused_moves_to_the_next_process_on_resume() {
-    let base = temp_dir("tmux-follow-paused");
-    let dir = base.join("live");
-    oomscope_analysis::live::private_dir(&dir).unwrap();
+    let dir = live_dir("tmux-follow-paused");
+    let base = dir.parent().unwrap().to_path_buf();
     let publish = |seconds: &str| publisher(&dir, seconds);
     let t = Tmux::new();
     t.start(200, 30, &format!("OOMSCOPE_LIVE_DIR={} {} tui --attach", dir.display(), bin()));

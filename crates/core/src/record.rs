@@ -363,6 +363,19 @@ impl PeakTracker {
         self.in_use
     }
 
+    /// The allocator's invariant check: the tracker counts what the allocator's own
+    /// statistics count (bytes in use now, and at the peak).
+    pub fn agrees_with(&self, in_use: u64, peak: u64) -> Result<(), String> {
+        if (self.in_use, self.mark.bytes) == (in_use, peak) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the peak tracker has {} in use (peak {}), the allocator's statistics {in_use} (peak {peak})",
+                self.in_use, self.mark.bytes
+            ))
+        }
+    }
+
     /// The peak as a dump records it, op ids resolved to names; `None` before any
     /// allocation.
     pub fn to_dump(&self, names: &Names) -> Option<oomscope_dump::PeakInfo> {

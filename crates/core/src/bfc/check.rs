@@ -115,15 +115,6 @@ impl Bfc {
         if s.peak_bytes_in_use < s.bytes_in_use || s.peak_pool_bytes < s.pool_bytes {
             return Err("a peak is below the current value".into());
         }
-        if (self.peak.in_use(), self.peak.bytes()) != (s.bytes_in_use, s.peak_bytes_in_use) {
-            return Err(format!(
-                "the peak tracker has {} in use (peak {}), the stats {} (peak {})",
-                self.peak.in_use(),
-                self.peak.bytes(),
-                s.bytes_in_use,
-                s.peak_bytes_in_use
-            ));
-        }
-        Ok(())
+        self.peak.agrees_with(s.bytes_in_use, s.peak_bytes_in_use)
     }
 }

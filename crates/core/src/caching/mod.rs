@@ -1499,15 +1499,7 @@ impl Caching {
             ));
         }
         let a = &self.stats.allocated_bytes.all;
-        if (self.peak.in_use(), self.peak.bytes()) != (a.current, a.peak) {
-            return Err(format!(
-                "the peak tracker has {} in use (peak {}), allocated_bytes {} (peak {})",
-                self.peak.in_use(),
-                self.peak.bytes(),
-                a.current,
-                a.peak
-            ));
-        }
+        self.peak.agrees_with(a.current, a.peak)?;
         let free_in_sets: usize = self.pools.iter().map(|p| p.blocks.len()).sum();
         let free_blocks = self
             .segments()
