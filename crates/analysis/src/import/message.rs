@@ -599,11 +599,12 @@ fn torch_mps(body: &str, m: &mut Message) -> Option<u64> {
     after(body, "Tried to allocate ").and_then(leading_figure)
 }
 
-/// XLA's request: `Out of memory while trying to allocate 7406166528 bytes` or `Failed to
-/// allocate request for 2.99GiB (3206250496B) on device ordinal 0`.
+/// XLA's request: `Out of memory while trying to allocate 7406166528 bytes`, `... to allocate
+/// 223.52GiB with allocator GPU_0_bfc` (newer XLA) or `Failed to allocate request for 2.99GiB
+/// (3206250496B) on device ordinal 0`.
 fn xla_request(body: &str) -> Option<u64> {
     if let Some(r) = after(body, "Out of memory while trying to allocate ") {
-        return leading_u64(r);
+        return leading_figure(r).or_else(|| leading_u64(r));
     }
     let r = after(body, "Failed to allocate request for ")?;
     r.find('(').and_then(|i| leading_u64(&r[i + 1..])).or_else(|| leading_figure(r))

@@ -126,8 +126,12 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
         Cause::MessageCacheInPieces { budget: b } => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
-                "{} free + {} free in the cache = {} >= {} requested",
+                "{} free{} + {} free in the cache = {} >= {} requested",
                 s(b.usable_free()),
+                match b.limit.filter(|_| b.limited()) {
+                    Some(l) => format!(" within the {} allowed", s(l)),
+                    None => String::new(),
+                },
                 s(b.cached),
                 s(b.usable_free() + b.cached),
                 s(b.request)
@@ -143,14 +147,16 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 );
             }
             evidence.extend(site(b));
+            let room = match b.limit.filter(|_| b.limited()) {
+                Some(l) => format!("{} left under the {} allowed", s(b.usable_free()), s(l)),
+                None => format!("{} free on {}", s(b.usable_free()), b.device),
+            };
             (
                 format!(
-                    "Fragmentation: {} is free in {}'s cache, but in pieces; with {} free on {} the {} request finds \
-                     no piece large enough",
+                    "Fragmentation: {} is free in {}'s cache, but in pieces; with {room} the {} request finds no \
+                     piece large enough",
                     s(b.cached),
                     framework_name(b.format),
-                    s(b.usable_free()),
-                    b.device,
                     s(b.request)
                 ),
                 evidence,

@@ -14,7 +14,8 @@
 //!    device reports unified memory);
 //! 3. **other processes**, when they hold more than this process's whole cache and
 //!    `Q ≤ F' + U + O`;
-//! 4. **the limit** — the cache reached the limit the user set;
+//! 4. **the limit** — the cache reached the limit the user set, and the live tensors with the
+//!    request pass it (`A + Q > L`): packed perfectly they still would not fit;
 //! 5. **fragmentation** — `Q ≤ F' + U` beyond the figures' rounding: the cache holds enough
 //!    free memory, in pieces (PyTorch releases its unused whole blocks and retries before it
 //!    fails, so what it still holds free is split);
@@ -227,8 +228,21 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
             breakdown: b,
         };
     }
-    // The limit the user set is reached: no free piece of the cache matters beyond it.
-    if budget.limited() && budget.limit.is_some_and(|l| l.saturating_sub(budget.reserved()) < segment(m.format, q)) {
+    // Figures are printed to two decimals: a request that fits the free memory only within
+    // that rounding is a full device, not fragmentation.
+    let slack = (q / 50).max(16 << 20);
+    // The limit the user set is reached. When the live tensors and the request would fit
+    // under it packed, the cache's free pieces are what failed: the new segment the request
+    // needed passes the limit. Not for a small-pool request ("Tried to allocate" a 2 MiB
+    // segment): the free pieces the message counts are mostly the large pool's, which never
+    // serve it.
+    if budget.limited()
+        && budget.limit.is_some_and(|l| {
+            let seg = segment(m.format, q);
+            l.saturating_sub(budget.reserved()) < seg
+                && (live.saturating_add(q + slack) > l || (m.format.is_torch_cache() && q <= 2 << 20))
+        })
+    {
         return peak(budget, m, b);
     }
     let other = budget.others.unwrap_or(0);
@@ -238,9 +252,6 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
     if others_hold && other >= budget.reserved() {
         return others_verdict(budget, m, free_now, b);
     }
-    // Figures are printed to two decimals: a request that fits the free memory only within
-    // that rounding is a full device, not fragmentation.
-    let slack = (q / 50).max(16 << 20);
     if q + slack <= free_now + cached {
         let fix = fragmentation_fix(m, q, free_now);
         return Diagnosis { cause: Cause::MessageCacheInPieces { budget }, fix, breakdown: b };
