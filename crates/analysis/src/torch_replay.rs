@@ -101,19 +101,32 @@ pub struct SnapshotTrace {
     pub settings_from: SettingsFrom,
 }
 
-/// Op names, each kept once, numbered from 0 (no frames).
+/// Op names, each kept once: 0 names blocks live before the trace, 1 and 2 entries without
+/// frames (see [`torch_frames::unframed`]).
 struct Ops {
     names: Vec<String>,
     index: HashMap<String, u32>,
 }
 
+/// The op number of an entry without frames, when other entries have some.
+const NO_PYTHON_FRAMES: u32 = 1;
+/// The op number of an entry without frames, when no entry has any.
+const NO_FRAMES: u32 = 2;
+
 impl Ops {
     fn new() -> Ops {
-        Ops { names: vec![torch_frames::BEFORE_RECORDING.to_string()], index: HashMap::new() }
+        let names = [
+            torch_frames::BEFORE_RECORDING,
+            torch_frames::NO_PYTHON_FRAMES,
+            torch_frames::NO_FRAMES,
+        ];
+        Ops { names: names.map(str::to_string).to_vec(), index: HashMap::new() }
     }
 
+    /// The number of a named node; an entry with none gets [`NO_PYTHON_FRAMES`] (the
+    /// caller changes it when no entry has frames).
     fn id(&mut self, op: Option<String>) -> u32 {
-        let Some(op) = op else { return 0 };
+        let Some(op) = op else { return NO_PYTHON_FRAMES };
         if let Some(&id) = self.index.get(&op) {
             return id;
         }
@@ -159,8 +172,8 @@ impl Names {
 
     /// The number in `ops` of the node an entry's frames name (0: none).
     fn op_id(&mut self, frames: Option<Value>, ops: &mut Ops) -> Result<u32, torch_frames::OverBudget> {
-        let Some(i) = self.stack(frames)? else { return Ok(0) };
-        let Some((op, id)) = self.named[i].as_mut() else { return Ok(0) };
+        let Some(i) = self.stack(frames)? else { return Ok(NO_PYTHON_FRAMES) };
+        let Some((op, id)) = self.named[i].as_mut() else { return Ok(NO_PYTHON_FRAMES) };
         Ok(*id.get_or_insert_with(|| ops.id(op.clone())))
     }
 }
@@ -225,6 +238,7 @@ impl SnapshotTrace {
         let mut ops = Ops::new();
         let mut finals = Vec::new();
         let mut any_expandable = false;
+        let mut framed = false;
         for seg in
             segments.iter().filter(|s| s.get("device").and_then(|d| d.as_i128()).unwrap_or(0) == i128::from(device))
         {
@@ -282,6 +296,7 @@ impl SnapshotTrace {
             };
             any_expandable |= matches!(action, Action::SegmentMap | Action::SegmentUnmap);
             let addr = if action == Action::Oom { int(e, "device_free") } else { int(e, "addr") };
+            framed |= action == Action::Alloc && e.get("frames").and_then(|f| f.item_count()).is_some_and(|n| n > 0);
             entries.push(Entry {
                 action,
                 addr: addr.unwrap_or(0),
@@ -294,6 +309,11 @@ impl SnapshotTrace {
                     0
                 },
             });
+        }
+        if !framed {
+            for e in entries.iter_mut().filter(|e| e.op == NO_PYTHON_FRAMES) {
+                e.op = NO_FRAMES;
+            }
         }
         let (settings, settings_from) = match top.get("allocator_settings") {
             Some(s @ Value::Dict(_)) => (recorded_settings(&s), SettingsFrom::Recorded),

@@ -21,10 +21,10 @@ pub fn replay_trace(trace: &Trace, settings: &Settings, set: &str, capacity: u64
     both(trace, settings, set, capacity).map(|w| w.0)
 }
 
-/// [`replay_trace`], with the events the replay as run got through.
-fn both(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<(WhatIf, usize)> {
+/// [`replay_trace`], with the requests that failed in the replay as run.
+fn both(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<(WhatIf, u64)> {
     let changed = settings.with(set).ok()?;
-    let (as_run, done) = once(trace, settings, capacity);
+    let (as_run, failed) = once(trace, settings, capacity);
     let w = WhatIf {
         set: set.to_string(),
         settings: settings.text.clone(),
@@ -33,22 +33,25 @@ fn both(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<
         as_run,
         changed: once(trace, &changed, capacity).0,
     };
-    Some((w, done))
+    Some((w, failed))
 }
 
-/// One replay: how it went, and the events it got through.
-fn once(trace: &Trace, settings: &Settings, capacity: u64) -> (Replayed, usize) {
+/// One replay through every request (a failed one allocates nothing and the replay goes
+/// on, as a program that catches the error does): how it went, and the requests that
+/// failed.
+fn once(trace: &Trace, settings: &Settings, capacity: u64) -> (Replayed, u64) {
     let mut o = Options::new(capacity);
     o.history = 0;
     let mut r = ReplaySettings::new(o);
     r.torch = Some(settings.clone());
+    r.keep_going = true;
     let out = replay::replay(trace, &r, None, |_| {});
     let replayed = Replayed {
         out_of_memory: out.failures > 0,
         peak_reserved: out.dump.stats.peak_pool_bytes,
         peak_allocated: out.dump.stats.peak_bytes_in_use,
     };
-    (replayed, out.events_replayed)
+    (replayed, out.failures)
 }
 
 /// The what-if of `set` for a dump of PyTorch's caching allocator that failed and whose
@@ -60,22 +63,27 @@ pub fn from_history(d: &Dump, set: &str) -> Option<WhatIf> {
     if !whole {
         return None;
     }
-    let trace = requests(d)?;
+    let (trace, ooms) = requests(d)?;
     let mut capacity = o.pool_bytes.saturating_add(o.device_free);
     if let Some(allowed) = d.allocator.caching.as_ref().and_then(|c| c.allowed) {
         capacity = capacity.min(allowed);
     }
-    // The replay as run must fail at the request that failed, the history's last.
-    let (w, done) = both(&trace, &settings, set, capacity)?;
-    (w.as_run.out_of_memory && done == trace.events.len()).then_some(w)
+    // The replay as run must fail where the run did: at this dump's request and at every
+    // one the program caught before it.
+    let (w, failed) = both(&trace, &settings, set, capacity)?;
+    (failed == ooms).then_some(w)
 }
 
-/// The history's requests up to and including the first failed one, as a trace.
-fn requests(d: &Dump) -> Option<Trace> {
+/// The history's requests up to and including the failed one the dump was written for (the
+/// history's last failure), as a trace, and the failures in it. A request that failed
+/// earlier (the program caught the error and went on) never gave the program its memory:
+/// under settings where it succeeds, it is given back at once.
+fn requests(d: &Dump) -> Option<(Trace, u64)> {
+    let last = d.events.iter().rposition(|e| e.kind == EventKind::Oom)?;
     let mut b = Builder::new();
     let mut live: HashMap<u64, u32> = HashMap::new();
-    let mut failed = false;
-    for e in &d.events {
+    let mut ooms = 0;
+    for (i, e) in d.events[..=last].iter().enumerate() {
         let op = e.op.as_deref().unwrap_or("unknown");
         match e.kind {
             EventKind::Step => b.step(e.step),
@@ -88,14 +96,16 @@ fn requests(d: &Dump) -> Option<Trace> {
                 b.free(live.remove(&e.address)?);
             }
             EventKind::Oom => {
-                b.alloc(e.requested, op, None, None, Kind::Unknown, false);
-                failed = true;
-                break;
+                let id = b.alloc(e.requested, op, None, None, Kind::Unknown, false);
+                ooms += 1;
+                if i < last {
+                    b.free(id);
+                }
             }
             _ => {}
         }
     }
-    failed.then(|| b.finish())
+    Some((b.finish(), ooms))
 }
 
 #[cfg(test)]
@@ -160,6 +170,35 @@ mod tests {
         // Already on: the replay tries capping splits, and says it is not enough.
         let d = seven_mib_tensors("expandable_segments:True", 10_000);
         assert!(d.oom.is_none(), "103 tensors of 7 MiB fit in expandable segments");
+    }
+
+    /// The program catches the first OOM, frees every other tensor and asks for 400 MiB,
+    /// which fails too: the dump of that second failure is answered for it, not for the
+    /// first. (Recorded on an H100 with PyTorch 2.11, the same pattern ran out with
+    /// expandable segments too.)
+    #[test]
+    fn a_dump_after_a_caught_oom_is_answered_for_its_own_request() {
+        let mut opts = CachingOptions::new(0);
+        opts.history = 10_000;
+        let mut c = Caching::new(Settings::default(), opts, Box::new(SimDevice::new(1 << 30, 0)));
+        let mut held = Vec::new();
+        while let Ok(a) = c.allocate(7 * MIB, 0, Meta::default()) {
+            held.push(a);
+        }
+        for a in held.iter().step_by(2) {
+            c.free(*a, 0).unwrap();
+        }
+        assert!(c.allocate(400 * MIB, 0, Meta::default()).is_err());
+        let d = c.snapshot(Source::default());
+        assert_eq!(d.ooms.len(), 2);
+        let w = from_history(&d, "expandable_segments:True").expect("a whole history");
+        assert!(w.as_run.out_of_memory);
+        assert!(w.changed.out_of_memory, "the 400 MiB request finds no run of free pages: {w:?}");
+        // The first failed request is replayed too (and succeeds packed, then is given back).
+        assert_eq!(w.requests, held.len() as u64 + 2);
+        // The first failure alone is still answered as before.
+        let first = seven_mib_tensors("", 10_000);
+        assert!(!from_history(&first, "expandable_segments:True").unwrap().changed.out_of_memory);
     }
 
     #[test]

@@ -36,9 +36,29 @@ impl Named {
     }
 }
 
-/// The node of blocks recorded without frames: they were allocated before recording began
-/// (or recorded without context). The same name marks a replay's starting state as its peak.
+/// The node of blocks recorded without frames that the trace did not allocate: they were
+/// allocated before recording began. The same name marks a replay's starting state as its
+/// peak.
 pub const BEFORE_RECORDING: &str = oomscope_core::record::BEFORE_RECORDING;
+
+/// The node of blocks allocated while recording, with no frames, when other entries have
+/// some: recorded with Python frames only (`stacks="python"`), an allocation made on a thread
+/// that runs no Python has none — the backward pass (autograd's engine thread), a C++ thread.
+pub const NO_PYTHON_FRAMES: &str = "(no Python frames: the backward pass, or a thread without Python)";
+
+/// The node of blocks allocated while recording when no entry has frames (recorded without
+/// context).
+pub const NO_FRAMES: &str = "(recorded without frames)";
+
+/// The node of a block without frames: before recording began, or allocated while recording
+/// (`in_trace`) on a thread without Python (`frames_elsewhere`), or recorded without context.
+pub fn unframed(in_trace: bool, frames_elsewhere: bool) -> &'static str {
+    match (in_trace, frames_elsewhere) {
+        (false, _) => BEFORE_RECORDING,
+        (true, true) => NO_PYTHON_FRAMES,
+        (true, false) => NO_FRAMES,
+    }
+}
 
 /// Ops that only make the storage another op then fills: the op above them names it.
 const STORAGE_OPS: &[&str] = &[
@@ -157,11 +177,16 @@ fn backward(frames: &[Frame]) -> Option<String> {
     if !engine {
         return None;
     }
+    // The node's class: `autograd::generated::AddmmBackward0::apply` or
+    // `AddmmBackward0_apply_functional`; not the helpers beside them
+    // (`autograd::generated::details::mm_mat1_backward`).
     let node = frames.iter().filter_map(|f| f.function.as_deref()).find_map(|n| {
         let rest = &n[n.find("autograd::generated::")? + "autograd::generated::".len()..];
-        let name = rest.split([':', '(', '_']).next()?;
-        let op = name.strip_suffix("Backward0").or_else(|| name.strip_suffix("Backward1")).unwrap_or(name);
-        (!op.is_empty()).then(|| op.to_ascii_lowercase())
+        let name = rest.split(|c: char| !c.is_ascii_alphanumeric()).next()?;
+        let at = name.rfind("Backward")?;
+        let op = &name[..at];
+        (!op.is_empty() && name[at + "Backward".len()..].chars().all(|c| c.is_ascii_digit()))
+            .then(|| op.to_ascii_lowercase())
     });
     Some(match node {
         Some(op) => format!("backward of {op}"),

@@ -136,6 +136,18 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         .or_else(|| segments.first().and_then(|s| s.get("device")).and_then(|d| d.as_i128()).map(|d| d as i64))
         .unwrap_or(0);
 
+    // Blocks without frames: allocated while recording (the trace has their `alloc`) on a
+    // thread without Python, or before recording began.
+    let trace = trace_of(dev.max(0) as usize);
+    w.visit(trace.len())?;
+    let mut traced: HashSet<u64> = HashSet::new();
+    let mut framed = false;
+    for e in &trace {
+        if e.get("action").as_ref().and_then(Value::as_str) == Some("alloc") {
+            traced.insert(int(e, "addr").unwrap_or(0));
+            framed |= e.get("frames").and_then(|f| f.item_count()).is_some_and(|n| n > 0);
+        }
+    }
     let mut regions = Vec::new();
     for seg in segments.iter().filter(|s| s.get("device").and_then(|d| d.as_i128()).unwrap_or(0) == dev as i128) {
         let (Some(address), Some(total)) = (int(seg, "address"), int(seg, "total_size")) else {
@@ -156,22 +168,19 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
             let frames =
                 b.get("frames").or_else(|| b.get("history").and_then(|h| h.item(0)).and_then(|e| e.get("frames")));
             let (op, stack) = if in_use || pending_free { w.frames(frames)? } else { (None, None) };
+            let address = int(b, "address").unwrap_or(at);
+            let unframed = super::torch_frames::unframed(traced.contains(&address), framed);
             if in_use && op.is_none() {
-                w.charge(super::torch_frames::BEFORE_RECORDING.len())?;
+                w.charge(unframed.len())?;
             }
             chunks.push(ChunkInfo {
-                address: int(b, "address").unwrap_or(at),
+                address,
                 size,
                 requested: int(b, "requested_size").unwrap_or(size),
                 in_use,
                 pending_free,
                 next: None,
-                // A block without frames was allocated before recording began.
-                op: if in_use {
-                    Some(op.unwrap_or_else(|| super::torch_frames::BEFORE_RECORDING.into()))
-                } else {
-                    None
-                },
+                op: if in_use { Some(op.unwrap_or_else(|| unframed.into())) } else { None },
                 stack,
                 ..ChunkInfo::default()
             });
@@ -194,8 +203,6 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     regions.sort_by_key(|r| r.address);
 
     // The device trace: events, the failed request, and the peak.
-    let trace = trace_of(dev.max(0) as usize);
-    w.visit(trace.len())?;
     w.charge(trace.len() * size_of::<EventInfo>())?;
     let mut events = Vec::new();
     let mut oom: Option<(u64, u64, Option<String>, u64)> = None; // (size, device_free, op, time)

@@ -110,7 +110,15 @@ pub fn render(d: &Dump) -> String {
             d.device.model,
             human(d.device.total),
             human(d.device.free),
-            if d.device.others > 0 {
+            if d.device.others > 0 && d.device.kind == oomscope_dump::DeviceKind::Cuda {
+                // Read from the driver when the allocator opened the GPU: the process's own
+                // CUDA context was there already, and the driver does not say whose is whose.
+                format!(
+                    ", {} in use before oomscope's first allocation (this process's CUDA context and libraries, \
+                     other processes)",
+                    human(d.device.others)
+                )
+            } else if d.device.others > 0 {
                 format!(", {} held by other processes", human(d.device.others))
             } else {
                 String::new()

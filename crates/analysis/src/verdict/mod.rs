@@ -364,6 +364,12 @@ fn growable(o: &OomRecord) -> u64 {
     o.limit_headroom.min(o.device_free) / 256 * 256
 }
 
+/// What the pool must grow by to serve the request: the segment PyTorch's caching
+/// allocator asks the device for, else the rounded request.
+fn growth_needed(o: &OomRecord) -> u64 {
+    o.segment_request.unwrap_or(o.rounded).max(o.rounded)
+}
+
 /// All the memory the process could have had: its pool plus what it could still obtain.
 fn capacity(o: &OomRecord) -> u64 {
     o.pool_bytes + growable(o)
@@ -495,7 +501,8 @@ fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
     }
     // The limit allowed the request; the device did not have it.
     let grow = growable(o);
-    if grow < o.rounded && o.limit_headroom >= o.rounded && o.largest_free_block < o.rounded {
+    let seg = growth_needed(o);
+    if grow < seg && o.limit_headroom >= seg && o.largest_free_block < o.rounded {
         return Some(Diagnosis {
             cause: Cause::DeviceRefused {
                 request: Request::of(o),
@@ -695,7 +702,9 @@ fn fragmentation(
 ) -> Option<Diagnosis> {
     let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
     let grow = growable(o);
-    if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= o.rounded {
+    // Growing takes a whole segment under PyTorch's caching allocator (20 MiB for a 6 MiB
+    // request): room for the request alone is not room to grow.
+    if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= growth_needed(o) {
         return None;
     }
     let a = &d.allocator;
