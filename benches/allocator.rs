@@ -322,7 +322,7 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> 
 fn replay_snapshot_trace(bench: Bencher) {
     use oomscope_analysis::torch_replay::{Options, run};
     let t = &*SNAPSHOT_TRACE;
-    let opts = Options { settings: Settings::default(), device: Some(LIMIT), as_recorded: true };
+    let opts = Options { settings: Settings::default(), device: Some(LIMIT), allowed: None, as_recorded: true };
     bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| run(t, &opts, |_| {}).allocs);
 }
 
@@ -342,7 +342,7 @@ fn import_and_replay_real_snapshot(bench: Bencher) {
     bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| {
         let bytes = std::fs::read(&path).expect("read");
         let t = SnapshotTrace::read(&path, &bytes, None).expect("a snapshot");
-        let opts = Options { settings: t.settings.clone(), device: None, as_recorded: true };
+        let opts = Options { settings: t.settings.clone(), device: None, allowed: None, as_recorded: true };
         run(&t, &opts, |_| {}).placed
     });
 }

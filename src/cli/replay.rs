@@ -138,7 +138,10 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     let format: render::Format = a.format.into();
     let mut text = String::new();
     if let (Some(last), false) = (rows.last(), format == render::Format::Json) {
-        text.push_str(&table(&rows, Some(capacity)));
+        text.push_str(&table(
+            &rows,
+            Some(format!("a device with {} for PyTorch", oomscope_base::size::torch(capacity))),
+        ));
         text.push_str(&format!("\nThe state below is the end of the replay under {}.\n\n", last.name));
     }
     text.push_str(&render::render_as(&d, format, a.tf_style.as_ref()));
@@ -193,12 +196,11 @@ impl Row {
 }
 
 /// The what-ifs side by side.
-pub(super) fn table(rows: &[Row], capacity: Option<u64>) -> String {
+pub(super) fn table(rows: &[Row], memory: Option<String>) -> String {
     use oomscope_base::size::torch as size;
     use std::fmt::Write;
     let mut s = String::new();
-    let device = capacity
-        .map_or("a device as large as needed".to_string(), |c| format!("a device with {} for PyTorch", size(c)));
+    let device = memory.unwrap_or_else(|| "a device as large as needed".to_string());
     let _ = writeln!(s, "What if (the same requests, the allocator deciding everything, on {device}):");
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(8).max(8);
     let _ = writeln!(

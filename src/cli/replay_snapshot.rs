@@ -6,7 +6,7 @@ use super::output::{self, Progress};
 use super::replay::{Row, label, table};
 use super::{CliError, EXIT_OOM};
 use oomscope_analysis::render;
-use oomscope_analysis::torch_replay::{self, Action, Options, Outcome, SettingsFrom, SnapshotTrace};
+use oomscope_analysis::torch_replay::{self, Action, Limit, Options, Outcome, SettingsFrom, SnapshotTrace};
 use oomscope_analysis::verdict;
 use oomscope_base::size::torch as size;
 use oomscope_dump as dump;
@@ -27,40 +27,41 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
         whatifs.push(s);
     }
     let total = t.entries.len() as u64;
+    // The memory the run had: the device given, else read from the first recorded OOM (the
+    // device's free memory, or a memory fraction's cap); when the run gave segments back
+    // without an OOM (empty_cache), the peak it reserved, so that what-ifs meet the same
+    // wall; else none, and the peaks are the answer.
+    let at_oom = torch_replay::limit_at_oom(&t);
+    let recorded_limit = a.device.map(Limit::Device).or(at_oom);
     let mut progress = Progress::new("replaying", total);
+    // As recorded on a device of unknown size, a memory fraction read from the OOM still
+    // caps the allocator, so the OOM's figures and verdict see the limit the run had.
+    let fraction = match recorded_limit {
+        Some(l @ Limit::Fraction(_)) => Some(l),
+        _ => a.device.map(Limit::Device),
+    };
     let recorded =
-        torch_replay::run(&t, &Options { settings: t.settings.clone(), device: a.device, as_recorded: true }, |done| {
-            progress.update(done as u64)
-        });
+        torch_replay::run(&t, &Options::on(t.settings.clone(), fraction, true), |done| progress.update(done as u64));
     progress.finish();
 
-    // The what-ifs: the allocator decides everything, on a device of the size the run had.
-    // Not told: at a recorded OOM, what PyTorch held plus what was free; when the run gave
-    // segments back (an out-of-memory retry or empty_cache), the peak it reserved, so that
-    // the what-ifs meet the same wall; else no limit, and the peaks are the answer.
     let released = t.entries.iter().any(|e| matches!(e.action, Action::SegmentFree | Action::SegmentUnmap));
-    let capacity =
-        a.device.or_else(|| torch_replay::capacity_at_oom(&t)).or(released.then_some(recorded.peak_reserved));
+    let limit = recorded_limit.or(released.then_some(Limit::PeakReserved(recorded.peak_reserved)));
     let mut runs: Vec<(String, Outcome)> = Vec::new();
     if !whatifs.is_empty() {
-        let baseline = torch_replay::run(
-            &t,
-            &Options { settings: t.settings.clone(), device: capacity, as_recorded: false },
-            |_| {},
-        );
-        runs.push((label(&t.settings.text), baseline));
+        let baseline = torch_replay::run(&t, &Options::on(t.settings.clone(), limit, false), |_| {});
+        runs.push((t.settings.text.clone(), baseline));
         for s in whatifs {
-            let o =
-                torch_replay::run(&t, &Options { settings: s.clone(), device: capacity, as_recorded: false }, |_| {});
-            runs.push((label(&s.text), o));
+            let o = torch_replay::run(&t, &Options::on(s.clone(), limit, false), |_| {});
+            runs.push((s.text.clone(), o));
         }
     }
 
     let shown = runs.last().map_or(&recorded, |r| &r.1);
     let mut d = shown.dump.clone();
+    d.replay = Some(replay_info(&t, &recorded, shown, limit, &runs));
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
-    verdict::attach_with(&mut d, &mut |set| torch_replay::what_if(&t, &settings, set, capacity?));
+    verdict::attach_with(&mut d, &mut |set| torch_replay::what_if(&t, &settings, set, limit?));
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
@@ -68,12 +69,12 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     if format == render::Format::Json {
         output::print(&render::render(&d, format))?;
     } else {
-        let mut text = header(&t, &recorded);
+        let mut text = header(&t, &recorded, recorded_limit);
         if let Some((name, _)) = runs.last() {
             let rows: Vec<Row> = runs
                 .iter()
                 .map(|(name, o)| Row {
-                    name: name.clone(),
+                    name: label(name),
                     ooms: o.ooms,
                     peak_reserved: o.peak_reserved,
                     peak_allocated: o.peak_allocated,
@@ -81,8 +82,15 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
                 })
                 .collect();
             text.push('\n');
-            text.push_str(&table(&rows, capacity));
-            let _ = writeln!(text, "\nThe state below is the end of the replay under {name}.");
+            text.push_str(&table(&rows, limit.map(describe)));
+            let moment = if shown.at_first_oom { "its first out-of-memory error" } else { "the end" };
+            let _ = writeln!(text, "\nThe state below is the replay under {} at {moment}.", label(name));
+        } else if recorded.at_first_oom {
+            let _ = writeln!(
+                text,
+                "The state below is at the first of its {} out-of-memory errors; the program went on after it.",
+                recorded.ooms
+            );
         }
         text.push('\n');
         text.push_str(&render::render(&d, format));
@@ -107,7 +115,56 @@ fn one_line(t: &SnapshotTrace, o: &Outcome) -> String {
     )
 }
 
-fn header(t: &SnapshotTrace, o: &Outcome) -> String {
+/// The memory a what-if table ran on, in words.
+fn describe(l: Limit) -> String {
+    match l {
+        Limit::Device(b) => format!("a device with {} for PyTorch", size(b)),
+        Limit::DeviceAtOom(b) => {
+            format!("a device with {} for PyTorch (what it held and what was free at the recorded OOM)", size(b))
+        }
+        Limit::Fraction(b) => format!("{} allowed (the memory fraction the recorded OOM shows)", size(b)),
+        Limit::PeakReserved(b) => format!("a device with {} for PyTorch (the most the run reserved)", size(b)),
+    }
+}
+
+/// The replay's account for machines: placements, the limit, the what-ifs.
+fn replay_info(
+    t: &SnapshotTrace,
+    o: &Outcome,
+    shown: &Outcome,
+    limit: Option<Limit>,
+    runs: &[(String, Outcome)],
+) -> dump::ReplayInfo {
+    dump::ReplayInfo {
+        entries: t.entries.len() as u64,
+        starts_empty: o.starts_empty,
+        restored_segments: o.restored_segments,
+        restored_blocks: o.restored_blocks,
+        allocations: o.allocs,
+        placed: o.placed,
+        final_segments: o.final_segments,
+        final_segments_equal: o.final_segments_equal,
+        ooms: o.ooms,
+        peak_reserved: o.peak_reserved,
+        peak_allocated: o.peak_allocated,
+        settings: t.settings.text.clone(),
+        settings_recorded: t.settings_from == SettingsFrom::Recorded,
+        state: if shown.at_first_oom { dump::ReplayState::FirstOom } else { dump::ReplayState::End },
+        limit: limit.map(Limit::to_dump),
+        what_ifs: runs
+            .iter()
+            .map(|(settings, r)| dump::WhatIfRow {
+                settings: settings.clone(),
+                ooms: r.ooms,
+                peak_reserved: r.peak_reserved,
+                peak_allocated: r.peak_allocated,
+                device_allocs: r.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
+            })
+            .collect(),
+    }
+}
+
+fn header(t: &SnapshotTrace, o: &Outcome, limit: Option<Limit>) -> String {
     let mut s = String::new();
     let from = match t.settings_from {
         SettingsFrom::Recorded => "as the snapshot records them",
@@ -135,5 +192,13 @@ fn header(t: &SnapshotTrace, o: &Outcome) -> String {
         o.placed, o.allocs, o.final_segments_equal, o.final_segments
     );
     let _ = writeln!(s, "Peak reserved {}, peak allocated {}.", size(o.peak_reserved), size(o.peak_allocated));
+    if let Some(Limit::Fraction(b)) = limit {
+        let _ = writeln!(
+            s,
+            "At its first OOM the device had room for the segment PyTorch wanted, so a memory fraction refused it: \
+             about {} allowed (set_per_process_memory_fraction).",
+            size(b)
+        );
+    }
     s
 }

@@ -25,6 +25,7 @@ mod tensorflow;
 mod tf_logs;
 mod tf_scenarios;
 mod threads;
+mod torch_recorded;
 mod torch_replay;
 mod torch_snapshots;
 mod tui_tmux;

@@ -24,7 +24,7 @@ use oomscope_core::caching::{
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::Meta;
 use oomscope_dump::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +51,7 @@ pub struct Entry {
     pub stream: u64,
     pub t_ns: u64,
     /// The aten op and user line its frames name: an index into [`SnapshotTrace::ops`]
-    /// (0: no frames, allocated before recording began).
+    /// (0, 1, 2: the nodes of blocks without frames, [`torch_frames::unframed`]).
     pub op: u32,
 }
 
@@ -115,11 +115,7 @@ const NO_FRAMES: u32 = 2;
 
 impl Ops {
     fn new() -> Ops {
-        let names = [
-            torch_frames::BEFORE_RECORDING,
-            torch_frames::NO_PYTHON_FRAMES,
-            torch_frames::NO_FRAMES,
-        ];
+        let names = [torch_frames::BEFORE_RECORDING, torch_frames::NO_PYTHON_FRAMES, torch_frames::NO_FRAMES];
         Ops { names: names.map(str::to_string).to_vec(), index: HashMap::new() }
     }
 
@@ -388,34 +384,64 @@ struct Script {
 
 /// A device that hands out the recorded addresses; addresses it was not told of come from
 /// a range of their own, far from real ones.
+///
+/// As recorded, the trace's segment events say which address comes next. In a what-if the
+/// allocator asks for segments of its own choosing: one of a size the recorded run also got
+/// gets the address the run got for it (in the run's order, where it overlaps no segment
+/// held now), so that ties between equal free blocks, which PyTorch breaks by address, go
+/// as they went in the run.
 #[derive(Debug)]
 struct ScriptedDevice {
     total: u64,
     used: u64,
     fresh: u64,
     script: Arc<Mutex<Script>>,
+    /// What-ifs: the run's segment addresses by size, in the run's order.
+    recorded: HashMap<u64, VecDeque<u64>>,
+    /// Segments handed out now: address, bytes.
+    live: BTreeMap<u64, u64>,
 }
 
 const FRESH_BASE: u64 = 0x5000_0000_0000;
 
 impl ScriptedDevice {
     fn take(&mut self, bytes: u64) -> Result<u64, DeviceError> {
-        let mut s = self.script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
+        let script = Arc::clone(&self.script);
+        let mut s = script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
         if s.refuse || self.used + bytes > self.total {
             return Err(DeviceError::OutOfMemory { requested: bytes, free: self.total.saturating_sub(self.used) });
         }
         self.used += bytes;
-        match s.next.front() {
+        let addr = match s.next.front() {
             Some(&(addr, size)) if size == bytes => {
                 s.next.pop_front();
-                Ok(addr)
+                addr
             }
-            _ => {
-                let a = self.fresh;
-                self.fresh += bytes.next_multiple_of(SMALL_BUFFER);
-                Ok(a)
+            _ => match self.recorded_address(bytes) {
+                Some(a) => a,
+                None => {
+                    let a = self.fresh;
+                    self.fresh += bytes.next_multiple_of(SMALL_BUFFER);
+                    a
+                }
+            },
+        };
+        self.live.insert(addr, bytes);
+        Ok(addr)
+    }
+
+    /// The next address the recorded run got for a segment of `bytes` that overlaps none
+    /// held now.
+    fn recorded_address(&mut self, bytes: u64) -> Option<u64> {
+        let queue = self.recorded.get_mut(&bytes)?;
+        while let Some(a) = queue.pop_front() {
+            let end = a.saturating_add(bytes);
+            let clear = self.live.range(..end).next_back().is_none_or(|(&at, &n)| at.saturating_add(n) <= a);
+            if clear {
+                return Some(a);
             }
         }
+        None
     }
 }
 
@@ -424,8 +450,9 @@ impl Device for ScriptedDevice {
         self.take(bytes)
     }
 
-    fn free(&mut self, _addr: u64, bytes: u64) -> Result<(), DeviceError> {
+    fn free(&mut self, addr: u64, bytes: u64) -> Result<(), DeviceError> {
         self.used = self.used.saturating_sub(bytes);
+        self.live.remove(&addr);
         Ok(())
     }
 
@@ -483,8 +510,14 @@ impl Device for ScriptedDevice {
 /// How a replay went.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The state at the end (as recorded) or at the first OOM (what-if keeps going).
+    /// The state at the first OOM (the replay goes on after it, as the program did), else at
+    /// the end.
     pub dump: Dump,
+    /// `dump` is the state at the first OOM.
+    pub at_first_oom: bool,
+    /// As recorded: the entries that begin a release the program asked for (`empty_cache`),
+    /// not the allocator (see [`program_release`]).
+    pub program_releases: Vec<usize>,
     /// The trace started from an empty allocator (else the start was rebuilt).
     pub starts_empty: bool,
     /// Allocations replayed, and those placed at the address PyTorch gave them.
@@ -509,8 +542,58 @@ pub struct Options {
     pub settings: Settings,
     /// The device's capacity (`None`: as large as needed).
     pub device: Option<u64>,
+    /// A memory fraction's cap on what the allocator may reserve, in bytes.
+    pub allowed: Option<u64>,
     /// Follow the recorded segment events (as recorded) or let the allocator decide.
     pub as_recorded: bool,
+}
+
+impl Options {
+    /// The replay on the memory `limit` describes (`None`: as large as needed).
+    pub fn on(settings: Settings, limit: Option<Limit>, as_recorded: bool) -> Options {
+        let (device, allowed) = match limit {
+            Some(Limit::Fraction(b)) => (None, Some(b)),
+            Some(l) => (Some(l.bytes()), None),
+            None => (None, None),
+        };
+        Options { settings, device, allowed, as_recorded }
+    }
+}
+
+/// The memory a recorded run could have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The device's size, as the user gave it.
+    Device(u64),
+    /// At a recorded OOM the device refused: what PyTorch held plus what it had free.
+    DeviceAtOom(u64),
+    /// At a recorded OOM the device had room for the segment PyTorch wanted, so a memory
+    /// fraction refused it: the cap, between the most the run reserved and what that
+    /// request needed, taken as the roundest figure there (a fraction of 2 GiB shows as
+    /// 2 GiB exactly).
+    Fraction(u64),
+    /// The run gave segments back with no OOM recorded: the most it reserved.
+    PeakReserved(u64),
+}
+
+impl Limit {
+    pub fn bytes(self) -> u64 {
+        match self {
+            Limit::Device(b) | Limit::DeviceAtOom(b) | Limit::Fraction(b) | Limit::PeakReserved(b) => b,
+        }
+    }
+
+    /// As a dump records it.
+    pub fn to_dump(self) -> oomscope_dump::ReplayLimit {
+        use oomscope_dump::LimitKind;
+        let kind = match self {
+            Limit::Device(_) => LimitKind::Device,
+            Limit::DeviceAtOom(_) => LimitKind::DeviceAtOom,
+            Limit::Fraction(_) => LimitKind::Fraction,
+            Limit::PeakReserved(_) => LimitKind::PeakReserved,
+        };
+        oomscope_dump::ReplayLimit { kind, bytes: self.bytes() }
+    }
 }
 
 const UNLIMITED: u64 = 1 << 50;
@@ -626,20 +709,41 @@ fn initial_state(t: &SnapshotTrace, settings: &Settings) -> Vec<RestoredSegment>
 
 /// Replays `t` with `opts`; `progress` is called with entries done.
 pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -> Outcome {
+    replay_trace(t, opts, &mut progress)
+}
+
+fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usize)) -> Outcome {
     let starts_empty = t.starts_empty();
     let initial = if starts_empty { Vec::new() } else { initial_state(t, &opts.settings) };
     // Segments held before the trace count against the device.
     let held: u64 = initial.iter().map(|s| s.size).sum();
     let script = Arc::new(Mutex::new(Script::default()));
+    let mut recorded: HashMap<u64, VecDeque<u64>> = HashMap::new();
+    // What-ifs: the releases the program asked for (`empty_cache`) happen again where they
+    // happened; the allocator's own (an OOM retry, garbage collection) are its to decide.
+    let mut program_releases: HashSet<usize> = HashSet::new();
+    if !opts.as_recorded {
+        for e in t.entries.iter().filter(|e| e.action == Action::SegmentAlloc) {
+            recorded.entry(e.size).or_default().push_back(e.addr);
+        }
+        let as_recorded = Options { settings: t.settings.clone(), device: None, allowed: None, as_recorded: true };
+        program_releases = replay_trace(t, &as_recorded, &mut |_| {}).program_releases.into_iter().collect();
+    }
+    let mut releases_found = Vec::new();
     let device = ScriptedDevice {
         total: opts.device.unwrap_or(UNLIMITED),
         used: held,
         fresh: FRESH_BASE,
         script: script.clone(),
+        recorded,
+        live: initial.iter().map(|s| (s.addr, s.size)).collect(),
     };
     let mut copts = CachingOptions::new(i32::try_from(t.device).unwrap_or(0));
     copts.history = 10_000;
     let mut c = Caching::new(opts.settings.clone(), copts, Box::new(device));
+    if let Some(a) = opts.allowed {
+        c.set_allowed(a);
+    }
     let (mut restored_segments, mut restored_blocks) = (0, 0);
     // Ops of blocks live before the trace, by address.
     let mut start_ops: HashMap<u64, u32> = HashMap::new();
@@ -686,7 +790,12 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
             }
             Action::SegmentFree | Action::SegmentUnmap => {
                 if opts.as_recorded {
+                    if starts_release(t, i) && program_release(t, i, &c) {
+                        releases_found.push(i);
+                    }
                     c.release_at(e.addr, e.t_ns);
+                } else if program_releases.contains(&i) {
+                    c.empty_cache(e.t_ns);
                 }
             }
             Action::Alloc | Action::Oom => {
@@ -702,16 +811,19 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
                     scripted = true;
                 }
                 match c.allocate(e.size, e.stream, meta) {
+                    Ok(a) if !recorded_oom => {
+                        allocs += 1;
+                        placed += u64::from(a == e.addr);
+                        addr_map.insert(e.addr, a);
+                    }
                     Ok(a) => {
-                        if !recorded_oom {
-                            allocs += 1;
-                            placed += u64::from(a == e.addr);
-                            addr_map.insert(e.addr, a);
-                        }
+                        // A request the run could not serve and the program caught: the
+                        // program never had the memory, so it is given back at once.
+                        let _ = c.free(a, e.t_ns);
                     }
                     Err(_) => {
                         ooms += 1;
-                        if failed_first.is_none() && !opts.as_recorded {
+                        if failed_first.is_none() {
                             failed_first = Some(c.snapshot(source(t)));
                         }
                     }
@@ -762,6 +874,7 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
         });
         equal += u64::from(same);
     }
+    let at_first_oom = failed_first.is_some();
     if let Some(first) = failed_first {
         dump = first;
     }
@@ -770,11 +883,17 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
         dump.device.total = 0;
         dump.device.free = 0;
         dump.device.model = "the snapshot's GPU (its size is not in the snapshot)".into();
-        dump.allocator.limit = stats.reserved.peak;
-        dump.stats.bytes_limit = stats.reserved.peak;
+        let limit = opts.allowed.unwrap_or(stats.reserved.peak);
+        dump.allocator.limit = limit;
+        dump.stats.bytes_limit = limit;
+        for o in dump.oom.iter_mut().chain(dump.ooms.iter_mut()) {
+            o.device_total = 0;
+        }
     }
     Outcome {
         dump,
+        at_first_oom,
+        program_releases: releases_found,
         starts_empty,
         allocs,
         placed,
@@ -793,13 +912,13 @@ fn source(t: &SnapshotTrace) -> Source {
     Source { kind: SourceKind::TorchSnapshot, path: Some(t.path.clone()), command: None, created_unix: None }
 }
 
-/// The trace's requests replayed with the allocator deciding everything on `capacity`
-/// bytes, under `settings` and with `set` on top: what a fragmentation verdict quotes.
-/// `None` when `set` is not a valid change of `settings`.
-pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: &str, capacity: u64) -> Option<WhatIf> {
+/// The trace's requests replayed with the allocator deciding everything on the memory
+/// `limit` describes, under `settings` and with `set` on top: what a fragmentation verdict
+/// quotes. `None` when `set` is not a valid change of `settings`.
+pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: &str, limit: Limit) -> Option<WhatIf> {
     let changed = settings.with(set).ok()?;
-    let run =
-        |s: &Settings| run(t, &Options { settings: s.clone(), device: Some(capacity), as_recorded: false }, |_| {});
+    let capacity = limit.bytes();
+    let run = |s: &Settings| run(t, &Options::on(s.clone(), Some(limit), false), |_| {});
     let replayed = |o: &Outcome| Replayed {
         out_of_memory: o.ooms > 0,
         peak_reserved: o.peak_reserved,
@@ -816,28 +935,95 @@ pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: &str, capacity: u64)
     })
 }
 
-/// The device's capacity a what-if assumes when not told: at a recorded OOM, what PyTorch
-/// held plus what the device had free; else none (the peaks are the answer).
-pub fn capacity_at_oom(t: &SnapshotTrace) -> Option<u64> {
+/// True when entry `i` begins a run of segment releases.
+fn starts_release(t: &SnapshotTrace, i: usize) -> bool {
+    let release = |e: &Entry| matches!(e.action, Action::SegmentFree | Action::SegmentUnmap);
+    release(&t.entries[i]) && (i == 0 || !release(&t.entries[i - 1]))
+}
+
+/// Whether the run of releases beginning at entry `i` was the program's (`empty_cache`),
+/// told from the allocator's state `c` just before it. The allocator releases segments
+/// itself only inside a request it cannot serve from its cache (an OOM retry, garbage
+/// collection), and then the request's new segment (or its OOM) follows the releases.
+/// A run followed by anything else, or by a request the cache could have served, is the
+/// program's.
+fn program_release(t: &SnapshotTrace, i: usize, c: &Caching) -> bool {
+    let rest = &t.entries[i..];
+    let Some(after) = rest.iter().position(|e| !matches!(e.action, Action::SegmentFree | Action::SegmentUnmap)) else {
+        return true;
+    };
+    if !matches!(rest[after].action, Action::SegmentAlloc | Action::SegmentMap | Action::Oom) {
+        return true;
+    }
+    rest[after..]
+        .iter()
+        .find(|e| matches!(e.action, Action::Alloc | Action::Oom))
+        .is_none_or(|r| c.serves_from_cache(r.size, r.stream))
+}
+
+/// The memory the recorded run could have, read from its first OOM: what PyTorch held
+/// plus what the device had free when the device refused; a memory fraction's cap when the
+/// device had room for the segment PyTorch wanted. `None` without an OOM.
+pub fn limit_at_oom(t: &SnapshotTrace) -> Option<Limit> {
     let first_oom = t.entries.iter().position(|e| e.action == Action::Oom)?;
-    let mut reserved: u64 = 0;
-    // Reserved bytes at that moment, from the recorded segment events and the segments
+    // Reserved bytes along the trace, from the recorded segment events and the segments
     // that existed before the trace.
     let created: HashSet<u64> = t.entries.iter().filter(|e| e.action == Action::SegmentAlloc).map(|e| e.addr).collect();
-    let mut first_free: HashMap<u64, u64> = HashMap::new();
-    for e in &t.entries[..first_oom] {
+    let mut first_free: HashSet<u64> = HashSet::new();
+    // Expandable segments' pages are mapped and unmapped by the trace's own events.
+    let mut reserved: u64 = if t.starts_empty() {
+        0
+    } else {
+        t.segments.iter().filter(|s| !s.expandable && !created.contains(&s.addr)).map(|s| s.size).sum()
+    };
+    // The cap lies in [most reserved, reserved at an OOM + the segment it needed).
+    let (mut lo, mut hi) = (reserved, u64::MAX);
+    let mut at_first = None;
+    for (i, e) in t.entries.iter().enumerate() {
         match e.action {
-            Action::SegmentAlloc | Action::SegmentMap => reserved += e.size,
-            Action::SegmentFree | Action::SegmentUnmap => {
-                if created.contains(&e.addr) || first_free.contains_key(&e.addr) {
+            Action::SegmentAlloc | Action::SegmentMap => {
+                reserved += e.size;
+                lo = lo.max(reserved);
+            }
+            Action::SegmentUnmap => reserved = reserved.saturating_sub(e.size),
+            Action::SegmentFree => {
+                if created.contains(&e.addr) || !first_free.insert(e.addr) {
                     reserved = reserved.saturating_sub(e.size);
-                } else {
-                    first_free.insert(e.addr, e.size);
+                }
+            }
+            Action::Oom => {
+                // `size` is the rounded request; `addr` what the device had free.
+                let need = growth_for(e.size, &t.settings);
+                let device_refused = e.addr < need;
+                if i == first_oom {
+                    at_first = Some((device_refused, reserved, e.addr));
+                }
+                if !device_refused {
+                    hi = hi.min(reserved + need);
                 }
             }
             _ => {}
         }
     }
-    let before: u64 = t.segments.iter().filter(|s| !created.contains(&s.addr)).map(|s| s.size).sum();
-    Some(reserved + before + t.entries[first_oom].addr)
+    let (device_refused, reserved, free) = at_first?;
+    if device_refused {
+        return Some(Limit::DeviceAtOom(reserved + free));
+    }
+    (lo < hi).then(|| Limit::Fraction(roundest(lo, hi)))
+}
+
+/// What the allocator must obtain to serve a rounded request: its segment, or (expandable
+/// segments) its pages.
+fn growth_for(size: u64, settings: &Settings) -> u64 {
+    if settings.expandable_segments {
+        let page = if size <= SMALL_SIZE { SMALL_BUFFER } else { 20 << 20 };
+        size.div_ceil(page) * page
+    } else {
+        Caching::allocation_size(size)
+    }
+}
+
+/// The number in `[lo, hi)` with the most trailing zero bits (`lo` when `hi <= lo + 1`).
+fn roundest(lo: u64, hi: u64) -> u64 {
+    (0..64).rev().find_map(|k| lo.div_ceil(1 << k).checked_mul(1 << k).filter(|&c| c < hi)).unwrap_or(lo)
 }

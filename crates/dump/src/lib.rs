@@ -88,6 +88,92 @@ pub struct Dump {
     /// Set by importers: the origin, and the sections the input did not have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported: Option<Imported>,
+    /// How a replay of a PyTorch snapshot's trace went (`oomscope replay SNAPSHOT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayInfo>,
+}
+
+/// A PyTorch snapshot's trace replayed: how closely the replayed allocator followed the
+/// recorded one, and the what-ifs side by side.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayInfo {
+    /// Trace entries replayed.
+    pub entries: u64,
+    /// The trace starts from an empty allocator (else the start was rebuilt from the final
+    /// state: `restored_segments` with `restored_blocks` live blocks).
+    pub starts_empty: bool,
+    pub restored_segments: u64,
+    pub restored_blocks: u64,
+    /// Allocations replayed, and those placed at the address PyTorch gave them.
+    pub allocations: u64,
+    pub placed: u64,
+    /// The snapshot's final segments, and those the replay reproduced block for block.
+    pub final_segments: u64,
+    pub final_segments_equal: u64,
+    /// The trace's own out-of-memory errors, replayed.
+    pub ooms: u64,
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
+    /// The settings of the replay as recorded (empty: the defaults), and whether the snapshot
+    /// recorded them (PyTorch 2.4 and later) or they were read from its segments.
+    pub settings: String,
+    pub settings_recorded: bool,
+    /// The moment the dump's state is from.
+    pub state: ReplayState,
+    /// The memory the recorded run could have, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<ReplayLimit>,
+    /// Replays of the same requests, the allocator deciding everything, on `limit`: the
+    /// settings as recorded first, then each `--set`.
+    #[serde(default)]
+    pub what_ifs: Vec<WhatIfRow>,
+}
+
+/// The moment a replay's dump shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayState {
+    /// The end of the trace.
+    #[default]
+    End,
+    /// The first out-of-memory error (the program went on after it).
+    FirstOom,
+}
+
+/// The memory a recorded run could have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayLimit {
+    pub kind: LimitKind,
+    pub bytes: u64,
+}
+
+/// What bounded a recorded run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The device's memory, given with `--device`.
+    Device,
+    /// Read from a recorded OOM that the device refused: what PyTorch held plus what the
+    /// device had free.
+    DeviceAtOom,
+    /// Read from a recorded OOM that the device had room for: a memory fraction capped the
+    /// process, between the most it reserved and what the failed request needed.
+    Fraction,
+    /// The run gave segments back without an OOM: the most it reserved.
+    PeakReserved,
+}
+
+/// One row of a what-if table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhatIfRow {
+    /// The settings (empty: the defaults).
+    pub settings: String,
+    /// Requests that failed.
+    pub ooms: u64,
+    pub peak_reserved: u64,
+    pub peak_allocated: u64,
+    /// Segments (or pages) asked of the device.
+    pub device_allocs: u64,
 }
 
 /// Where a dump came from.

@@ -884,6 +884,7 @@ fn build(
         outside: Vec::new(),
         workload: None,
         verdict: None,
+        replay: None,
         imported: Some(Imported {
             from: ImportedFrom::Message,
             absent,

@@ -1192,6 +1192,7 @@ fn build(path: &Path, log: Log) -> Dump {
         outside: Vec::new(),
         workload: None,
         verdict: None,
+        replay: None,
         imported: Some(Imported {
             from: ImportedFrom::TfLog,
             variant: Some(variant),

@@ -332,6 +332,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         outside: Vec::new(),
         workload: None,
         verdict: None,
+        replay: None,
         imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
     };
     Ok((dump, built))

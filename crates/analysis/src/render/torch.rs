@@ -18,12 +18,16 @@ pub fn oom_message(d: &Dump) -> Option<String> {
     let c = d.allocator.caching.as_deref().copied().unwrap_or_default();
     let tried = o.segment_request.unwrap_or(o.rounded);
     let allowed = c.allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+    let gpu = d.device.name.trim_start_matches("cuda:");
+    // A replayed snapshot knows what the device had free, not its size.
+    let capacity = if o.device_total == 0 {
+        format!("GPU {gpu} had {} free (its total capacity is not in the snapshot).", size(o.device_free))
+    } else {
+        format!("GPU {gpu} has a total capacity of {} of which {} is free.", size(o.device_total), size(o.device_free))
+    };
     Some(format!(
-        "CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. {allowed}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+        "CUDA out of memory. Tried to allocate {}. {capacity} {allowed}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
         size(tried),
-        d.device.name.trim_start_matches("cuda:"),
-        size(o.device_total),
-        size(o.device_free),
         size(o.bytes_in_use),
         size(o.pool_bytes.saturating_sub(o.bytes_in_use)),
     ))

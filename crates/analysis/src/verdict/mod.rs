@@ -931,6 +931,7 @@ mod tests {
             outside: Vec::new(),
             workload: None,
             verdict: None,
+            replay: None,
             imported: None,
         };
         d.usage_by_node = oomscope_dump::NodeUsage::rank(

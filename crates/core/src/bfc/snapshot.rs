@@ -83,6 +83,7 @@ impl Bfc {
             },
             workload: None,
             verdict: None,
+            replay: None,
             imported: None,
         }
     }

@@ -542,6 +542,20 @@ impl Caching {
         if self.allowed_memory_maximum.is_some() && self.settings.garbage_collection_threshold > 0.0 {
             self.pools[pi].get_free_blocks_call_count += 1;
         }
+        self.find_free_block(p)
+    }
+
+    /// True when a request of `bytes` on `stream` would be served from the cache now,
+    /// without asking the device (nothing changes).
+    pub fn serves_from_cache(&self, bytes: u64, stream: u64) -> bool {
+        let size = self.settings.round_size(bytes);
+        let pool = if size <= SMALL_SIZE { PoolKind::Small } else { PoolKind::Large };
+        self.find_free_block(&Params { size, alloc_size: Self::allocation_size(size), stream, pool }).is_some()
+    }
+
+    /// [`Caching::get_free_block`]'s search, without its bookkeeping.
+    fn find_free_block(&self, p: &Params) -> Option<FreeKey> {
+        let pi = p.pool.index();
         let expandable_on = self.settings.expandable_segments;
         let mut k = self.pools[pi].blocks.first_from(p.stream, p.size)?;
         if k.0 != p.stream {

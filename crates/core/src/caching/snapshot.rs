@@ -273,6 +273,7 @@ impl Caching {
             outside: Vec::new(),
             workload: None,
             verdict: None,
+            replay: None,
             imported: None,
         }
     }
