@@ -11,8 +11,18 @@ writes the dump at exit from an `atexit` handler, while the program's globals st
 their tensors (the interpreter frees them as it shuts down, before the library's own
 destructor runs).
 
+Op names come from a torch function mode (`TorchFunctionMode`): the torch function the
+program called (`linear`, `conv2d`, `zeros_like`), which changes nothing PyTorch does in
+training. The backward pass is named by the autograd node (`AddmmBackward0`) through hooks
+on the nodes the forward pass made. A torch *dispatch* mode would name aten ops
+(`aten::addmm`), but while one is active PyTorch takes out-of-place paths in composite ops
+("composite compliance": `linear` on a 3-D input allocates its output twice), so the program
+would run out of memory where PyTorch alone would not; it is there only on request
+(OOMSCOPE_OPS=aten).
+
 Settings (environment, set by `oomscope run`): OOMSCOPE_LIB (the library), OOMSCOPE_NO_OPS=1
-(module paths only: no dispatch mode, for the least overhead or with torch.compile),
+(module paths only: no function mode, for the least overhead or with torch.compile),
+OOMSCOPE_OPS=aten (aten op names through a dispatch mode, see above),
 OOMSCOPE_TORCH_EMULATE=1 (on a machine without CUDA, record CPU tensors as if they were on
 the GPU: for trying the naming, and for oomscope's own tests), OOMSCOPE_TORCH_STANDIN=1 (the
 tests' stand-in torch: install even on the simulated device).
@@ -109,6 +119,7 @@ def _on_torch(torch):
 def _install(torch):
     lib = _load()
     no_ops = os.environ.get("OOMSCOPE_NO_OPS") == "1"
+    ops = "none" if no_ops else ("aten" if os.environ.get("OOMSCOPE_OPS") == "aten" else "functions")
     emulate = os.environ.get("OOMSCOPE_TORCH_EMULATE") == "1"
     # A simulated device gives addresses no GPU kernel may touch: never under a real torch
     # with CUDA (OOMSCOPE_TORCH_STANDIN=1 is for oomscope's tests, with a stand-in torch).
@@ -139,7 +150,8 @@ def _install(torch):
     else:
         _install_emulated_cache_calls(torch, lib)
     _install_exit_dump(lib)
-    _install_names(torch, lib, ops=not no_ops, emulate=emulate)
+    _install_names(torch, lib, ops=ops, emulate=emulate)
+    _install_backward_errors(torch)
     _install_steps(torch, lib)
 
 
@@ -215,9 +227,11 @@ def _tensors(value):
             yield from _tensors(v)
 
 
-def _tag_backward(outputs, path, boundary):
+def _tag_backward(outputs, path, boundary, hooks):
     """Marks the autograd nodes this module's forward created with its path, so the
-    backward pass's allocations are named by module too. Inner modules tagged theirs first
+    backward pass's allocations are named by module too: in the node's metadata (which the
+    aten dispatch mode reads), and, with `hooks`, by hooks that set the scope while the node
+    runs (`ResNet.layer1.0.conv1/ConvolutionBackward0`). Inner modules tagged theirs first
     (their forward ends first); the walk stops at the module's inputs."""
     # Node wrappers are created on access and may be freed at once, so their ids are only
     # meaningful while a reference is held: `seen` and `boundary` hold them.
@@ -233,8 +247,148 @@ def _tag_backward(outputs, path, boundary):
             md = fn.metadata
         except Exception:
             continue
-        md.setdefault("oomscope", path)
+        if "oomscope" not in md:
+            md["oomscope"] = path
+            if hooks:
+                _hook_node(fn, f"{path}/{fn.name()}".encode())
         pending.extend(f for f, _ in fn.next_functions)
+
+
+class _NodeScopes(threading.local):
+    def __init__(self):
+        # The backward passes (by number) of the names node hooks pushed on this thread.
+        self.pushed = []
+
+
+_node_scopes = _NodeScopes()
+# Backward passes begun: a name a failed node left pushed is from an earlier one.
+_backward_passes = [0]
+
+
+def _hook_node(fn, name):
+    """While autograd node `fn` runs, its allocations are named `name`. Nodes run on the
+    engine's threads (a GPU's own; the caller's for CPU nodes, inside whatever it named),
+    one at a time; a node that raised left its name pushed, and the next node on that
+    thread in a later backward pass takes it off."""
+    lib = _lib
+
+    def before(grad_outputs):
+        pushed = _node_scopes.pushed
+        now = _backward_passes[0]
+        while pushed and pushed[-1] != now:
+            pushed.pop()
+            lib.oomscope_scope_pop()
+        lib.oomscope_scope_push(name)
+        pushed.append(now)
+
+    def after(grad_inputs, grad_outputs):
+        pushed = _node_scopes.pushed
+        if pushed:
+            pushed.pop()
+            lib.oomscope_scope_pop()
+
+    try:
+        fn.register_prehook(before)
+        fn.register_hook(after)
+    except Exception:  # a node that takes no hooks keeps the module's name off
+        pass
+
+
+def _tag_outside_modules(roots):
+    """The nodes a backward pass starts from that no module's forward made (a loss computed
+    outside the model) are named by themselves (`NllLossBackward0`); the walk stops at the
+    nodes the modules tagged."""
+    import torch
+
+    roots = roots if isinstance(roots, (tuple, list)) else (roots,)
+    pending = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    seen = {}
+    while pending:
+        fn = pending.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen[id(fn)] = fn
+        try:
+            md = fn.metadata
+        except Exception:
+            continue
+        if "oomscope" in md:
+            continue
+        md["oomscope"] = ""
+        _hook_node(fn, fn.name().encode())
+        pending.extend(f for f, _ in fn.next_functions)
+
+
+# Modules whose parameters' gradients are named.
+_grads_named = set()
+
+
+def _hook_parameters(module, path):
+    """Names what accumulating each parameter's gradient allocates (the first `.grad`, a
+    contiguous copy of a strided one): `Net.head/weight.grad`, from the tensor hook that
+    runs before the accumulation to the one after it."""
+    lib = _lib
+    try:
+        params = list(module.named_parameters(recurse=False))
+    except Exception:
+        return
+    for pname, p in params:
+        if not getattr(p, "requires_grad", False) or not hasattr(p, "register_post_accumulate_grad_hook"):
+            continue
+        name = f"{path}/{pname}.grad".encode()
+
+        def before(grad, name=name):
+            pushed = _node_scopes.pushed
+            now = _backward_passes[0]
+            while pushed and pushed[-1] != now:
+                pushed.pop()
+                lib.oomscope_scope_pop()
+            lib.oomscope_scope_push(name)
+            pushed.append(now)
+
+        def after(param):
+            pushed = _node_scopes.pushed
+            if pushed:
+                pushed.pop()
+                lib.oomscope_scope_pop()
+
+        try:
+            p.register_hook(before)
+            p.register_post_accumulate_grad_hook(after)
+        except Exception:
+            pass
+
+
+def _install_backward_errors(torch):
+    """An OOM in the backward pass (raised on autograd's thread, as a RuntimeError with
+    PyTorch's text) reaches the program as `torch.cuda.OutOfMemoryError`, as PyTorch's own
+    allocator raises it; each pass is numbered for the node hooks."""
+    try:
+        import torch.autograd as autograd
+    except ImportError:
+        return
+
+    def wrap(original):
+        def run(*args, **kwargs):
+            _backward_passes[0] += 1
+            if _lib is not None and args:
+                _tag_outside_modules(args[0])
+            try:
+                return original(*args, **kwargs)
+            except RuntimeError as e:
+                text = str(e)
+                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+                    raise torch.cuda.OutOfMemoryError(text) from None
+                raise
+
+        run.__wrapped__ = original
+        run.__name__ = getattr(original, "__name__", "backward")
+        run.__doc__ = getattr(original, "__doc__", None)
+        return run
+
+    for name in ("backward", "grad"):
+        if callable(getattr(autograd, name, None)):
+            setattr(autograd, name, wrap(getattr(autograd, name)))
 
 
 def _install_names(torch, lib, ops, emulate):
@@ -256,6 +410,9 @@ def _install_names(torch, lib, ops, emulate):
         boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
         stack.append((module, path, boundary))
         lib.oomscope_scope_push(path.encode())
+        if ops != "aten" and id(module) not in _grads_named:
+            _grads_named.add(id(module))
+            _hook_parameters(module, path)
 
     def post(module, args, output):
         stack = _modules.stack
@@ -266,13 +423,22 @@ def _install_names(torch, lib, ops, emulate):
         if stack:
             lib.oomscope_scope_push(stack[-1][1].encode())
         if torch.is_grad_enabled():
-            _tag_backward(output, path, boundary)
+            _tag_backward(output, path, boundary, hooks=ops != "aten")
 
     module_hooks.register_module_forward_pre_hook(pre)
     module_hooks.register_module_forward_hook(post, always_call=True)
-    if ops or emulate:
-        mode = _OpNames(torch, lib, ops, emulate)
+    # Emulation records CPU tensors with a dispatch mode (it sees every tensor made); the
+    # names come from the same function mode as on a GPU unless aten names were asked for.
+    if ops == "aten" or emulate:
+        mode = _OpNames(torch, lib, ops == "aten", emulate)
         mode.__enter__()  # for the rest of the program
+        _keep.append(mode)
+    if ops == "functions":
+        try:
+            mode = _make_function_mode_class(torch)(lib)
+        except Exception:  # a torch without function modes: names by module only
+            return
+        mode.__enter__()
         _keep.append(mode)
 
 
@@ -364,6 +530,62 @@ def _make_mode_class(torch):
 
 def _OpNames(torch, lib, ops, emulate):
     return _make_mode_class(torch)(lib, ops, emulate)
+
+
+# Names of torch functions, each worked out once: `linear`, `conv2d`, `add` for `__add__`;
+# None for what allocates nothing to name (attribute getters).
+_function_names = {}
+
+
+def _function_name(func):
+    try:
+        return _function_names[func]
+    except (KeyError, TypeError):
+        pass
+    name = getattr(func, "__name__", None)
+    # A backward pass is named by its nodes (see `_hook_node`); on CPU they run on the
+    # caller's thread, inside whatever the caller named, so `backward` names nothing.
+    if not isinstance(name, str) or name in ("__get__", "__set__", "backward", "grad"):
+        name = None
+    elif name.startswith("__") and name.endswith("__") and len(name) > 4:
+        name = name[2:-2]
+    encoded = name.encode() if name else None
+    try:
+        _function_names[func] = encoded
+    except TypeError:
+        pass
+    return encoded
+
+
+def _make_function_mode_class(torch):
+    from torch.overrides import TorchFunctionMode
+
+    class FunctionNames(TorchFunctionMode):
+        """Names what each torch function the program calls allocates. PyTorch takes the
+        mode off while its handler runs, so a function's inner calls are named by the
+        outermost: what the program wrote."""
+
+        def __init__(self, lib):
+            super().__init__()
+            self.lib = lib
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = _function_name(func)
+            if name is None:
+                return func(*args, **(kwargs or {}))
+            lib = self.lib
+            lib.oomscope_scope_push(name)
+            try:
+                return func(*args, **(kwargs or {}))
+            except RuntimeError as e:
+                text = str(e)
+                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+                    raise torch.cuda.OutOfMemoryError(text) from None
+                raise
+            finally:
+                lib.oomscope_scope_pop()
+
+    return FunctionNames
 
 
 # ---- steps ----------------------------------------------------------------------------

@@ -353,9 +353,15 @@ pub struct RunArgs {
     /// Also write a dump when each process exits
     #[arg(long)]
     pub dump_at_exit: bool,
-    /// Name allocations by module only, not by op (the least overhead; use with torch.compile)
-    #[arg(long)]
+    /// Name allocations by module only, not by the torch function called (the least
+    /// overhead; use with torch.compile)
+    #[arg(long, conflicts_with = "aten_ops")]
     pub no_ops: bool,
+    /// Name allocations by aten op (aten::addmm) instead of the torch function called;
+    /// PyTorch then takes out-of-place paths in some ops, so the run allocates more than
+    /// it would alone
+    #[arg(long)]
+    pub aten_ops: bool,
     /// The GPU: `cuda`, or `sim:SIZE` / `sim:CARD` for the simulated device
     #[arg(long, value_name = "cuda|sim:SIZE", default_value = "cuda")]
     pub device: String,

@@ -183,6 +183,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if let Some(f) = a.limit_fraction {
         cmd.env("OOMSCOPE_LIMIT_FRACTION", f.to_string());
     }
+    if a.aten_ops {
+        cmd.env("OOMSCOPE_OPS", "aten");
+    }
     if a.no_ops {
         cmd.env("OOMSCOPE_NO_OPS", "1");
     }
