@@ -117,6 +117,8 @@ def _on_torch(torch):
 
 
 def _install(torch):
+    # The library words its OOM message as this PyTorch does.
+    os.environ["OOMSCOPE_TORCH_VERSION"] = str(getattr(torch, "__version__", ""))
     lib = _load()
     no_ops = os.environ.get("OOMSCOPE_NO_OPS") == "1"
     ops = "none" if no_ops else ("aten" if os.environ.get("OOMSCOPE_OPS") == "aten" else "functions")
@@ -256,40 +258,44 @@ def _tag_backward(outputs, path, boundary, hooks):
 
 class _NodeScopes(threading.local):
     def __init__(self):
-        # The backward passes (by number) of the names node hooks pushed on this thread.
-        self.pushed = []
+        # How many names node hooks pushed on this thread and have not taken off.
+        self.pushed = 0
 
 
 _node_scopes = _NodeScopes()
-# Backward passes begun: a name a failed node left pushed is from an earlier one.
-_backward_passes = [0]
+
+
+def _enter_node(lib, name):
+    """A node (or a gradient's accumulation) begins on this thread: the previous one on it is
+    over, whether it ended or raised. One hook per node, before it: what the engine does
+    between two nodes (summing gradients for the next) is named by the one before."""
+    ns = _node_scopes
+    while ns.pushed:
+        ns.pushed -= 1
+        lib.oomscope_scope_pop()
+    lib.oomscope_scope_push(name)
+    ns.pushed = 1
+
+
+def _leave_nodes(lib):
+    """The backward pass is over: this thread (the caller's, where CPU nodes ran) holds no
+    node's name any more."""
+    ns = _node_scopes
+    while ns.pushed:
+        ns.pushed -= 1
+        lib.oomscope_scope_pop()
 
 
 def _hook_node(fn, name):
-    """While autograd node `fn` runs, its allocations are named `name`. Nodes run on the
-    engine's threads (a GPU's own; the caller's for CPU nodes, inside whatever it named),
-    one at a time; a node that raised left its name pushed, and the next node on that
-    thread in a later backward pass takes it off."""
+    """While autograd node `fn` runs (on the engine's thread: a GPU's own, or the caller's
+    for CPU nodes), its allocations are named `name`."""
     lib = _lib
 
     def before(grad_outputs):
-        pushed = _node_scopes.pushed
-        now = _backward_passes[0]
-        while pushed and pushed[-1] != now:
-            pushed.pop()
-            lib.oomscope_scope_pop()
-        lib.oomscope_scope_push(name)
-        pushed.append(now)
-
-    def after(grad_inputs, grad_outputs):
-        pushed = _node_scopes.pushed
-        if pushed:
-            pushed.pop()
-            lib.oomscope_scope_pop()
+        _enter_node(lib, name)
 
     try:
         fn.register_prehook(before)
-        fn.register_hook(after)
     except Exception:  # a node that takes no hooks keeps the module's name off
         pass
 
@@ -321,40 +327,30 @@ def _tag_outside_modules(roots):
 
 # Modules whose parameters' gradients are named.
 _grads_named = set()
+# The backward pass is named by node hooks (with names by torch function; not under
+# --no-ops: each hook costs the backward pass a Python call).
+_names_nodes = [False]
 
 
 def _hook_parameters(module, path):
     """Names what accumulating each parameter's gradient allocates (the first `.grad`, a
     contiguous copy of a strided one): `Net.head/weight.grad`, from the tensor hook that
-    runs before the accumulation to the one after it."""
+    runs before the accumulation."""
     lib = _lib
     try:
         params = list(module.named_parameters(recurse=False))
     except Exception:
         return
     for pname, p in params:
-        if not getattr(p, "requires_grad", False) or not hasattr(p, "register_post_accumulate_grad_hook"):
+        if not getattr(p, "requires_grad", False):
             continue
         name = f"{path}/{pname}.grad".encode()
 
         def before(grad, name=name):
-            pushed = _node_scopes.pushed
-            now = _backward_passes[0]
-            while pushed and pushed[-1] != now:
-                pushed.pop()
-                lib.oomscope_scope_pop()
-            lib.oomscope_scope_push(name)
-            pushed.append(now)
-
-        def after(param):
-            pushed = _node_scopes.pushed
-            if pushed:
-                pushed.pop()
-                lib.oomscope_scope_pop()
+            _enter_node(lib, name)
 
         try:
             p.register_hook(before)
-            p.register_post_accumulate_grad_hook(after)
         except Exception:
             pass
 
@@ -370,8 +366,7 @@ def _install_backward_errors(torch):
 
     def wrap(original):
         def run(*args, **kwargs):
-            _backward_passes[0] += 1
-            if _lib is not None and args:
+            if _names_nodes[0] and args:
                 _tag_outside_modules(args[0])
             try:
                 return original(*args, **kwargs)
@@ -380,6 +375,9 @@ def _install_backward_errors(torch):
                 if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
                     raise torch.cuda.OutOfMemoryError(text) from None
                 raise
+            finally:
+                if _lib is not None:
+                    _leave_nodes(_lib)
 
         run.__wrapped__ = original
         run.__name__ = getattr(original, "__name__", "backward")
@@ -410,7 +408,7 @@ def _install_names(torch, lib, ops, emulate):
         boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
         stack.append((module, path, boundary))
         lib.oomscope_scope_push(path.encode())
-        if ops != "aten" and id(module) not in _grads_named:
+        if ops == "functions" and id(module) not in _grads_named:
             _grads_named.add(id(module))
             _hook_parameters(module, path)
 
@@ -423,7 +421,7 @@ def _install_names(torch, lib, ops, emulate):
         if stack:
             lib.oomscope_scope_push(stack[-1][1].encode())
         if torch.is_grad_enabled():
-            _tag_backward(output, path, boundary, hooks=ops != "aten")
+            _tag_backward(output, path, boundary, hooks=ops == "functions")
 
     module_hooks.register_module_forward_pre_hook(pre)
     module_hooks.register_module_forward_hook(post, always_call=True)
@@ -434,6 +432,7 @@ def _install_names(torch, lib, ops, emulate):
         mode.__enter__()  # for the rest of the program
         _keep.append(mode)
     if ops == "functions":
+        _names_nodes[0] = True
         try:
             mode = _make_function_mode_class(torch)(lib)
         except Exception:  # a torch without function modes: names by module only

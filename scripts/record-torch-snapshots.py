@@ -177,7 +177,20 @@ def run_one(name, out_dir):
         gpu=torch.cuda.get_device_name(0),
         total_memory=torch.cuda.get_device_properties(0).total_memory,
     )
-    if not lib:
+    if lib:
+        import ctypes
+
+        class Stats(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_uint64) for n in (
+                "size", "limit", "bytes_in_use", "peak_bytes_in_use", "pool_bytes", "peak_pool_bytes",
+                "largest_free_block", "num_allocs", "num_frees", "num_ooms", "live_allocations")] + [
+                ("fragmentation", ctypes.c_double)]
+
+        st = Stats()
+        st.size = ctypes.sizeof(Stats)
+        ctypes.CDLL(lib).oomscope_stats(0, ctypes.byref(st))
+        facts.update(max_memory_reserved=st.peak_pool_bytes, max_memory_allocated=st.peak_bytes_in_use)
+    else:
         stats = torch.cuda.memory_stats()
         facts.update(
             max_memory_reserved=torch.cuda.max_memory_reserved(),

@@ -986,10 +986,8 @@ pub fn limit_at_oom(t: &SnapshotTrace) -> Option<Limit> {
                 lo = lo.max(reserved);
             }
             Action::SegmentUnmap => reserved = reserved.saturating_sub(e.size),
-            Action::SegmentFree => {
-                if created.contains(&e.addr) || !first_free.insert(e.addr) {
-                    reserved = reserved.saturating_sub(e.size);
-                }
+            Action::SegmentFree if created.contains(&e.addr) || !first_free.insert(e.addr) => {
+                reserved = reserved.saturating_sub(e.size);
             }
             Action::Oom => {
                 // `size` is the rounded request; `addr` what the device had free.

@@ -279,6 +279,10 @@ pub struct AllocatorInfo {
     /// PyTorch's caching allocator: its statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caching: Option<Box<CachingStats>>,
+    /// The PyTorch the program ran (`2.11.0+cu130`), when known: its OOM message is that
+    /// version's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<String>,
 }
 
 /// A failed allocation request.

@@ -274,9 +274,12 @@ impl Runtime {
     }
 
     fn open(&self, ordinal: i32) -> Result<Slot, Failure> {
-        let (dev, sim): (Box<dyn Device>, bool) = match &self.config.device {
+        let sim = matches!(self.config.device, DeviceChoice::Sim { .. });
+        let (dev, maps): (Box<dyn Device>, bool) = match &self.config.device {
             DeviceChoice::Cuda => {
-                (Box::new(CudaDevice::open(ordinal).map_err(|e| Failure::Error(e.to_string()))?), false)
+                let d = CudaDevice::open(ordinal).map_err(|e| Failure::Error(e.to_string()))?;
+                let maps = d.maps_memory();
+                (Box::new(d), maps)
             }
             DeviceChoice::Sim { total, model } => (Box::new(SimDevice::new(*total, 0).with_model(model)), true),
         };
@@ -285,12 +288,12 @@ impl Runtime {
         let caching = self.config.allocator == AllocatorChoice::Caching;
         let engine = if caching {
             let mut settings = self.config.torch_settings.clone();
-            if settings.expandable_segments && !sim {
-                // Reserving address space and mapping pages on a real GPU is not done yet.
+            if settings.expandable_segments && !maps {
+                // PyTorch warns and goes on without them on such a GPU too.
                 self.warn(
                     "expandable",
-                    "expandable_segments:True is not applied on a real GPU yet: segments are ordinary \
-                     cudaMalloc ranges (with --device sim:SIZE it is applied)",
+                    "expandable_segments:True is not applied: this GPU or driver cannot map memory into reserved \
+                     address space; segments are ordinary cudaMalloc ranges",
                 );
                 settings.expandable_segments = false;
             }
@@ -372,6 +375,9 @@ impl Runtime {
                 {
                     return Ok(addr);
                 }
+                let mut oom = oom;
+                // Set by the PyTorch hook: the message is worded as that version words it.
+                oom.dump.allocator.torch_version = std::env::var("OOMSCOPE_TORCH_VERSION").ok();
                 Err(Failure::Oom(self.report_oom(slot, oom)))
             }
         }

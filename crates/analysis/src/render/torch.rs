@@ -11,26 +11,57 @@ const SEGMENTS_SHOWN: usize = 20;
 /// Ops listed.
 const OPS_SHOWN: usize = 15;
 
-/// PyTorch's OOM message (2.2 and later) for the dump's OOM, figures from the allocator at
-/// the failure.
+/// PyTorch's OOM message for the dump's OOM, figures from the allocator at the failure, in
+/// the words of the PyTorch the program ran (2.2 and later when not known).
 pub fn oom_message(d: &Dump) -> Option<String> {
     let o = d.oom.as_ref()?;
     let c = d.allocator.caching.as_deref().copied().unwrap_or_default();
-    let tried = o.segment_request.unwrap_or(o.rounded);
-    let allowed = c.allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+    let tried = size(o.segment_request.unwrap_or(o.rounded));
     let gpu = d.device.name.trim_start_matches("cuda:");
+    let (allocated, unallocated) = (size(o.bytes_in_use), size(o.pool_bytes.saturating_sub(o.bytes_in_use)));
+    // PyTorch prints the cap only when a fraction below the whole device was set.
+    let allowed = c.allowed.filter(|&a| o.device_total == 0 || a < o.device_total);
+    let version = d.allocator.torch_version.as_deref().and_then(minor_version);
+    if version.is_some_and(|v| v < (2, 1)) {
+        // 1.10 to 2.0.
+        let allowed = allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+        return Some(format!(
+            "CUDA out of memory. Tried to allocate {tried} (GPU {gpu}; {} total capacity; {allocated} already allocated; {} free; {allowed}{} reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+            size(o.device_total),
+            size(o.device_free),
+            size(o.pool_bytes),
+        ));
+    }
     // A replayed snapshot knows what the device had free, not its size.
-    let capacity = if o.device_total == 0 {
-        format!("GPU {gpu} had {} free (its total capacity is not in the snapshot).", size(o.device_free))
-    } else {
-        format!("GPU {gpu} has a total capacity of {} of which {} is free.", size(o.device_total), size(o.device_free))
+    let capacity = match (o.device_total, version) {
+        (0, _) => format!("GPU {gpu} had {} free (its total capacity is not in the snapshot).", size(o.device_free)),
+        // 2.1 spelled it so.
+        (t, Some((2, 1))) => format!("GPU {gpu} has a total capacty of {} of which {} is free.", size(t), size(o.device_free)),
+        (t, _) => format!("GPU {gpu} has a total capacity of {} of which {} is free.", size(t), size(o.device_free)),
     };
+    let allowed = allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+    let hint = match version {
+        Some((2, 1)) => {
+            "If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+        }
+        Some(v) if v >= (2, 11) => {
+            "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
+        }
+        _ => {
+            "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        }
+    };
+    // 2.1 computed the cap but did not print it.
+    let allowed = if version == Some((2, 1)) { String::new() } else { allowed };
     Some(format!(
-        "CUDA out of memory. Tried to allocate {}. {capacity} {allowed}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-        size(tried),
-        size(o.bytes_in_use),
-        size(o.pool_bytes.saturating_sub(o.bytes_in_use)),
+        "CUDA out of memory. Tried to allocate {tried}. {capacity} {allowed}Of the allocated memory {allocated} is allocated by PyTorch, and {unallocated} is reserved by PyTorch but unallocated. {hint}"
     ))
+}
+
+/// `2.11.0+cu130` → (2, 11).
+fn minor_version(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.split(['.', '+', 'a', 'b', 'r']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// The report of a dump made by the caching allocator.
@@ -105,4 +136,61 @@ pub fn render(d: &Dump) -> String {
         let _ = writeln!(s, "  {:>12} in the other {} ops", size(rest), d.usage_by_node.len() - OPS_SHOWN);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_core::caching::{Caching, CachingOptions, Settings};
+    use oomscope_core::device::SimDevice;
+    use oomscope_core::record::Meta;
+    use oomscope_dump::Source;
+
+    const MIB: u64 = 1 << 20;
+
+    /// 7 MiB tensors until a 1 GiB device with a 512 MiB fraction refuses.
+    fn failed(version: Option<&str>) -> Dump {
+        let mut c = Caching::new(Settings::default(), CachingOptions::new(0), Box::new(SimDevice::new(1 << 30, 0)));
+        c.set_memory_fraction(0.5);
+        while c.allocate(7 * MIB, 0, Meta::default()).is_ok() {}
+        let mut d = c.snapshot(Source::default());
+        d.allocator.torch_version = version.map(str::to_string);
+        d
+    }
+
+    /// Each era's words, and each reads back, through oomscope's own importer, into the
+    /// figures the allocator had.
+    #[test]
+    fn the_message_is_worded_as_the_programs_pytorch_words_it() {
+        let cases = [
+            (Some("2.11.0+cu130"), "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"),
+            (Some("2.4.1"), "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
+            (None, "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
+            (Some("2.1.2"), "total capacty of 1024.00 MiB"),
+            (Some("2.0.1"), "(GPU 0; 1024.00 MiB total capacity;"),
+        ];
+        for (version, words) in cases {
+            let d = failed(version);
+            let m = oom_message(&d).expect("an OOM");
+            assert!(m.starts_with("CUDA out of memory. Tried to allocate 20.00 MiB"), "{m}");
+            assert!(m.contains(words), "{version:?}: {m}");
+            // The cap shows where that version shows it.
+            assert_eq!(m.contains("512.00 MiB allowed"), version != Some("2.1.2"), "{version:?}: {m}");
+            let o = d.oom.as_ref().expect("an OOM");
+            let read = crate::import::import(std::path::Path::new("m.txt"), m.as_bytes(), None, None)
+                .unwrap_or_else(|e| panic!("{version:?}: {e}"));
+            let msg = read.imported.as_ref().and_then(|i| i.message.as_ref()).expect("a message");
+            assert_eq!(msg.allocated.map(|a| a / MIB), Some(o.bytes_in_use / MIB), "{version:?}");
+        }
+        // No fraction below the device: no cap in the words, as PyTorch after
+        // set_per_process_memory_fraction(1.0).
+        let mut d = failed(Some("2.11.0"));
+        if let Some(c) = d.allocator.caching.as_mut() {
+            c.allowed = Some(1 << 30);
+        }
+        if let Some(o) = d.oom.as_mut() {
+            o.device_total = 1 << 30;
+        }
+        assert!(!oom_message(&d).expect("an OOM").contains("allowed"));
+    }
 }

@@ -132,6 +132,7 @@ impl Bfc {
             expandable_segments: false,
             settings: None,
             caching: None,
+            torch_version: None,
         }
     }
 }

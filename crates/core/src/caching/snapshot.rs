@@ -189,6 +189,7 @@ impl Caching {
             expandable_segments: self.settings.expandable_segments,
             settings: Some(self.settings.text.clone()),
             caching: Some(Box::new(self.caching_stats())),
+            torch_version: None,
             ..AllocatorInfo::default()
         }
     }

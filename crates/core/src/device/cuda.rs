@@ -9,6 +9,7 @@
 
 use super::{Device, DeviceDescription, DeviceError, MemInfo};
 use cudarc::driver::{result, sys};
+use std::collections::HashMap;
 use std::fmt;
 
 /// Why a CUDA device cannot be opened.
@@ -53,6 +54,8 @@ pub struct CudaDevice {
     model: String,
     total: u64,
     others: u64,
+    /// Expandable segments: the physical memory behind each mapped page, by address.
+    pages: HashMap<u64, sys::CUmemGenericAllocationHandle>,
 }
 
 // SAFETY: the context handle is a pointer the driver lets any thread use; the allocator
@@ -89,7 +92,7 @@ impl CudaDevice {
         let total = guarded("cuDeviceTotalMem", || unsafe { result::device::total_mem(device) })? as u64;
         // SAFETY: `device` comes from cuDeviceGet; the retained context is released in Drop.
         let primary = guarded("cuDevicePrimaryCtxRetain", || unsafe { result::primary_ctx::retain(device) })?;
-        let mut d = CudaDevice { ordinal, device, primary, model, total, others: 0 };
+        let mut d = CudaDevice { ordinal, device, primary, model, total, others: 0, pages: HashMap::new() };
         // What other processes (and this one, outside oomscope) hold when we start.
         let mem = d.mem_info();
         d.others = mem.total.saturating_sub(mem.free);
@@ -98,6 +101,26 @@ impl CudaDevice {
 
     pub fn ordinal(&self) -> i32 {
         self.ordinal
+    }
+
+    /// The GPU can reserve address space and map memory into it (the driver's virtual
+    /// memory management, which PyTorch's expandable segments use).
+    pub fn maps_memory(&self) -> bool {
+        let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED;
+        // SAFETY: `device` comes from cuDeviceGet.
+        guarded("cuDeviceGetAttribute", || unsafe { result::device::get_attribute(self.device, attribute) })
+            .is_ok_and(|v| v != 0)
+    }
+
+    /// Physical memory on this GPU, as `cuMemCreate` takes it.
+    fn allocation_prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: a plain C struct; all zeros is its documented default (no handle types,
+        // no flags).
+        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = self.ordinal;
+        prop
     }
 
     /// Makes sure this thread has a context: the caller's if it has one, else the primary.
@@ -151,6 +174,87 @@ impl Device for CudaDevice {
 
     fn describe(&self) -> DeviceDescription {
         DeviceDescription { kind: oomscope_dump::DeviceKind::Cuda, model: self.model.clone(), others: self.others }
+    }
+
+    // Expandable segments, as PyTorch makes them: address space reserved once, physical
+    // memory created and mapped page by page (`cuMemCreate`, `cuMemMap`, `cuMemSetAccess`),
+    // unmapped and released page by page.
+
+    fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
+        self.ensure_context().map_err(|e| DeviceError::Other(e.0))?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: reserves address space only; `ptr` is written by the driver.
+        guarded("cuMemAddressReserve", || unsafe {
+            sys::cuMemAddressReserve(&mut ptr, bytes as usize, 0, 0, 0).result()
+        })
+        .map_err(|e| DeviceError::Other(e.0))?;
+        Ok(ptr)
+    }
+
+    fn map(&mut self, addr: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.ensure_context().map_err(|e| DeviceError::Other(e.0))?;
+        let prop = self.allocation_prop();
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: creates physical memory described by `prop`; `handle` is written by the driver.
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            sys::cuMemCreate(&mut handle, bytes as usize, &prop, 0)
+        }));
+        match created {
+            Ok(sys::CUresult::CUDA_SUCCESS) => {}
+            Ok(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
+                return Err(DeviceError::OutOfMemory { requested: bytes, free: self.mem_info().free });
+            }
+            Ok(e) => return Err(DeviceError::Other(format!("cuMemCreate({bytes}): {}", driver_error(result::DriverError(e))))),
+            Err(_) => return Err(DeviceError::Other("cuMemCreate: the CUDA driver library is unusable".into())),
+        }
+        // SAFETY: `addr..addr+bytes` lies in space this device reserved and has nothing
+        // mapped (the allocator maps each page once); `handle` was just created.
+        let mapped = guarded("cuMemMap", || unsafe { sys::cuMemMap(addr, bytes as usize, 0, handle, 0).result() });
+        let access = mapped.and_then(|()| {
+            let desc = sys::CUmemAccessDesc {
+                location: prop.location,
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: the range was just mapped.
+            guarded("cuMemSetAccess", || unsafe { sys::cuMemSetAccess(addr, bytes as usize, &desc, 1).result() })
+                .inspect_err(|_| {
+                    // SAFETY: unmaps the range mapped above.
+                    let _ = guarded("cuMemUnmap", || unsafe { sys::cuMemUnmap(addr, bytes as usize).result() });
+                })
+        });
+        match access {
+            Ok(()) => {
+                self.pages.insert(addr, handle);
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: releases the memory created above, mapped nowhere now.
+                let _ = guarded("cuMemRelease", || unsafe { sys::cuMemRelease(handle).result() });
+                Err(DeviceError::Other(e.0))
+            }
+        }
+    }
+
+    fn unmap(&mut self, addr: u64, bytes: u64) {
+        if self.ensure_context().is_err() {
+            return;
+        }
+        // Kernels queued on any stream may still read the page: cuMemUnmap, unlike
+        // cudaFree, does not wait for them.
+        let _ = guarded("cuCtxSynchronize", result::ctx::synchronize);
+        // SAFETY: the range was mapped by `map` and is free in the allocator.
+        let _ = guarded("cuMemUnmap", || unsafe { sys::cuMemUnmap(addr, bytes as usize).result() });
+        if let Some(handle) = self.pages.remove(&addr) {
+            // SAFETY: the handle's memory is mapped nowhere now.
+            let _ = guarded("cuMemRelease", || unsafe { sys::cuMemRelease(handle).result() });
+        }
+    }
+
+    fn unreserve(&mut self, addr: u64, bytes: u64) {
+        if self.ensure_context().is_ok() {
+            // SAFETY: the space was reserved by `reserve` and nothing in it is mapped.
+            let _ = guarded("cuMemAddressFree", || unsafe { sys::cuMemAddressFree(addr, bytes as usize).result() });
+        }
     }
 }
 
