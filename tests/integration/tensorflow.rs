@@ -18,6 +18,9 @@ fn run_tf(script: &str, limit_mb: u32, extra: &[(&str, &str)]) -> (Option<i32>, 
     c.arg(root().join("tests/tf").join(format!("{script}.py")))
         .current_dir(root().join("tests/tf"))
         .env("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        // oneDNN's CPU kernels crash after an OOM on CPUs with AVX-512 BF16 (TensorFlow 2.20
+        // and 2.21); without them TF runs the kernels a GPU build mirrors.
+        .env("TF_ENABLE_ONEDNN_OPTS", "0")
         .env("TF_CPU_BFC_MEM_LIMIT_IN_MB", limit_mb.to_string())
         .env_remove("TF_CPP_MIN_LOG_LEVEL");
     for (k, v) in extra {
@@ -358,6 +361,9 @@ fn run_keras(dumps: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process:
         .arg(root().join("tests/tf/keras_train.py"))
         .args(args)
         .env("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        // oneDNN's CPU kernels crash after an OOM on CPUs with AVX-512 BF16 (TensorFlow 2.20
+        // and 2.21); without them TF runs the kernels a GPU build mirrors.
+        .env("TF_ENABLE_ONEDNN_OPTS", "0")
         .env("TF_CPU_BFC_MEM_LIMIT_IN_MB", "256")
         .env_remove("TF_CPP_MIN_LOG_LEVEL")
         .current_dir(root());
@@ -448,6 +454,9 @@ fn the_live_feed_shows_tfs_memory_while_it_runs_and_its_oom() {
         .args(["--", &py])
         .arg(root().join("tests/tf/keras_train.py"))
         .env("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        // oneDNN's CPU kernels crash after an OOM on CPUs with AVX-512 BF16 (TensorFlow 2.20
+        // and 2.21); without them TF runs the kernels a GPU build mirrors.
+        .env("TF_ENABLE_ONEDNN_OPTS", "0")
         .env("TF_CPU_BFC_MEM_LIMIT_IN_MB", "256")
         .env("OOMSCOPE_LIVE_DIR", &live)
         .stdout(std::process::Stdio::null())

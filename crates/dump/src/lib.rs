@@ -317,6 +317,10 @@ pub struct OomRecord {
     /// PyTorch: the segment the allocator asked the device for (its `Tried to allocate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_request: Option<u64>,
+    /// The processes with memory on the GPU then, as NVML lists them (this one marked);
+    /// empty when not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessMemory>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

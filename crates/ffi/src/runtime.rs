@@ -378,6 +378,27 @@ impl Runtime {
                 let mut oom = oom;
                 // Set by the PyTorch hook: the message is worded as that version words it.
                 oom.dump.allocator.torch_version = std::env::var("OOMSCOPE_TORCH_VERSION").ok();
+                // On a GPU, who holds its memory (NVML): PyTorch's message lists them, and
+                // this process's CUDA context is told apart from other processes.
+                if !slot.sim
+                    && let Some(mut processes) = oomscope_core::device::cuda::processes(slot.device)
+                {
+                    let d = &mut oom.dump;
+                    // In a container NVML's pids are the host's: this process is the one
+                    // holding at least what the allocator reserved, when only one does.
+                    let reserved = d.stats.pool_bytes;
+                    if !processes.iter().any(|p| p.this) {
+                        let holding: Vec<usize> =
+                            (0..processes.len()).filter(|&i| processes[i].bytes >= reserved).collect();
+                        if let [i] = holding[..] {
+                            processes[i].this = true;
+                        }
+                    }
+                    d.device.others = processes.iter().filter(|p| !p.this).map(|p| p.bytes).sum();
+                    for o in d.oom.iter_mut().chain(d.ooms.last_mut()) {
+                        o.processes = processes.clone();
+                    }
+                }
                 Err(Failure::Oom(self.report_oom(slot, oom)))
             }
         }

@@ -110,7 +110,16 @@ pub fn render(d: &Dump) -> String {
             d.device.model,
             human(d.device.total),
             human(d.device.free),
-            if d.device.others > 0 && d.device.kind == oomscope_dump::DeviceKind::Cuda {
+            if let Some(o) = d.oom.as_ref().filter(|o| !o.processes.is_empty()) {
+                // NVML said who holds what at the failure.
+                let this: u64 = o.processes.iter().filter(|p| p.this).map(|p| p.bytes).sum();
+                let others = o.processes.iter().filter(|p| !p.this).count();
+                let mut s = format!(", this process {} in all", human(this));
+                if others > 0 {
+                    s += &format!(", {others} other process(es) {}", human(d.device.others));
+                }
+                s
+            } else if d.device.others > 0 && d.device.kind == oomscope_dump::DeviceKind::Cuda {
                 // Read from the driver when the allocator opened the GPU: the process's own
                 // CUDA context was there already, and the driver does not say whose is whose.
                 format!(

@@ -36,10 +36,24 @@ pub fn oom_message(d: &Dump) -> Option<String> {
     let capacity = match (o.device_total, version) {
         (0, _) => format!("GPU {gpu} had {} free (its total capacity is not in the snapshot).", size(o.device_free)),
         // 2.1 spelled it so.
-        (t, Some((2, 1))) => format!("GPU {gpu} has a total capacty of {} of which {} is free.", size(t), size(o.device_free)),
+        (t, Some((2, 1))) => {
+            format!("GPU {gpu} has a total capacty of {} of which {} is free.", size(t), size(o.device_free))
+        }
         (t, _) => format!("GPU {gpu} has a total capacity of {} of which {} is free.", size(t), size(o.device_free)),
     };
     let allowed = allowed.map(|a| format!("{} allowed; ", size(a))).unwrap_or_default();
+    // NVML's account of the GPU's processes, as PyTorch reports it (none without NVML).
+    let processes: String = o
+        .processes
+        .iter()
+        .map(|p| {
+            if p.this {
+                format!("Including non-PyTorch memory, this process has {} memory in use. ", size(p.bytes))
+            } else {
+                format!("Process {} has {} memory in use. ", p.pid, size(p.bytes))
+            }
+        })
+        .collect();
     let hint = match version {
         Some((2, 1)) => {
             "If reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
@@ -54,7 +68,7 @@ pub fn oom_message(d: &Dump) -> Option<String> {
     // 2.1 computed the cap but did not print it.
     let allowed = if version == Some((2, 1)) { String::new() } else { allowed };
     Some(format!(
-        "CUDA out of memory. Tried to allocate {tried}. {capacity} {allowed}Of the allocated memory {allocated} is allocated by PyTorch, and {unallocated} is reserved by PyTorch but unallocated. {hint}"
+        "CUDA out of memory. Tried to allocate {tried}. {capacity} {processes}{allowed}Of the allocated memory {allocated} is allocated by PyTorch, and {unallocated} is reserved by PyTorch but unallocated. {hint}"
     ))
 }
 
@@ -163,7 +177,10 @@ mod tests {
     #[test]
     fn the_message_is_worded_as_the_programs_pytorch_words_it() {
         let cases = [
-            (Some("2.11.0+cu130"), "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"),
+            (
+                Some("2.11.0+cu130"),
+                "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+            ),
             (Some("2.4.1"), "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
             (None, "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
             (Some("2.1.2"), "total capacty of 1024.00 MiB"),
@@ -192,5 +209,25 @@ mod tests {
             o.device_total = 1 << 30;
         }
         assert!(!oom_message(&d).expect("an OOM").contains("allowed"));
+
+        // NVML's processes, as PyTorch lists them; the importer reads them back.
+        let mut d = failed(Some("2.11.0"));
+        if let Some(o) = d.oom.as_mut() {
+            o.processes = vec![
+                oomscope_dump::ProcessMemory { pid: 4242, bytes: 600 * MIB, this: true },
+                oomscope_dump::ProcessMemory { pid: 77, bytes: 300 * MIB, this: false },
+            ];
+        }
+        let m = oom_message(&d).expect("an OOM");
+        assert!(
+            m.contains(
+                "is free. Including non-PyTorch memory, this process has 600.00 MiB memory in use. Process 77 has \
+                 300.00 MiB memory in use. 512.00 MiB allowed; Of the allocated"
+            ),
+            "{m}"
+        );
+        let read = crate::import::import(std::path::Path::new("m.txt"), m.as_bytes(), None, None).expect("read");
+        let msg = read.imported.as_ref().and_then(|i| i.message.as_ref()).expect("a message");
+        assert_eq!(msg.others(), Some(300 * MIB));
     }
 }

@@ -158,5 +158,6 @@ pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
         device_total: f.device.total,
         device_refusals: f.device_refusals.clone(),
         segment_request: None,
+        processes: Vec::new(),
     }
 }

@@ -46,6 +46,24 @@ pub fn driver_present() -> bool {
     std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false)
 }
 
+/// The processes with memory on GPU `ordinal`, from NVML (this one marked); `None` when the
+/// driver or NVML cannot say.
+pub fn processes(ordinal: i32) -> Option<Vec<oomscope_dump::ProcessMemory>> {
+    if !driver_present() {
+        return None;
+    }
+    let device = guarded("cuDeviceGet", || result::device::get(ordinal)).ok()?;
+    let mut bus = [0 as std::ffi::c_char; 32];
+    // SAFETY: the driver writes a NUL-terminated id of at most `bus.len()` bytes.
+    guarded("cuDeviceGetPCIBusId", || unsafe {
+        sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as std::ffi::c_int, device).result()
+    })
+    .ok()?;
+    // SAFETY: NUL-terminated by the driver, within the buffer.
+    let id = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }.to_str().ok()?;
+    super::nvml::processes(id)
+}
+
 /// One GPU, by ordinal.
 pub struct CudaDevice {
     ordinal: i32,
@@ -204,7 +222,12 @@ impl Device for CudaDevice {
             Ok(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
                 return Err(DeviceError::OutOfMemory { requested: bytes, free: self.mem_info().free });
             }
-            Ok(e) => return Err(DeviceError::Other(format!("cuMemCreate({bytes}): {}", driver_error(result::DriverError(e))))),
+            Ok(e) => {
+                return Err(DeviceError::Other(format!(
+                    "cuMemCreate({bytes}): {}",
+                    driver_error(result::DriverError(e))
+                )));
+            }
             Err(_) => return Err(DeviceError::Other("cuMemCreate: the CUDA driver library is unusable".into())),
         }
         // SAFETY: `addr..addr+bytes` lies in space this device reserved and has nothing

@@ -7,6 +7,7 @@
 //! implements the same trait.
 
 pub mod cuda;
+pub mod nvml;
 mod presets;
 mod sim;
 
