@@ -139,7 +139,8 @@ pub struct DeviceStats {
 }
 
 /// One block: a range of a segment, handed out, pending free, free, or (in an expandable
-/// segment) not mapped.
+/// segment) not mapped. What every search, split and merge reads, in one cache line; what
+/// only an allocation's own calls touch is in its [`Cold`] half, at the same handle.
 #[derive(Clone, Debug, Default)]
 struct Block {
     addr: u64,
@@ -147,20 +148,26 @@ struct Block {
     /// The request it was last handed out for (stale once free, as in PyTorch).
     requested: u64,
     stream: u64,
-    small: bool,
+    /// `get_free_blocks_call_count` when it last entered the pool (its age for GC).
+    gc_base: u64,
     prev: u32,
     next: u32,
+    /// The expandable segment it belongs to (`NONE`: a segment of its own).
+    expandable: u32,
+    /// Events still to pass before a pending free completes.
+    event_count: u32,
+    small: bool,
     allocated: bool,
     /// False for address space of an expandable segment with no memory behind it.
     mapped: bool,
-    /// The expandable segment it belongs to (`NONE`: a segment of its own).
-    expandable: u32,
-    /// Streams it was used on besides its own (`record_stream`).
+}
+
+/// What a block carries while handed out.
+#[derive(Clone, Debug, Default)]
+struct Cold {
+    /// Streams it was used on besides its own (`record_stream`). Empty unless the block is
+    /// allocated: a free clears it (the events stand for the streams then).
     stream_uses: Vec<u64>,
-    /// Events still to pass before a pending free completes.
-    event_count: u32,
-    /// `get_free_blocks_call_count` when it last entered the pool (its age for GC).
-    gc_base: u64,
     id: u64,
     meta: Meta,
 }
@@ -173,6 +180,18 @@ impl Block {
     fn is_split(&self) -> bool {
         self.prev != NONE || self.next != NONE
     }
+}
+
+/// What a new block is made with; the rest starts empty (free, nothing recorded).
+struct NewBlock {
+    addr: u64,
+    size: u64,
+    stream: u64,
+    small: bool,
+    prev: u32,
+    next: u32,
+    mapped: bool,
+    expandable: u32,
 }
 
 /// A free-block set entry: ordered by (stream, size, address), as `BlockComparatorSize`.
@@ -266,6 +285,8 @@ pub struct Caching {
     opts: CachingOptions,
     device: Box<dyn Device>,
     blocks: Vec<Block>,
+    /// By handle, beside `blocks`.
+    cold: Vec<Cold>,
     free_handles: Vec<u32>,
     pools: [Pool; 2],
     /// Handed-out and pending-free blocks by address.
@@ -312,6 +333,7 @@ impl Caching {
             opts,
             device,
             blocks: Vec::new(),
+            cold: Vec::new(),
             free_handles: Vec::new(),
             pools: [Pool::default(), Pool::default()],
             active: FastMap::default(),
@@ -429,14 +451,41 @@ impl Caching {
 
     // ---- blocks ----------------------------------------------------------------------
 
-    fn new_block(&mut self, b: Block) -> u32 {
+    /// A new free block. A handle given back is reused in place: its fields are written one
+    /// by one (moving a whole `Block` in was a `memmove` call on every split), and the
+    /// `stream_uses` it had keeps its capacity.
+    fn new_block(&mut self, n: NewBlock) -> u32 {
         match self.free_handles.pop() {
             Some(h) => {
-                self.blocks[h as usize] = b;
+                let b = &mut self.blocks[h as usize];
+                b.addr = n.addr;
+                b.size = n.size;
+                b.requested = 0;
+                b.stream = n.stream;
+                b.small = n.small;
+                b.prev = n.prev;
+                b.next = n.next;
+                b.allocated = false;
+                b.mapped = n.mapped;
+                b.expandable = n.expandable;
+                b.event_count = 0;
+                b.gc_base = 0;
+                // The cold half was cleared when the handle was given back.
                 h
             }
             None => {
-                self.blocks.push(b);
+                self.blocks.push(Block {
+                    addr: n.addr,
+                    size: n.size,
+                    stream: n.stream,
+                    small: n.small,
+                    prev: n.prev,
+                    next: n.next,
+                    mapped: n.mapped,
+                    expandable: n.expandable,
+                    ..Block::default()
+                });
+                self.cold.push(Cold::default());
                 u32::try_from(self.blocks.len() - 1).unwrap_or(NONE)
             }
         }
@@ -449,7 +498,10 @@ impl Caching {
         b.size = 0;
         b.allocated = false;
         b.mapped = false;
-        b.stream_uses.clear();
+        let c = &mut self.cold[h as usize];
+        c.stream_uses.clear();
+        c.id = 0;
+        c.meta = Meta::default();
         self.free_handles.push(h);
     }
 
@@ -616,7 +668,7 @@ impl Caching {
         }
         let addr = self.device.alloc(p.alloc_size).ok()?;
         self.total_allocated_memory += p.alloc_size;
-        let h = self.new_block(Block {
+        let h = self.new_block(NewBlock {
             addr,
             size: p.alloc_size,
             stream: p.stream,
@@ -625,7 +677,6 @@ impl Caching {
             next: NONE,
             mapped: true,
             expandable: NONE,
-            ..Block::default()
         });
         self.stats.segment.increase(p.pool, 1);
         self.stats.reserved_bytes.increase(p.pool, p.alloc_size);
@@ -655,7 +706,7 @@ impl Caching {
                 (b.addr, b.stream, b.small, b.prev, b.expandable)
             };
             let was_split = self.blocks[rest as usize].is_split();
-            let new = self.new_block(Block {
+            let new = self.new_block(NewBlock {
                 addr,
                 size: p.size,
                 stream,
@@ -664,7 +715,6 @@ impl Caching {
                 next: rest,
                 mapped: true,
                 expandable,
-                ..Block::default()
             });
             if prev != NONE {
                 self.blocks[prev as usize].next = new;
@@ -703,9 +753,11 @@ impl Caching {
         let b = &mut self.blocks[h as usize];
         b.allocated = true;
         b.requested = bytes;
-        b.id = id;
-        b.meta = meta;
-        b.stream_uses.clear();
+        let c = &mut self.cold[h as usize];
+        c.id = id;
+        c.meta = meta;
+        c.stream_uses.clear();
+        let b = &self.blocks[h as usize];
         let (addr, size) = (b.addr, b.size);
         self.active.insert(addr, h);
         self.stats.allocation.increase(p.pool, 1);
@@ -739,26 +791,30 @@ impl Caching {
         if addr == 0 {
             return Ok(0);
         }
-        let h = *self
-            .active
-            .get(&addr)
-            .filter(|&&h| self.blocks[h as usize].allocated)
-            .ok_or(FreeError::NotAllocated(addr))?;
+        // One lookup: the entry leaves the active map now and comes back only for a
+        // pending free (or a block freed twice, which stays as it was).
+        let h = self.active.remove(&addr).ok_or(FreeError::NotAllocated(addr))?;
+        if !self.blocks[h as usize].allocated {
+            self.active.insert(addr, h);
+            return Err(FreeError::NotAllocated(addr));
+        }
         let (size, pool, requested, op) = {
             let b = &mut self.blocks[h as usize];
             b.allocated = false;
-            (b.size, b.pool(), b.requested, b.meta.op)
+            (b.size, b.pool(), b.requested, self.cold[h as usize].meta.op)
         };
         self.stats.allocation.decrease(pool, 1);
         self.stats.allocated_bytes.decrease(pool, size);
         self.peak.free(size, requested, op);
-        if self.blocks[h as usize].stream_uses.is_empty() {
+        if self.cold[h as usize].stream_uses.is_empty() {
             self.free_block(h, t_ns);
         } else {
-            // `insert_events`: one event per stream; the block waits for all of them.
-            let b = &mut self.blocks[h as usize];
-            b.event_count = u32::try_from(b.stream_uses.len()).unwrap_or(u32::MAX);
-            b.stream_uses.clear();
+            // `insert_events`: one event per stream; the block waits for all of them, and
+            // stays active until then.
+            let uses = &mut self.cold[h as usize].stream_uses;
+            self.blocks[h as usize].event_count = u32::try_from(uses.len()).unwrap_or(u32::MAX);
+            uses.clear();
+            self.active.insert(addr, h);
         }
         Ok(size)
     }
@@ -767,8 +823,9 @@ impl Caching {
     pub fn record_stream(&mut self, addr: u64, stream: u64) -> bool {
         let Some(&h) = self.active.get(&addr) else { return false };
         let b = &mut self.blocks[h as usize];
-        if stream != b.stream && !b.stream_uses.contains(&stream) {
-            b.stream_uses.push(stream);
+        let uses = &mut self.cold[h as usize].stream_uses;
+        if stream != b.stream && !uses.contains(&stream) {
+            uses.push(stream);
         }
         true
     }
@@ -788,6 +845,7 @@ impl Caching {
         }
         b.event_count -= 1;
         if b.event_count == 0 {
+            self.active.remove(&addr);
             self.free_block(h, t_ns);
         }
         true
@@ -802,6 +860,7 @@ impl Caching {
             return false;
         }
         b.event_count = 0;
+        self.active.remove(&addr);
         self.free_block(h, t_ns);
         true
     }
@@ -814,7 +873,7 @@ impl Caching {
             self.device.synchronize();
         }
         for &addr in &pending {
-            if let Some(&h) = self.active.get(&addr) {
+            if let Some(h) = self.active.remove(&addr) {
                 self.blocks[h as usize].event_count = 0;
                 self.free_block(h, t_ns);
             }
@@ -823,13 +882,14 @@ impl Caching {
         pending.len()
     }
 
-    /// `free_block`: the block merges with free neighbours and returns to its pool.
+    /// `free_block`: the block merges with free neighbours and returns to its pool. The
+    /// caller has taken it out of the active map.
     fn free_block(&mut self, h: u32, t_ns: u64) {
         let (addr, size, requested, pool, op, step) = {
             let b = &self.blocks[h as usize];
-            (b.addr, b.size, b.requested, b.pool(), b.meta.op, b.meta.step)
+            let m = &self.cold[h as usize].meta;
+            (b.addr, b.size, b.requested, b.pool(), m.op, m.step)
         };
-        self.active.remove(&addr);
         self.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
         let expandable = self.blocks[h as usize].expandable != NONE;
         let (prev, next) = (self.blocks[h as usize].prev, self.blocks[h as usize].next);
@@ -888,7 +948,8 @@ impl Caching {
             let d = &self.blocks[dst as usize];
             // A pending free (in the active set, not allocated) has `event_count > 0`: it
             // is not merged either.
-            if s.allocated || s.event_count > 0 || !s.stream_uses.is_empty() || s.mapped != d.mapped {
+            // A free block's stream uses are empty (see `Cold`).
+            if s.allocated || s.event_count > 0 || s.mapped != d.mapped {
                 return (0, None);
             }
             debug_assert!(self.active.get(&s.addr) != Some(&src), "a free block is not active");
@@ -1088,7 +1149,7 @@ impl Caching {
         let allocatable = |c: &Caching, h: u32| {
             h != NONE && {
                 let b = &c.blocks[h as usize];
-                !b.allocated && b.event_count == 0 && b.stream_uses.is_empty() && c.active.get(&b.addr) != Some(&h)
+                !b.allocated && b.event_count == 0 && c.active.get(&b.addr) != Some(&h)
             }
         };
         let room = |c: &Caching, mut h: u32| {
@@ -1120,7 +1181,7 @@ impl Caching {
         let pages = usize::try_from(size / page).unwrap_or(0);
         self.expandable.push(Expandable { base, size, page, mapped: vec![false; pages], released: false });
         let index = u32::try_from(self.expandable.len() - 1).unwrap_or(NONE);
-        let h = self.new_block(Block {
+        let h = self.new_block(NewBlock {
             addr: base,
             size,
             stream: p.stream,
@@ -1129,7 +1190,6 @@ impl Caching {
             next: NONE,
             mapped: false,
             expandable: index,
-            ..Block::default()
         });
         let k = self.unmapped_key(h);
         self.pools[pi].unmapped.insert(k);
@@ -1172,7 +1232,7 @@ impl Caching {
         self.blocks[h as usize].mapped = true;
         if mapped_size < block_size {
             let next = self.blocks[h as usize].next;
-            let rest = self.new_block(Block {
+            let rest = self.new_block(NewBlock {
                 addr: addr + mapped_size,
                 size: block_size - mapped_size,
                 stream,
@@ -1181,7 +1241,6 @@ impl Caching {
                 next,
                 mapped: false,
                 expandable: e as u32,
-                ..Block::default()
             });
             if next != NONE {
                 self.blocks[next as usize].prev = rest;
@@ -1227,7 +1286,7 @@ impl Caching {
         let before = u_addr - addr;
         if before > 0 {
             let prev = self.blocks[h as usize].prev;
-            let b = self.new_block(Block {
+            let b = self.new_block(NewBlock {
                 addr,
                 size: before,
                 stream,
@@ -1236,7 +1295,6 @@ impl Caching {
                 next: h,
                 mapped: true,
                 expandable: e as u32,
-                ..Block::default()
             });
             if prev != NONE {
                 self.blocks[prev as usize].next = b;
@@ -1247,7 +1305,7 @@ impl Caching {
         let after = size - before - u_size;
         if after > 0 {
             let next = self.blocks[h as usize].next;
-            let a = self.new_block(Block {
+            let a = self.new_block(NewBlock {
                 addr: u_addr + u_size,
                 size: after,
                 stream,
@@ -1256,7 +1314,6 @@ impl Caching {
                 next,
                 mapped: true,
                 expandable: e as u32,
-                ..Block::default()
             });
             if next != NONE {
                 self.blocks[next as usize].prev = a;
@@ -1447,7 +1504,7 @@ impl Caching {
                 // A pending free is not reusable yet: it counts as in use.
                 in_use: b.allocated || pending,
                 head,
-                meta: &b.meta,
+                meta: &self.cold[h].meta,
             });
         }
     }
@@ -1466,7 +1523,7 @@ impl Caching {
                 allocated: b.allocated,
                 pending_free: pending,
                 mapped: b.mapped,
-                meta: &b.meta,
+                meta: &self.cold[n as usize].meta,
             });
             n = b.next;
         }

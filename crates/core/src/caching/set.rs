@@ -25,6 +25,7 @@ impl<K: Ord + Copy> Default for OrderedSet<K> {
 }
 
 impl<K: Ord + Copy> OrderedSet<K> {
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         match self {
             OrderedSet::Small(v) => v.len(),
@@ -71,6 +72,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
     /// Replaces `old` by `new`: in a vector, one search and a shift of the keys between
     /// the two places (none when the order does not change) rather than two shifts of the
     /// tail. False (and nothing changed) when `old` is not there.
+    #[cfg(test)]
     pub fn replace(&mut self, old: &K, new: K) -> bool {
         match self {
             OrderedSet::Small(v) => {
@@ -114,6 +116,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
     }
 
     /// The first key at or after `from` (no iterator to box: the hot path).
+    #[cfg(test)]
     pub fn first_from(&self, from: K) -> Option<K> {
         match self {
             OrderedSet::Small(v) => v.get(v.partition_point(|k| *k < from)).copied(),
@@ -122,6 +125,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
     }
 
     /// The keys before `to`, largest first.
+    #[cfg(test)]
     pub fn before_rev(&self, to: K) -> Box<dyn Iterator<Item = &K> + '_> {
         match self {
             OrderedSet::Small(v) => Box::new(v[..v.partition_point(|k| *k < to)].iter().rev()),
@@ -129,6 +133,7 @@ impl<K: Ord + Copy> OrderedSet<K> {
         }
     }
 
+    #[cfg(test)]
     pub fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
         match self {
             OrderedSet::Small(v) => Box::new(v.iter()),
@@ -138,42 +143,74 @@ impl<K: Ord + Copy> OrderedSet<K> {
 }
 
 /// A pool's free blocks, keyed (stream, size, address, handle) and ordered so, as
-/// PyTorch's `BlockComparatorSize`. Inside, per stream, blocks are binned by the power of two
-/// of their size (each bin ordered by (size, address)): a search looks in the request's bin
-/// and then takes the first block of the next non-empty bin, so each insert and remove
-/// touches one small bin, not the whole pool. The order seen outside is the same.
+/// PyTorch's `BlockComparatorSize`. Inside, per stream, blocks are binned by size (an eighth
+/// of an octave per bin, so every size in bin `b` is smaller than any in bin `b + 1`), and
+/// each bin is a list sorted by (size, address) threaded through a table indexed by the
+/// block's handle: an insert walks the few blocks of one bin, a removal unlinks in O(1), a
+/// search looks in the request's bin and then takes the head of the next non-empty one.
+/// A bin that gathers many blocks (a fragmented pool) becomes a B-tree, so no operation is
+/// worse than logarithmic. The order seen outside is PyTorch's.
 #[derive(Clone, Debug, Default)]
 pub(super) struct FreeSet {
     /// By stream, in stream order (a program uses a few streams).
     streams: Vec<(u64, Bins)>,
+    /// By handle: the block's size and address while it is in the set, and its list links.
+    nodes: Vec<Node>,
     len: usize,
 }
 
 type Key = (u64, u64, u64, u32);
 type BinKey = (u64, u64, u32);
-/// Sub-bins per power of two: a bin spans a quarter of an octave, so a pool with hundreds
-/// of free blocks still has only a few per bin and an insert shifts a few keys. (Measured
-/// on the benchmark trace, where a pool holds at most 69 free blocks, 1, 4 and 16 bins per
-/// octave cost the same.)
-const SUB_BITS: u32 = 2;
+const NIL: u32 = u32::MAX;
+/// Sub-bins per power of two.
+const SUB_BITS: u32 = 3;
 const BINS: usize = 64 << SUB_BITS;
 const WORDS: usize = BINS / 64;
+/// A bin's list past this many blocks becomes a tree...
+const LIST_MAX: u32 = 48;
+/// ...and a tree below this many a list again.
+const LIST_AGAIN: usize = 16;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    size: u64,
+    addr: u64,
+    prev: u32,
+    next: u32,
+    /// In the set (and where its links are meaningful).
+    linked: bool,
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Node { size: 0, addr: 0, prev: NIL, next: NIL, linked: false }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Bin {
+    /// A sorted list through the node table.
+    List {
+        head: u32,
+        len: u32,
+    },
+    Tree(Box<BTreeSet<BinKey>>),
+}
 
 #[derive(Clone, Debug)]
 struct Bins {
-    sets: Box<[OrderedSet<BinKey>]>,
+    bins: Box<[Bin]>,
     /// Bit `b % 64` of word `b / 64` is set when bin `b` is not empty.
     nonempty: [u64; WORDS],
 }
 
 impl Default for Bins {
     fn default() -> Self {
-        Bins { sets: (0..BINS).map(|_| OrderedSet::default()).collect(), nonempty: [0; WORDS] }
+        Bins { bins: (0..BINS).map(|_| Bin::List { head: NIL, len: 0 }).collect(), nonempty: [0; WORDS] }
     }
 }
 
 /// The bin of a size: its power of two and the next `SUB_BITS` bits below the top one.
-/// Bins are ordered as sizes are: every size in bin `b` is smaller than any in bin `b + 1`.
 #[inline]
 fn bin(size: u64) -> usize {
     let size = size | 1;
@@ -216,16 +253,6 @@ impl Bins {
             mask = self.nonempty[w];
         }
     }
-
-    /// The bins at or above `b` that hold blocks, lowest first.
-    fn above(&self, b: usize) -> impl Iterator<Item = usize> + '_ {
-        let mut at = b;
-        std::iter::from_fn(move || {
-            let i = self.next_nonempty(at)?;
-            at = i + 1;
-            Some(i)
-        })
-    }
 }
 
 impl FreeSet {
@@ -233,52 +260,130 @@ impl FreeSet {
         self.len
     }
 
+    #[inline]
     fn stream(&self, stream: u64) -> Option<&Bins> {
         self.streams.iter().find(|(s, _)| *s == stream).map(|(_, b)| b)
     }
 
-    pub fn insert(&mut self, k: Key) {
-        let at = match self.streams.iter().position(|(s, _)| *s == k.0) {
+    /// The stream's bins, made when new; split from the node table for the caller.
+    #[inline]
+    fn parts(&mut self, stream: u64) -> (&mut Bins, &mut Vec<Node>) {
+        let at = match self.streams.iter().position(|(s, _)| *s == stream) {
             Some(at) => at,
             None => {
-                let at = self.streams.partition_point(|(s, _)| *s < k.0);
-                self.streams.insert(at, (k.0, Bins::default()));
+                let at = self.streams.partition_point(|(s, _)| *s < stream);
+                self.streams.insert(at, (stream, Bins::default()));
                 at
             }
         };
-        let bins = &mut self.streams[at].1;
+        (&mut self.streams[at].1, &mut self.nodes)
+    }
+
+    pub fn insert(&mut self, k: Key) {
+        let h = k.3 as usize;
+        if self.nodes.len() <= h {
+            self.nodes.resize(h + 1, Node::default());
+        }
+        if self.nodes[h].linked {
+            return;
+        }
+        let (bins, nodes) = self.parts(k.0);
         let b = bin(k.1);
-        let before = bins.sets[b].len();
-        bins.sets[b].insert((k.1, k.2, k.3));
+        nodes[h] = Node { size: k.1, addr: k.2, prev: NIL, next: NIL, linked: true };
+        match &mut bins.bins[b] {
+            Bin::List { head, len } => {
+                // After every block ordered before it.
+                let (mut prev, mut at) = (NIL, *head);
+                while at != NIL {
+                    let n = &nodes[at as usize];
+                    if (n.size, n.addr) > (k.1, k.2) {
+                        break;
+                    }
+                    prev = at;
+                    at = n.next;
+                }
+                nodes[h].prev = prev;
+                nodes[h].next = at;
+                if prev == NIL {
+                    *head = k.3;
+                } else {
+                    nodes[prev as usize].next = k.3;
+                }
+                if at != NIL {
+                    nodes[at as usize].prev = k.3;
+                }
+                *len += 1;
+                if *len > LIST_MAX {
+                    let mut tree = BTreeSet::new();
+                    let mut at = *head;
+                    while at != NIL {
+                        let n = &nodes[at as usize];
+                        tree.insert((n.size, n.addr, at));
+                        at = n.next;
+                    }
+                    bins.bins[b] = Bin::Tree(Box::new(tree));
+                }
+            }
+            Bin::Tree(t) => {
+                t.insert((k.1, k.2, k.3));
+            }
+        }
         bins.set_nonempty(b, true);
-        self.len += bins.sets[b].len() - before;
+        self.len += 1;
     }
 
     pub fn remove(&mut self, k: &Key) -> bool {
-        let Some((_, bins)) = self.streams.iter_mut().find(|(s, _)| *s == k.0) else { return false };
-        let b = bin(k.1);
-        let removed = bins.sets[b].remove(&(k.1, k.2, k.3));
-        if bins.sets[b].len() == 0 {
+        let h = k.3 as usize;
+        let Some(n) = self.nodes.get(h).copied() else { return false };
+        if !n.linked || (n.size, n.addr) != (k.1, k.2) {
+            return false;
+        }
+        let Some(at) = self.streams.iter().position(|(s, _)| *s == k.0) else { return false };
+        let (bins, nodes) = (&mut self.streams[at].1, &mut self.nodes);
+        let b = bin(n.size);
+        let empty = match &mut bins.bins[b] {
+            Bin::List { head, len } => {
+                if n.prev == NIL {
+                    *head = n.next;
+                } else {
+                    nodes[n.prev as usize].next = n.next;
+                }
+                if n.next != NIL {
+                    nodes[n.next as usize].prev = n.prev;
+                }
+                *len -= 1;
+                *len == 0
+            }
+            Bin::Tree(t) => {
+                t.remove(&(n.size, n.addr, k.3));
+                if t.len() < LIST_AGAIN {
+                    // Back to a list, in order.
+                    let keys: Vec<BinKey> = t.iter().copied().collect();
+                    let mut prev = NIL;
+                    for &(_, _, x) in &keys {
+                        nodes[x as usize].prev = prev;
+                        nodes[x as usize].next = NIL;
+                        if prev != NIL {
+                            nodes[prev as usize].next = x;
+                        }
+                        prev = x;
+                    }
+                    let head = keys.first().map_or(NIL, |k| k.2);
+                    bins.bins[b] = Bin::List { head, len: keys.len() as u32 };
+                }
+                keys_empty(&bins.bins[b])
+            }
+        };
+        if empty {
             bins.set_nonempty(b, false);
         }
-        self.len -= usize::from(removed);
-        removed
+        nodes[h] = Node::default();
+        self.len -= 1;
+        true
     }
 
     /// Replaces the key `old` by `new`, as `remove` then `insert` would.
     pub fn replace(&mut self, old: &Key, new: Key) {
-        if old.0 == new.0 {
-            let (bo, bn) = (bin(old.1), bin(new.1));
-            if bo == bn
-                && let Some((_, bins)) = self.streams.iter_mut().find(|(s, _)| *s == old.0)
-            {
-                let before = bins.sets[bo].len();
-                if bins.sets[bo].replace(&(old.1, old.2, old.3), (new.1, new.2, new.3)) {
-                    self.len = self.len + bins.sets[bo].len() - before;
-                    return;
-                }
-            }
-        }
         self.remove(old);
         self.insert(new);
     }
@@ -288,41 +393,101 @@ impl FreeSet {
     pub fn first_from(&self, stream: u64, size: u64) -> Option<Key> {
         let bins = self.stream(stream)?;
         let b = bin(size);
-        if bins.is_nonempty(b)
-            && let Some(k) = bins.sets[b].first_from((size, 0, 0))
-        {
-            return Some((stream, k.0, k.1, k.2));
+        if bins.is_nonempty(b) {
+            match &bins.bins[b] {
+                Bin::List { head, .. } => {
+                    let mut at = *head;
+                    while at != NIL {
+                        let n = &self.nodes[at as usize];
+                        if n.size >= size {
+                            return Some((stream, n.size, n.addr, at));
+                        }
+                        at = n.next;
+                    }
+                }
+                Bin::Tree(t) => {
+                    if let Some(k) = t.range((size, 0, 0)..).next() {
+                        return Some((stream, k.0, k.1, k.2));
+                    }
+                }
+            }
         }
         // Every block in a higher bin is larger than anything bin `b` holds.
         let higher = bins.next_nonempty(b + 1)?;
-        bins.sets[higher].first_from((0, 0, 0)).map(|k| (stream, k.0, k.1, k.2))
+        self.first_in(stream, &bins.bins[higher])
+    }
+
+    fn first_in(&self, stream: u64, bin: &Bin) -> Option<Key> {
+        match bin {
+            Bin::List { head, .. } => (*head != NIL)
+                .then(|| (stream, self.nodes[*head as usize].size, self.nodes[*head as usize].addr, *head)),
+            Bin::Tree(t) => t.first().map(|k| (stream, k.0, k.1, k.2)),
+        }
+    }
+
+    /// The keys of one bin, in order.
+    fn bin_keys<'a>(&'a self, stream: u64, bin: &'a Bin) -> Box<dyn Iterator<Item = Key> + 'a> {
+        match bin {
+            Bin::List { head, .. } => {
+                let mut at = *head;
+                Box::new(std::iter::from_fn(move || {
+                    (at != NIL).then(|| {
+                        let n = &self.nodes[at as usize];
+                        let k = (stream, n.size, n.addr, at);
+                        at = n.next;
+                        k
+                    })
+                }))
+            }
+            Bin::Tree(t) => Box::new(t.iter().map(move |k| (stream, k.0, k.1, k.2))),
+        }
     }
 
     /// The blocks of `stream` of at least `size` bytes, in order.
     pub fn from(&self, stream: u64, size: u64) -> Box<dyn Iterator<Item = Key> + '_> {
         let Some(bins) = self.stream(stream) else { return Box::new(std::iter::empty()) };
         let b = bin(size);
-        let first = bins.sets[b].from((size, 0, 0));
-        let rest = bins.above(b + 1).flat_map(move |i| bins.sets[i].iter());
-        Box::new(first.chain(rest).map(move |k| (stream, k.0, k.1, k.2)))
+        let first = self.bin_keys(stream, &bins.bins[b]).filter(move |k| k.1 >= size);
+        let mut next = b + 1;
+        let rest = std::iter::from_fn(move || {
+            let i = bins.next_nonempty(next)?;
+            next = i + 1;
+            Some(i)
+        })
+        .flat_map(move |i| self.bin_keys(stream, &bins.bins[i]));
+        Box::new(first.chain(rest))
     }
 
     /// The blocks of `stream` smaller than `size`, largest first.
     pub fn below_rev(&self, stream: u64, size: u64) -> Vec<Key> {
         let Some(bins) = self.stream(stream) else { return Vec::new() };
-        let b = bin(size);
-        let mut out: Vec<Key> = bins.sets[b].before_rev((size, 0, 0)).map(|k| (stream, k.0, k.1, k.2)).collect();
-        for i in (0..b).rev().filter(|&i| bins.is_nonempty(i)) {
-            out.extend(bins.sets[i].before_rev((u64::MAX, 0, 0)).map(|k| (stream, k.0, k.1, k.2)));
+        let mut out = Vec::new();
+        for i in (0..=bin(size)).rev().filter(|&i| bins.is_nonempty(i)) {
+            let mut keys: Vec<Key> = self.bin_keys(stream, &bins.bins[i]).filter(|k| k.1 < size).collect();
+            keys.reverse();
+            out.extend(keys);
         }
         out
     }
 
     /// Every block, in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = Key> + '_ {
-        self.streams.iter().flat_map(|(s, bins)| {
-            bins.above(0).flat_map(move |i| bins.sets[i].iter().map(move |k| (*s, k.0, k.1, k.2)))
+        self.streams.iter().flat_map(move |(s, bins)| {
+            let mut next = 0;
+            std::iter::from_fn(move || {
+                let i = bins.next_nonempty(next)?;
+                next = i + 1;
+                Some(i)
+            })
+            .flat_map(move |i| self.bin_keys(*s, &bins.bins[i]))
         })
+    }
+}
+
+fn keys_empty(bin: &Bin) -> bool {
+    match bin {
+        Bin::List { len, .. } => *len == 0,
+        Bin::Tree(t) => t.is_empty(),
     }
 }
 

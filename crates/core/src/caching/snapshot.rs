@@ -1,7 +1,7 @@
 //! The caching allocator's state as a [`Dump`] (segments as regions, blocks as chunks), and
 //! the reverse for a replay that starts mid-run: segments put back as a snapshot lists them.
 
-use super::{Block, Caching, NONE, PoolKind, Stat};
+use super::{Caching, NONE, NewBlock, PoolKind, Stat};
 use crate::bfc::{bins_of, describe, oom_record};
 use crate::record::{BEFORE_RECORDING, Meta};
 use oomscope_dump::{
@@ -72,19 +72,18 @@ impl Caching {
         let mut prev = NONE;
         let mut handles = Vec::with_capacity(blocks.len());
         for b in &blocks {
-            let h = self.new_block(Block {
+            let h = self.new_block(NewBlock {
                 addr: b.addr,
                 size: b.size,
-                requested: b.requested,
                 stream: seg.stream,
                 small,
                 prev,
                 next: NONE,
-                allocated: b.allocated,
                 mapped: true,
                 expandable: NONE,
-                ..Block::default()
             });
+            self.blocks[h as usize].requested = b.requested;
+            self.blocks[h as usize].allocated = b.allocated;
             if prev != NONE {
                 self.blocks[prev as usize].next = h;
             }
@@ -95,9 +94,9 @@ impl Caching {
             if b.allocated {
                 let id = self.next_id;
                 self.next_id += 1;
-                let blk = &mut self.blocks[h as usize];
-                blk.id = id;
-                blk.meta = b.meta;
+                let cold = &mut self.cold[h as usize];
+                cold.id = id;
+                cold.meta = b.meta;
                 self.active.insert(b.addr, h);
                 for s in [&mut self.stats.allocation, &mut self.stats.active] {
                     s.increase(seg.pool, 1);
