@@ -279,6 +279,7 @@ impl FreeSet {
         (&mut self.streams[at].1, &mut self.nodes)
     }
 
+    #[inline]
     pub fn insert(&mut self, k: Key) {
         let h = k.3 as usize;
         if self.nodes.len() <= h {
@@ -332,6 +333,7 @@ impl FreeSet {
         self.len += 1;
     }
 
+    #[inline]
     pub fn remove(&mut self, k: &Key) -> bool {
         let h = k.3 as usize;
         let Some(n) = self.nodes.get(h).copied() else { return false };
@@ -383,6 +385,7 @@ impl FreeSet {
     }
 
     /// Replaces the key `old` by `new`, as `remove` then `insert` would.
+    #[inline]
     pub fn replace(&mut self, old: &Key, new: Key) {
         self.remove(old);
         self.insert(new);
