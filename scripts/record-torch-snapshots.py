@@ -35,6 +35,7 @@ SCENARIOS = {
         "a memory fraction with garbage collection: cached segments released as the limit nears",
     ),
     "frames": ("", "one training step recorded with C++ and Python frames (stacks='all')"),
+    "long": ("", "the transformer trained 22 steps: a trace of about 25 000 entries, for the benchmarks"),
 }
 
 GIB = 1 << 30
@@ -162,6 +163,9 @@ def run_one(name, out_dir):
             for i in range(4):
                 held.append(torch.empty((40 + 13 * ((round_ + i) % 5)) << 20, dtype=torch.uint8, device="cuda"))
             held = held[-3:]
+    elif name == "long":
+        m = model(torch)
+        opt = train(torch, m, steps=22)
     elif name == "frames":
         m = model(torch, d=256, layers=2)
         train(torch, m, steps=1, batch=8, seqs=(64,))

@@ -80,7 +80,7 @@ fn replay_json(args: &[&str]) -> (Option<i32>, Json) {
 
 #[test]
 fn every_recorded_trace_replays_to_pytorchs_final_state_and_peaks() {
-    for name in ["default", "expandable", "tuned", "streams", "oom", "oom_expandable", "gc", "frames"] {
+    for name in ["default", "expandable", "tuned", "streams", "oom", "oom_expandable", "gc", "frames", "long"] {
         let p = pickle_path(name);
         let (code, d) = replay_json(&["replay", &p, "--format", "json"]);
         let f = facts(name);
