@@ -231,28 +231,38 @@ def _tensors(value):
 
 def _tag_backward(outputs, path, boundary, hooks):
     """Marks the autograd nodes this module's forward created with its path, so the
-    backward pass's allocations are named by module too: in the node's metadata (which the
-    aten dispatch mode reads), and, with `hooks`, by hooks that set the scope while the node
-    runs (`ResNet.layer1.0.conv1/ConvolutionBackward0`). Inner modules tagged theirs first
+    backward pass's allocations are named by module too. Inner modules tagged theirs first
     (their forward ends first); the walk stops at the module's inputs."""
+    grad_fns = [t.grad_fn for t in _tensors(outputs) if getattr(t, "grad_fn", None) is not None]
+    _tag_nodes(grad_fns, boundary, path, hooks, through_tagged=True)
+
+
+def _tag_nodes(start, stop, path, hooks, through_tagged):
+    """Marks the autograd nodes reachable from `start` (not past the nodes in `stop`) that
+    nothing tagged yet with `path`: in their metadata (which the aten dispatch mode reads),
+    and, with `hooks`, with a hook naming what each runs, `path/NodeName` (the node's name
+    alone when `path` is empty). `through_tagged`: walk on below nodes tagged already."""
     # Node wrappers are created on access and may be freed at once, so their ids are only
-    # meaningful while a reference is held: `seen` and `boundary` hold them.
-    stop = {id(f) for f in boundary}
-    pending = [t.grad_fn for t in _tensors(outputs) if getattr(t, "grad_fn", None) is not None]
+    # meaningful while a reference is held: `seen` and `stop` hold them.
+    stop_ids = {id(f) for f in stop}
+    pending = list(start)
     seen = {}
     while pending:
         fn = pending.pop()
-        if fn is None or id(fn) in seen or id(fn) in stop:
+        if fn is None or id(fn) in seen or id(fn) in stop_ids:
             continue
         seen[id(fn)] = fn
         try:
             md = fn.metadata
         except Exception:
             continue
-        if "oomscope" not in md:
+        if "oomscope" in md:
+            if not through_tagged:
+                continue
+        else:
             md["oomscope"] = path
             if hooks:
-                _hook_node(fn, f"{path}/{fn.name()}".encode())
+                _hook_node(fn, (f"{path}/{fn.name()}" if path else fn.name()).encode())
         pending.extend(f for f, _ in fn.next_functions)
 
 
@@ -307,22 +317,8 @@ def _tag_outside_modules(roots):
     import torch
 
     roots = roots if isinstance(roots, (tuple, list)) else (roots,)
-    pending = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-    seen = {}
-    while pending:
-        fn = pending.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen[id(fn)] = fn
-        try:
-            md = fn.metadata
-        except Exception:
-            continue
-        if "oomscope" in md:
-            continue
-        md["oomscope"] = ""
-        _hook_node(fn, fn.name().encode())
-        pending.extend(f for f, _ in fn.next_functions)
+    grad_fns = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    _tag_nodes(grad_fns, [], "", hooks=True, through_tagged=False)
 
 
 # Modules whose parameters' gradients are named.

@@ -332,15 +332,20 @@ fn a_real_pytorch_training_loop() {
     let py = torch_python();
     let dir = temp_dir("abi-torch");
     let dumps = dir.join("dumps");
-    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["run", "--device", "sim:64MiB", "--dump-dir"])
-        .arg(&dumps)
-        .args(["--", &py])
-        .arg(tests_python().join("torch_train.py"))
-        .env("OOMSCOPE_TORCH_EMULATE", "1")
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let train = |options: &[&str], dumps: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_oomscope"))
+            .args(["run", "--device", "sim:64MiB"])
+            .args(options)
+            .arg("--dump-dir")
+            .arg(dumps)
+            .args(["--", &py])
+            .arg(tests_python().join("torch_train.py"))
+            .env("OOMSCOPE_TORCH_EMULATE", "1")
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    let o = train(&[], &dumps);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("OOM at batch 8192; halving"), "{out}");
@@ -363,15 +368,7 @@ fn a_real_pytorch_training_loop() {
     assert!(ops.contains(&"Adam/zeros_like"), "the optimizer's state: {ops:?}");
 
     // On request, aten ops through a dispatch mode.
-    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
-        .args(["run", "--device", "sim:64MiB", "--aten-ops", "--dump-dir"])
-        .arg(dir.join("aten"))
-        .args(["--", &py])
-        .arg(tests_python().join("torch_train.py"))
-        .env("OOMSCOPE_TORCH_EMULATE", "1")
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let o = train(&["--aten-ops"], &dir.join("aten"));
     let (out, err) = text(&o);
     assert!(o.status.success() && out.contains("OOM at batch 8192; halving"), "{out}\n{err}");
     assert!(err.contains(" bytes by Net.blocks.0.fc1/aten::addmm"), "aten names: {err}");

@@ -208,3 +208,65 @@ pub fn assert_golden(name: &str, actual: &str) {
         );
     }
 }
+
+/// A PyTorch snapshot's final segments of `device`, read straight from the pickle, in the
+/// shape `oomscope replay SNAPSHOT --format json` promises for its regions: each segment's
+/// `address`, `size` and `chunks` (`address`, `size`, `requested`, `in_use`, `pending_free`),
+/// in address order.
+pub fn snapshot_final_state(path: &Path, device: i128) -> serde_json::Value {
+    use oomscope_analysis::pickle::{self, Value};
+    use serde_json::json;
+    let top = pickle::read(&std::fs::read(path).unwrap()).unwrap();
+    let int = |v: &Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap();
+    let mut segs: Vec<(u64, serde_json::Value)> = Vec::new();
+    for s in top.get("segments").unwrap().items().unwrap() {
+        if s.get("device").and_then(|d| d.as_i128()) != Some(device) {
+            continue;
+        }
+        let chunks: Vec<serde_json::Value> = s
+            .get("blocks")
+            .unwrap()
+            .items()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let state = b.get("state").unwrap();
+                json!({
+                    "address": int(b, "address"),
+                    "size": int(b, "size"),
+                    "requested": int(b, "requested_size"),
+                    "in_use": state.as_str() == Some("active_allocated"),
+                    "pending_free": state.as_str() == Some("active_pending_free"),
+                })
+            })
+            .collect();
+        let addr = int(&s, "address");
+        segs.push((addr, json!({"address": addr, "size": int(&s, "total_size"), "chunks": chunks})));
+    }
+    segs.sort_by_key(|s| s.0);
+    serde_json::Value::Array(segs.into_iter().map(|s| s.1).collect())
+}
+
+/// A dump's regions in the shape of [`snapshot_final_state`].
+pub fn dump_regions(d: &serde_json::Value) -> serde_json::Value {
+    use serde_json::json;
+    serde_json::Value::Array(
+        d["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let chunks: Vec<serde_json::Value> = r["chunks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| {
+                        json!({"address": c["address"], "size": c["size"], "requested": c["requested"],
+                               "in_use": c["in_use"], "pending_free": c["pending_free"].as_bool().unwrap_or(false)})
+                    })
+                    .collect();
+                json!({"address": r["address"], "size": r["size"], "chunks": chunks})
+            })
+            .collect(),
+    )
+}

@@ -5,7 +5,6 @@
 //! fraction is read as one; imports name user code.
 
 use crate::common::*;
-use oomscope_analysis::pickle::{self, Value};
 use serde_json::{Value as Json, json};
 
 const DIR: &str = "fixtures/torch-snapshots";
@@ -20,56 +19,8 @@ fn facts(name: &str) -> Json {
     serde_json::from_str(&std::fs::read_to_string(root().join(format!("{DIR}/{name}.facts.json"))).unwrap()).unwrap()
 }
 
-/// The snapshot's final segments of device 0, in the contract's shape, with pending frees.
 fn final_state(name: &str) -> Json {
-    let top = pickle::read(&std::fs::read(root().join(pickle_path(name))).unwrap()).unwrap();
-    let int = |v: &Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap();
-    let mut segs: Vec<(u64, Json)> = Vec::new();
-    for s in top.get("segments").unwrap().items().unwrap() {
-        let chunks: Vec<Json> = s
-            .get("blocks")
-            .unwrap()
-            .items()
-            .unwrap()
-            .iter()
-            .map(|b| {
-                let state = b.get("state").unwrap();
-                json!({
-                    "address": int(b, "address"),
-                    "size": int(b, "size"),
-                    "requested": int(b, "requested_size"),
-                    "in_use": state.as_str() == Some("active_allocated"),
-                    "pending_free": state.as_str() == Some("active_pending_free"),
-                })
-            })
-            .collect();
-        let addr = int(&s, "address");
-        segs.push((addr, json!({"address": addr, "size": int(&s, "total_size"), "chunks": chunks})));
-    }
-    segs.sort_by_key(|s| s.0);
-    Json::Array(segs.into_iter().map(|s| s.1).collect())
-}
-
-fn replayed_regions(d: &Json) -> Json {
-    Json::Array(
-        d["regions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let chunks: Vec<Json> = r["chunks"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| {
-                        json!({"address": c["address"], "size": c["size"], "requested": c["requested"],
-                               "in_use": c["in_use"], "pending_free": c["pending_free"].as_bool().unwrap_or(false)})
-                    })
-                    .collect();
-                json!({"address": r["address"], "size": r["size"], "chunks": chunks})
-            })
-            .collect(),
-    )
+    snapshot_final_state(&root().join(pickle_path(name)), 0)
 }
 
 fn replay_json(args: &[&str]) -> (Option<i32>, Json) {
@@ -93,7 +44,7 @@ fn every_recorded_trace_replays_to_pytorchs_final_state_and_peaks() {
         assert_eq!(r["peak_allocated"], f["max_memory_allocated"], "{name}: torch.cuda.max_memory_allocated()");
         assert_eq!(r["settings_recorded"], true, "{name}: PyTorch 2.11 records its settings");
         if r["state"] == "end" {
-            assert_eq!(replayed_regions(&d), final_state(name), "{name}: the final state, block for block");
+            assert_eq!(dump_regions(&d), final_state(name), "{name}: the final state, block for block");
         }
     }
     // The side stream's tensor freed while the stream was busy is still pending free at the

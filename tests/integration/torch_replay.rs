@@ -4,7 +4,6 @@
 //! allocation where PyTorch did.
 
 use crate::common::*;
-use oomscope_analysis::pickle::{self, Value};
 use serde_json::{Value as Json, json};
 
 fn snapshot(prefix: &str) -> std::path::PathBuf {
@@ -16,57 +15,6 @@ fn snapshot(prefix: &str) -> std::path::PathBuf {
         .collect();
     assert_eq!(found.len(), 1, "{prefix} in {}", dir.display());
     found.pop().unwrap()
-}
-
-/// The snapshot's final segments of `device`, in the contract's shape, read straight from
-/// the pickle.
-fn final_state(path: &std::path::Path, device: i128) -> Json {
-    let top = pickle::read(&std::fs::read(path).unwrap()).unwrap();
-    let int = |v: &Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap();
-    let mut segs: Vec<(u64, Json)> = Vec::new();
-    for s in top.get("segments").unwrap().items().unwrap() {
-        if s.get("device").and_then(|d| d.as_i128()) != Some(device) {
-            continue;
-        }
-        let chunks: Vec<Json> = s
-            .get("blocks")
-            .unwrap()
-            .items()
-            .unwrap()
-            .iter()
-            .map(|b| {
-                json!({
-                    "address": int(b, "address"),
-                    "size": int(b, "size"),
-                    "requested": int(b, "requested_size"),
-                    "in_use": b.get("state").unwrap().as_str() == Some("active_allocated"),
-                })
-            })
-            .collect();
-        let addr = int(&s, "address");
-        segs.push((addr, json!({"address": addr, "size": int(&s, "total_size"), "chunks": chunks})));
-    }
-    segs.sort_by_key(|s| s.0);
-    Json::Array(segs.into_iter().map(|s| s.1).collect())
-}
-
-/// The replayed dump's regions in the contract's shape.
-fn replayed(d: &Json) -> Json {
-    let regions = d["regions"].as_array().unwrap();
-    Json::Array(
-        regions
-            .iter()
-            .map(|r| {
-                let chunks: Vec<Json> = r["chunks"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| json!({"address": c["address"], "size": c["size"], "requested": c["requested"], "in_use": c["in_use"]}))
-                    .collect();
-                json!({"address": r["address"], "size": r["size"], "chunks": chunks})
-            })
-            .collect(),
-    )
 }
 
 /// "P of N allocations at PyTorch's address" from the replay's last line.
@@ -85,16 +33,16 @@ fn traces_from_an_empty_allocator_end_in_the_snapshots_final_state() {
         let o = oomscope(&["replay", f.to_str().unwrap(), "--gpu", "0", "--format", "json"]);
         assert_eq!(o.status.code(), Some(0), "{prefix}: {}", stderr(&o));
         let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
-        let want = final_state(&f, 0);
+        let want = snapshot_final_state(&f, 0);
         assert!(!want.as_array().unwrap().is_empty());
-        assert_eq!(replayed(&d), want, "{prefix}: the replay's segments differ from the snapshot's");
+        assert_eq!(dump_regions(&d), want, "{prefix}: the replay's segments differ from the snapshot's");
         assert_eq!(placements(&o), (allocs, allocs), "{prefix}");
         // Segments carry PyTorch's flags.
         assert!(d["regions"].as_array().unwrap().iter().all(|r| r["stream"].is_u64() && r["pool"].is_string()));
         // The same final state with a device large enough given explicitly.
         let o = oomscope(&["replay", f.to_str().unwrap(), "--gpu", "0", "--format", "json", "--device", "80GiB"]);
         let d: Json = serde_json::from_str(&stdout(&o)).unwrap();
-        assert_eq!(replayed(&d), want, "{prefix} with --device");
+        assert_eq!(dump_regions(&d), want, "{prefix} with --device");
     }
 }
 
@@ -109,7 +57,7 @@ fn mid_run_traces_place_every_allocation_where_pytorch_did() {
         assert_eq!(placements(&o), (allocs, allocs), "{prefix}");
         let d: Json =
             serde_json::from_str(&stdout(&oomscope(&["replay", f.to_str().unwrap(), "--format", "json"]))).unwrap();
-        assert_eq!(replayed(&d), final_state(&f, 0), "{prefix}: final state");
+        assert_eq!(dump_regions(&d), snapshot_final_state(&f, 0), "{prefix}: final state");
     }
 }
 

@@ -194,6 +194,8 @@ enum Bin {
         head: u32,
         len: u32,
     },
+    // Boxed so that a bin, of which a stream has 512, stays two words.
+    #[allow(clippy::box_collection)]
     Tree(Box<BTreeSet<BinKey>>),
 }
 
