@@ -196,6 +196,16 @@ def _install_emulated_cache_calls(torch, lib):
 # ---- names ----------------------------------------------------------------------------
 
 
+def _oom_error(torch, e):
+    """oomscope's OOM arrives as the `RuntimeError` PyTorch makes of a pluggable allocator's
+    C++ exception; the program gets `torch.cuda.OutOfMemoryError` with the same text, as
+    PyTorch's own allocator raises it. None for any other error (re-raised as it is)."""
+    text = str(e)
+    if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+        return torch.cuda.OutOfMemoryError(text)
+    return None
+
+
 class _Modules(threading.local):
     def __init__(self):
         # (module, path, boundary grad_fn ids) of the modules whose forward is running.
@@ -367,10 +377,10 @@ def _install_backward_errors(torch):
             try:
                 return original(*args, **kwargs)
             except RuntimeError as e:
-                text = str(e)
-                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
-                    raise torch.cuda.OutOfMemoryError(text) from None
-                raise
+                oom = _oom_error(torch, e)
+                if oom is None:
+                    raise
+                raise oom from None
             finally:
                 if _lib is not None:
                     _leave_nodes(_lib)
@@ -480,10 +490,10 @@ def _make_mode_class(torch):
                     self._record(out)
                 return out
             except RuntimeError as e:
-                text = str(e)
-                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
-                    raise torch.cuda.OutOfMemoryError(text) from None
-                raise
+                oom = _oom_error(torch, e)
+                if oom is None:
+                    raise
+                raise oom from None
             finally:
                 if pushed:
                     lib.oomscope_scope_pop()
@@ -573,10 +583,10 @@ def _make_function_mode_class(torch):
             try:
                 return func(*args, **(kwargs or {}))
             except RuntimeError as e:
-                text = str(e)
-                if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
-                    raise torch.cuda.OutOfMemoryError(text) from None
-                raise
+                oom = _oom_error(torch, e)
+                if oom is None:
+                    raise
+                raise oom from None
             finally:
                 lib.oomscope_scope_pop()
 
