@@ -15,7 +15,6 @@
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use oomscope_analysis::trace::{self, Event, Trace};
 use oomscope_core::Allocator;
 use oomscope_core::Recording;
 use oomscope_core::Request;
@@ -23,7 +22,8 @@ use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::caching::{Caching, CachingOptions, Settings};
 use oomscope_core::device::SimDevice;
 use oomscope_core::record::Meta;
-use oomscope_dump::{self as dump, Source};
+use oomscope_format::{self as dump, Source};
+use oomscope_ingest::trace::{self, Event, Trace};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -272,8 +272,8 @@ fn pair_caching_core_recording(bench: Bencher) {
 /// The benchmark trace as a PyTorch snapshot's trace records it: `alloc`, then
 /// `free_requested` and `free_completed` for each free (a fresh address per allocation, as
 /// the replay maps recorded addresses to its own).
-static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> = LazyLock::new(|| {
-    use oomscope_analysis::torch_replay::{Action, Entry, SettingsFrom, SnapshotTrace};
+static SNAPSHOT_TRACE: LazyLock<oomscope_sim::torch_replay::SnapshotTrace> = LazyLock::new(|| {
+    use oomscope_sim::torch_replay::{Action, Entry, SettingsFrom, SnapshotTrace};
     let w = &*WORKLOAD;
     let mut entries = Vec::new();
     // Op names once each, as reading a snapshot leaves them.
@@ -320,7 +320,7 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_analysis::torch_replay::SnapshotTrace> 
 /// with op names, and the final state compared.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn replay_snapshot_trace(bench: Bencher) {
-    use oomscope_analysis::torch_replay::{Options, run};
+    use oomscope_sim::torch_replay::{Options, run};
     let t = &*SNAPSHOT_TRACE;
     let opts = Options { settings: Settings::default(), device: Some(LIMIT), allowed: None, as_recorded: true };
     bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| run(t, &opts, |_| {}).allocs);
@@ -331,7 +331,7 @@ fn replay_snapshot_trace(bench: Bencher) {
 /// `oomscope replay` does.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn import_and_replay_real_snapshot(bench: Bencher) {
-    use oomscope_analysis::torch_replay::{Options, SnapshotTrace, run};
+    use oomscope_sim::torch_replay::{Options, SnapshotTrace, run};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/torch-snapshots/long.pickle");
     let bytes = std::fs::read(&path).expect("the recorded snapshot");
     let t = SnapshotTrace::read(&path, &bytes, None).expect("a snapshot");
@@ -408,7 +408,7 @@ fn pair_api_no_recording(bench: Bencher) {
 /// `oomscope tui --attach` does. The target is under 5% more than `pair_api_op_names`.
 #[divan::bench(args = [100, 10], sample_count = 10, sample_size = 1)]
 fn pair_api_op_names_published(bench: Bencher, interval_ms: u64) {
-    use oomscope_analysis::live::{self, Feed, Publisher, Sampler};
+    use oomscope_live::{self as live, Feed, Publisher, Sampler};
     use std::sync::Arc;
     let w = &*WORKLOAD;
     let dir = std::env::temp_dir().join(format!("oomscope-bench-live-{}", std::process::id()));
@@ -536,10 +536,10 @@ fn replay_events(bench: Bencher) {
     let w = &*WORKLOAD;
     let mut o = Options::new(LIMIT);
     o.allow_growth = true;
-    let settings = oomscope_analysis::replay::Settings::new(o);
+    let settings = oomscope_replay::replay::Settings::new(o);
     bench
         .counter(ItemsCount::new(w.trace.events.len()))
-        .bench_local(|| oomscope_analysis::replay::replay(&w.trace, &settings, None, |_| {}).failures);
+        .bench_local(|| oomscope_replay::replay::replay(&w.trace, &settings, None, |_| {}).failures);
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]
@@ -592,8 +592,8 @@ fn dump_1m_read(bench: Bencher) {
 /// percentile, the waits over 1 ms and the copies made; the timed body is the whole run.
 #[divan::bench(args = ["no sampler", "one hold", "slices"], sample_count = 1, sample_size = 1)]
 fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
-    use oomscope_analysis::live::Capture;
     use oomscope_core::Engine;
+    use oomscope_live::Capture;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::time::{Duration, Instant};
@@ -612,7 +612,7 @@ fn live_copy_1m_chunks_longest_malloc_wait(bench: Bencher, how: &str) {
                     let raw = if one {
                         alloc.with_engine(|e| capture.take(e, 0))
                     } else {
-                        oomscope_analysis::live::sampler::copy(&alloc, &mut capture).0
+                        oomscope_live::sampler::copy(&alloc, &mut capture).0
                     };
                     divan::black_box(capture.build(raw));
                     copies.fetch_add(1, Ordering::Relaxed);

@@ -5,11 +5,10 @@
 #![allow(clippy::unwrap_used)]
 
 use divan::Bencher;
-use oomscope_analysis::verdict;
 use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::device::SimDevice;
 use oomscope_core::record::Meta;
-use oomscope_dump::{self as dump, Source};
+use oomscope_format::{self as dump, Source};
 use oomscope_tui::ratatui::Terminal;
 use oomscope_tui::ratatui::backend::TestBackend;
 use oomscope_tui::source::from_dump;
@@ -46,7 +45,7 @@ static DUMP: LazyLock<PathBuf> = LazyLock::new(|| {
     let failure = b.allocate(limit, Meta::default()).expect_err("too large");
     let mut d = b.snapshot(Source::default());
     d.oom = Some(oomscope_core::bfc::oom_record(&failure, b.names()));
-    verdict::attach(&mut d);
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
     let path = std::env::temp_dir().join(format!("oomscope-bench-tui-{}.json", std::process::id()));
     dump::write_atomic(&path, &d).expect("written");
     path
@@ -55,8 +54,8 @@ static DUMP: LazyLock<PathBuf> = LazyLock::new(|| {
 /// What `oomscope tui DUMP` does before the first frame: read, explain, convert, derive.
 fn open() -> App {
     let mut d = dump::read(&DUMP).expect("read");
-    verdict::attach(&mut d);
-    App::new(vec![from_dump(&d, "bench", oomscope_analysis::render::post_mortem(&d))])
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    App::new(vec![from_dump(&d, "bench", oomscope_report::post_mortem(&d))])
 }
 
 #[divan::bench(sample_count = 3, sample_size = 1)]

@@ -59,8 +59,8 @@ fn main() -> ExitCode {
     match alloc.allocate(&Request::new(8 << 30).op("head/MatMul")) {
         Ok(_) => println!("unexpectedly, 8 GiB fit"),
         Err(mut oom) => {
-            oomscope_analysis::verdict::attach(&mut oom.dump);
-            let report = oomscope_analysis::render::render(&oom.dump, oomscope_analysis::render::Format::Tf);
+            oomscope_report::verdict::attach(&mut oom.dump, &mut oomscope_replay::what_if::from_history);
+            let report = oomscope_report::render(&oom.dump, oomscope_report::Format::Tf);
             let usage = report.find("Current usage from device").unwrap_or(0);
             println!("{}", &report[usage..]);
         }

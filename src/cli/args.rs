@@ -1,7 +1,7 @@
 //! Every command's arguments, in one place, so `--help` and the docs stay in step.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use oomscope_analysis::render::Format;
+use oomscope_report::Format;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -174,10 +174,10 @@ fn seconds(s: &str) -> Result<f64, String> {
 }
 
 /// A TensorFlow version whose text `--format tf` prints.
-fn tf_style(s: &str) -> Result<oomscope_dump::TfVariant, String> {
+fn tf_style(s: &str) -> Result<oomscope_format::TfVariant, String> {
     let wanted = if s.starts_with("tf-") { s.to_string() } else { format!("tf-{s}") };
-    oomscope_dump::TfVariant::PRESETS.iter().find(|(name, _)| *name == wanted).map(|(_, v)| *v).ok_or_else(|| {
-        let names: Vec<&str> = oomscope_dump::TfVariant::PRESETS.iter().map(|(n, _)| *n).collect();
+    oomscope_format::TfVariant::PRESETS.iter().find(|(name, _)| *name == wanted).map(|(_, v)| *v).ok_or_else(|| {
+        let names: Vec<&str> = oomscope_format::TfVariant::PRESETS.iter().map(|(n, _)| *n).collect();
         format!("{s:?} is not a TensorFlow text oomscope prints; one of {}", names.join(", "))
     })
 }
@@ -257,7 +257,7 @@ pub struct ReplayArgs {
     /// Print TF's text as this TensorFlow version did: tf-2.21 (2.16 and later), tf-2.13,
     /// tf-2.12, tf-2.6, tf-2.4, tf-2.3, tf-1.13, tf-1.3, tf-1.0 [default: tf-2.12]
     #[arg(long, value_name = "VERSION", value_parser = tf_style)]
-    pub tf_style: Option<oomscope_dump::TfVariant>,
+    pub tf_style: Option<oomscope_format::TfVariant>,
 }
 
 #[derive(Args, Debug)]
@@ -270,7 +270,7 @@ pub struct ReportArgs {
     /// Print TF's text as this TensorFlow version did (tf-2.21, tf-2.13, ..., tf-1.0)
     /// [default: an imported log's own, else tf-2.12]
     #[arg(long, value_name = "VERSION", value_parser = tf_style)]
-    pub tf_style: Option<oomscope_dump::TfVariant>,
+    pub tf_style: Option<oomscope_format::TfVariant>,
 }
 
 #[derive(Args, Debug)]
@@ -344,7 +344,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FRACTION", value_parser = fraction, conflicts_with = "limit")]
     pub limit_fraction: Option<f64>,
     /// Where dumps are written (at OOM, and the ones asked for below)
-    #[arg(long, value_name = "DIR", default_value = "oomscope-dumps")]
+    #[arg(long, value_name = "DIR", default_value = "oomscope-formats")]
     pub dump_dir: PathBuf,
     /// Also write a dump when the program marks step N (PyTorch: after N optimizer steps);
     /// several as 10,20 (compare two with `oomscope diff`)

@@ -1,24 +1,24 @@
 //! `oomscope demo [WORKLOAD]`: a user's story replayed on a simulated GPU, with the verdict
 //! and a fix checked by replay. Exits 0: the OOM is the demonstration.
 //!
-//! With `--tui` or `--publish` the run is played in real time (`oomscope_analysis::play`) and shown
+//! With `--tui` or `--publish` the run is played in real time (`oomscope_live::play`) and shown
 //! in the terminal UI or published on the live feed; the report is printed when it ends. Ctrl-C
 //! in the UI ends the command without the report, with exit code 130.
 
 use super::args::DemoArgs;
 use super::{CliError, EXIT_INTERRUPTED, output};
-use oomscope_analysis::input_kind::{self, Reader};
-use oomscope_analysis::live::{self, Publisher};
-use oomscope_analysis::play;
-use oomscope_analysis::render;
-use oomscope_analysis::replay::{Outcome, Settings, replay};
-use oomscope_analysis::trace::Trace;
-use oomscope_analysis::verdict;
-use oomscope_analysis::workload::{Workload, builtin, fit};
 use oomscope_base::size::human;
 use oomscope_core::device::parse_device;
-use oomscope_dump::live::{Message, OomEvent};
-use oomscope_dump::{self as dump, Dump, Source};
+use oomscope_diagnose as verdict;
+use oomscope_format::live::{Message, OomEvent};
+use oomscope_format::{self as dump, Dump, Source};
+use oomscope_ingest::input_kind::{self, Reader};
+use oomscope_ingest::trace::Trace;
+use oomscope_live::play;
+use oomscope_live::{self as live, Publisher};
+use oomscope_replay::replay::{Outcome, Settings, replay};
+use oomscope_report as render;
+use oomscope_sim::workload::{Workload, builtin, fit};
 use oomscope_tui::model::{Status, Update};
 use oomscope_tui::source::Live;
 use std::io::IsTerminal;
@@ -61,8 +61,8 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         .trace(batch, steps)
         .map_err(|e| CliError(format!("{e}\n  (the model format is in docs/workload-format.md)")))?;
     if let Some(path) = &a.save_trace {
-        let jsonl = oomscope_analysis::trace::to_jsonl(&t);
-        oomscope_dump::atomic::write_file(path, |out| out.write_all(jsonl.as_bytes()))
+        let jsonl = oomscope_ingest::trace::to_jsonl(&t);
+        oomscope_format::atomic::write_file(path, |out| out.write_all(jsonl.as_bytes()))
             .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     }
     let m = &w.model;
@@ -70,7 +70,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         "oomscope demo {}{}\n  {} at batch {batch} ({}, {}) on {} with {} (limit {}{}{}); {} events",
         m.name,
         story.map_or(String::new(), |b| format!(": {}", b.story)),
-        if m.mode == oomscope_analysis::workload::model::Mode::Train { "training" } else { "evaluating" },
+        if m.mode == oomscope_sim::workload::model::Mode::Train { "training" } else { "evaluating" },
         m.optimizer.name(),
         m.dtype.name(),
         if dev.model == "simulated GPU" { "a simulated GPU".to_string() } else { format!("a simulated {}", dev.model) },
@@ -85,13 +85,13 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     let finish = |outcome: Outcome| -> Result<Ran, CliError> {
         let mut d = outcome.dump;
         d.source = Source {
-            kind: oomscope_dump::SourceKind::Demo,
+            kind: oomscope_format::SourceKind::Demo,
             path: Some(source_path.clone()),
             command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
             created_unix: None,
         };
         d.workload = Some(w.info(batch));
-        let mut diagnosis = verdict::analyze(&d);
+        let mut diagnosis = verdict::analyze(&d, &mut |set| oomscope_replay::what_if::from_history(&d, set));
         fit::refine(&mut diagnosis, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
         d.verdict = Some(render::verdict::words(&diagnosis));
         if let Some(path) = &a.output {
@@ -231,7 +231,7 @@ fn played(
 
 /// The verdict and the fix, then TensorFlow's text (which ends with them again, where a
 /// reader of TF's report looks).
-fn answer_first(d: &oomscope_dump::Dump) -> String {
+fn answer_first(d: &oomscope_format::Dump) -> String {
     let tf = render::render(d, render::Format::Tf);
     match &d.verdict {
         Some(v) => format!(

@@ -2,9 +2,9 @@
 
 use super::args::{DiffArgs, DiffFormat};
 use super::{CliError, output};
-use oomscope_analysis::diff;
-use oomscope_analysis::input_kind::{self, Reader};
-use oomscope_dump as dump;
+use oomscope_format as dump;
+use oomscope_ingest::input_kind::{self, Reader};
+use oomscope_report::diff;
 
 pub fn run(a: DiffArgs) -> Result<u8, CliError> {
     let read = |path: &std::path::Path| -> Result<dump::Dump, CliError> {

@@ -2,10 +2,10 @@
 
 use super::CliError;
 use super::args::{ExportArgs, ExportFormat};
-use oomscope_analysis::export;
-use oomscope_analysis::input_kind::{self, Reader};
-use oomscope_dump as dump;
-use oomscope_dump::atomic;
+use oomscope_format as dump;
+use oomscope_format::atomic;
+use oomscope_ingest::input_kind::{self, Reader};
+use oomscope_report::export;
 use std::io::{self, Write};
 use std::path::PathBuf;
 

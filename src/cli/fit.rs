@@ -2,12 +2,12 @@
 
 use super::args::{FitArgs, FitFormat};
 use super::{CliError, output};
-use oomscope_analysis::input_kind::{self, Kind, Reader};
-use oomscope_analysis::trace;
-use oomscope_analysis::workload::model;
-use oomscope_analysis::workload::model::Mode;
-use oomscope_analysis::workload::{Workload, builtin, fit};
 use oomscope_base::size::human;
+use oomscope_ingest::input_kind::{self, Kind, Reader};
+use oomscope_ingest::trace;
+use oomscope_sim::workload::model;
+use oomscope_sim::workload::model::Mode;
+use oomscope_sim::workload::{Workload, builtin, fit};
 use std::fmt::Write;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::FileTypeExt;
@@ -102,10 +102,10 @@ pub(super) fn empty(path: &Path, reader: Reader) -> CliError {
 }
 
 /// A workload: built in, a file, or what a pipe held.
-pub(super) fn workload(input: &str, source: Input) -> Result<Workload, oomscope_analysis::workload::ModelError> {
+pub(super) fn workload(input: &str, source: Input) -> Result<Workload, oomscope_sim::workload::ModelError> {
     let Input::Pipe { .. } = source else { return Workload::load(input) };
     let path = Path::new(input);
-    let unreadable = |message: String| oomscope_analysis::workload::ModelError { path: path.into(), line: 0, message };
+    let unreadable = |message: String| oomscope_sim::workload::ModelError { path: path.into(), line: 0, message };
     let bytes = source.bytes(path).map_err(|e| unreadable(format!("cannot read the model: {e}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| unreadable("cannot read the model: stream did not contain valid UTF-8".into()))?;

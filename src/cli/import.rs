@@ -2,11 +2,10 @@
 
 use super::args::{FromArg, ImportArgs};
 use super::{CliError, output};
-use oomscope_analysis::import::{self, From};
-use oomscope_analysis::input_kind::{self, Reader};
-use oomscope_analysis::render;
-use oomscope_analysis::verdict;
-use oomscope_dump::{self as dump, ImportedFrom, Section};
+use oomscope_format::{self as dump, ImportedFrom, Section};
+use oomscope_ingest::import::{self, From};
+use oomscope_ingest::input_kind::{self, Reader};
+use oomscope_report as render;
 
 pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     // `-` is standard input: a message pasted into the terminal or piped from a clipboard.
@@ -36,7 +35,7 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
         FromArg::Message => From::Message,
     });
     let mut d = import::import(&input, &bytes, from, a.device)?;
-    verdict::attach(&mut d);
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }

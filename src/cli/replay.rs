@@ -3,16 +3,15 @@
 use super::args::{ReplayArgs, RunAllocator};
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
-use oomscope_analysis::input_kind::{self, Kind, Reader};
-use oomscope_analysis::render;
-use oomscope_analysis::replay::{Settings, replay};
-use oomscope_analysis::trace;
-use oomscope_analysis::verdict;
-use oomscope_analysis::what_if;
 use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
 use oomscope_core::caching::Settings as TorchSettings;
-use oomscope_dump as dump;
+use oomscope_format as dump;
+use oomscope_ingest::input_kind::{self, Kind, Reader};
+use oomscope_ingest::trace;
+use oomscope_replay::replay::{Settings, replay};
+use oomscope_replay::what_if;
+use oomscope_report as render;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     let trace_path = a.trace.display().to_string();
@@ -128,8 +127,10 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     let shown = whatifs.last().or(settings.torch.as_ref());
     let mut d = outcome.dump;
     match shown {
-        Some(torch) => verdict::attach_with(&mut d, &mut |set| what_if::replay_trace(&t, torch, set, capacity)),
-        None => verdict::attach(&mut d),
+        Some(torch) => {
+            oomscope_report::verdict::attach(&mut d, &mut |_, set| what_if::replay_trace(&t, torch, set, capacity))
+        }
+        None => oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history),
     }
 
     if let Some(path) = &a.output {
@@ -183,7 +184,7 @@ pub(super) struct Row {
 }
 
 impl Row {
-    fn of(name: String, o: &oomscope_analysis::replay::Outcome) -> Row {
+    fn of(name: String, o: &oomscope_replay::replay::Outcome) -> Row {
         let s = &o.dump.stats;
         Row {
             name,

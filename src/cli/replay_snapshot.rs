@@ -5,11 +5,10 @@ use super::args::ReplayArgs;
 use super::output::{self, Progress};
 use super::replay::{Row, label, table};
 use super::{CliError, EXIT_OOM};
-use oomscope_analysis::render;
-use oomscope_analysis::torch_replay::{self, Action, Limit, Options, Outcome, SettingsFrom, SnapshotTrace};
-use oomscope_analysis::verdict;
 use oomscope_base::size::torch as size;
-use oomscope_dump as dump;
+use oomscope_format as dump;
+use oomscope_report as render;
+use oomscope_sim::torch_replay::{self, Action, Limit, Options, Outcome, SettingsFrom, SnapshotTrace};
 use std::fmt::Write;
 
 pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
@@ -61,7 +60,7 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     d.replay = Some(replay_info(&t, &recorded, shown, limit, &runs));
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
-    verdict::attach_with(&mut d, &mut |set| torch_replay::what_if(&t, &settings, set, limit?));
+    oomscope_report::verdict::attach(&mut d, &mut |_, set| torch_replay::what_if(&t, &settings, set, limit?));
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }

@@ -3,11 +3,11 @@
 
 use super::args::TuiArgs;
 use super::{CliError, EXIT_INTERRUPTED};
-use oomscope_analysis::import;
-use oomscope_analysis::input_kind::{self, Kind, Reader};
-use oomscope_analysis::live::{self, Feed};
-use oomscope_analysis::{render, verdict};
-use oomscope_dump::{self as dump, Dump};
+use oomscope_format::{self as dump, Dump};
+use oomscope_ingest::import;
+use oomscope_ingest::input_kind::{self, Kind, Reader};
+use oomscope_live::{self as live, Feed};
+use oomscope_report as render;
 use oomscope_tui::model::{Status, Update};
 use oomscope_tui::source::{self, Live};
 use oomscope_tui::{App, term};
@@ -24,7 +24,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
         (Some(path), _) => {
             // Read first: bad input is reported the same with or without a terminal.
             let (mut d, what) = load(&path)?;
-            verdict::attach(&mut d);
+            oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
             term::check_terminal().map_err(CliError)?;
             let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::post_mortem(&d));
             let (_tx, rx) = mpsc::channel();
@@ -56,8 +56,8 @@ fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
     }
     let d = import::import(path, &bytes, None, None)?;
     let what = match d.imported.as_ref().map(|i| i.from) {
-        Some(oomscope_dump::ImportedFrom::TfLog) => "TF log",
-        Some(oomscope_dump::ImportedFrom::Message) => "message",
+        Some(oomscope_format::ImportedFrom::TfLog) => "TF log",
+        Some(oomscope_format::ImportedFrom::Message) => "message",
         _ => "snapshot",
     };
     Ok((d, what))

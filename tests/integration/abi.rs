@@ -223,7 +223,7 @@ fn run_passes_output_and_exit_code_and_reports_each_processs_oom() {
     let pids: std::collections::HashSet<&str> = written.iter().map(|f| f.split('-').nth(1).unwrap()).collect();
     assert_eq!(pids.len(), 2, "one dump per process: {written:?}");
     for f in &written {
-        let d = oomscope_dump::read(&dumps.join(f)).unwrap();
+        let d = oomscope_format::read(&dumps.join(f)).unwrap();
         assert!(d.allocator.caching.is_some() && d.regions.iter().all(|r| r.pool.is_some()), "{f}");
     }
     std::fs::remove_dir_all(&dumps).unwrap();
@@ -234,7 +234,7 @@ fn run_passes_output_and_exit_code_and_reports_each_processs_oom() {
     assert_eq!(err.matches("Current usage from device").count(), 2, "{err}");
     assert!(err.contains("600.00MiB from child/Conv2D") && err.contains("600.00MiB from parent/MatMul"), "{err}");
     for f in files_in(&dumps) {
-        assert!(oomscope_dump::read(&dumps.join(&f)).unwrap().allocator.name.ends_with("_bfc"), "{f}");
+        assert!(oomscope_format::read(&dumps.join(&f)).unwrap().allocator.name.ends_with("_bfc"), "{f}");
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -357,7 +357,7 @@ fn a_real_pytorch_training_loop() {
     // changes nothing PyTorch allocates).
     assert!(err.contains(" bytes by Net.blocks.0.fc1/linear"), "forward names: {err}");
     let first = dumps.join(files_in(&dumps).into_iter().find(|f| f.contains("-oom1")).unwrap());
-    let d = oomscope_dump::read(&first).unwrap();
+    let d = oomscope_format::read(&first).unwrap();
     let ops: Vec<&str> = d.events.iter().filter_map(|e| e.op.as_deref()).collect();
     // The backward pass by module and autograd node, from hooks on the nodes; a loss
     // computed outside the model by its node alone.
@@ -520,8 +520,8 @@ fn run_writes_dumps_at_the_steps_and_exit_asked_for_which_diff_compares() {
     );
     assert!(!err.contains("step 2 (--dump-at-step)") && !err.contains("warning"), "{err}");
     let keep = |path: &Path| {
-        let d = oomscope_dump::read(path).unwrap();
-        assert!(d.oom.is_none() && d.source.kind == oomscope_dump::SourceKind::Run, "{}", path.display());
+        let d = oomscope_format::read(path).unwrap();
+        assert!(d.oom.is_none() && d.source.kind == oomscope_format::SourceKind::Run, "{}", path.display());
         let n = d.usage_by_node.iter().find(|n| n.op == "cache/keep").expect("cache/keep is live");
         (n.bytes, n.count)
     };
@@ -591,7 +591,7 @@ fn the_exit_dump_of_a_python_program_is_taken_before_its_globals_are_freed() {
     assert_eq!(written.len(), 3, "steps 0 and 2 and exit, from the parent only: {written:?}");
     let find = |end: &str| dumps.join(written.iter().find(|f| f.ends_with(end)).unwrap_or_else(|| panic!("{end}")));
     let usage = |path: &Path| -> Vec<(String, u64, u64)> {
-        let d = oomscope_dump::read(path).unwrap();
+        let d = oomscope_format::read(path).unwrap();
         d.usage_by_node.into_iter().map(|n| (n.op, n.bytes, n.count)).collect()
     };
     let weights = ("model/weights".to_string(), 16 << 20, 1);
@@ -633,7 +633,7 @@ fn a_pytorch_programs_exit_dump_holds_what_its_globals_held() {
     let written = files_in(&dumps);
     assert_eq!(written.len(), 2, "{written:?}");
     let read =
-        |end: &str| oomscope_dump::read(&dumps.join(written.iter().find(|f| f.ends_with(end)).expect(end))).unwrap();
+        |end: &str| oomscope_format::read(&dumps.join(written.iter().find(|f| f.ends_with(end)).expect(end))).unwrap();
     let step0 = read("-step00000.dump.json");
     // Linear(512, 512): a 1 MiB weight and a 2 KiB bias.
     assert!(step0.stats.bytes_in_use >= 1 << 20, "the weights: {:?}", step0.usage_by_node);
@@ -646,19 +646,19 @@ fn a_pytorch_programs_exit_dump_holds_what_its_globals_held() {
 
 /// The library alone: a step asked for that is marked before anything is allocated is not
 /// done (its next mark dumps it), and one never marked again is said at exit;
-/// `oomscope_dump_at_exit` writes the exit dump once (the destructor then writes none), and
+/// `oomscope_format_at_exit` writes the exit dump once (the destructor then writes none), and
 /// nothing in a process that never allocated.
 #[test]
 #[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     let py = python();
     let script = "from oomscope_ctypes import lib\n\
-        assert lib.oomscope_dump_at_exit() == 0, 'nothing allocated'\n\
+        assert lib.oomscope_format_at_exit() == 0, 'nothing allocated'\n\
         lib.oomscope_step(1)\n\
         lib.oomscope_step(3)\n\
         p = lib.oomscope_malloc(8 << 20, 0, None)\n\
         lib.oomscope_step(3)\n\
-        print('exit dump:', lib.oomscope_dump_at_exit(), lib.oomscope_dump_at_exit())\n\
+        print('exit dump:', lib.oomscope_format_at_exit(), lib.oomscope_format_at_exit())\n\
         lib.oomscope_free(p, 0, 0, None)\n";
     let dir = temp_dir("abi-step-early");
     let dumps = dir.join("dumps");
@@ -682,7 +682,7 @@ fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     assert_eq!(written.len(), 2, "{written:?}");
     assert!(written.iter().any(|f| f.ends_with("-gpu0-step00003.dump.json")), "{written:?}");
     let exit = dumps.join(written.iter().find(|f| f.ends_with("-gpu0-exit.dump.json")).expect("exit dump"));
-    assert_eq!(oomscope_dump::read(&exit).unwrap().stats.bytes_in_use, 8 << 20, "taken before the free");
+    assert_eq!(oomscope_format::read(&exit).unwrap().stats.bytes_in_use, 8 << 20, "taken before the free");
     assert_eq!(err.matches("oomscope: dump at exit written to").count(), 1, "{err}");
     assert!(
         err.contains("oomscope: warning: no dump at step 1: it was marked before anything was allocated on a GPU"),
@@ -691,7 +691,7 @@ fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     assert!(!err.contains("step 3:"), "{err}");
     // Nothing allocated: no dump, not a word.
     std::fs::remove_dir_all(&dumps).unwrap();
-    let o = run("from oomscope_ctypes import lib\nlib.oomscope_step(1)\nprint(lib.oomscope_dump_at_exit())\n");
+    let o = run("from oomscope_ctypes import lib\nlib.oomscope_step(1)\nprint(lib.oomscope_format_at_exit())\n");
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert_eq!((out.as_str(), err.as_str()), ("0\n", ""));

@@ -223,7 +223,7 @@ fn tui_refuses_bad_input_and_a_missing_terminal_clearly() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/oomscope.sock"), "{}", stderr(&o));
     let live = dir.join("live");
-    oomscope_analysis::live::private_dir(&live).unwrap();
+    oomscope_live::private_dir(&live).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
         .args(["tui", "--attach", "4242424"])
         .env("OOMSCOPE_LIVE_DIR", &live)
@@ -407,7 +407,7 @@ fn help_demos_and_docs_have_no_internal_references() {
     }
     let demo_help = stdout(&oomscope(&["demo", "--help"]));
     let mut demos: Vec<Vec<&str>> = vec![vec!["demo"]];
-    for b in oomscope_analysis::workload::builtin::BUILTINS {
+    for b in oomscope_sim::workload::builtin::BUILTINS {
         assert!(demo_help.contains(b.name), "demo --help lists {}", b.name);
         demos.push(vec!["demo", b.name]);
     }

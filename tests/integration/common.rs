@@ -117,7 +117,7 @@ pub fn root() -> &'static Path {
 /// `temp_dir(name)/live`.
 pub fn live_dir(name: &str) -> PathBuf {
     let dir = temp_dir(name).join("live");
-    oomscope_analysis::live::private_dir(&dir).expect("a private directory");
+    oomscope_live::private_dir(&dir).expect("a private directory");
     dir
 }
 
@@ -214,7 +214,7 @@ pub fn assert_golden(name: &str, actual: &str) {
 /// `address`, `size` and `chunks` (`address`, `size`, `requested`, `in_use`, `pending_free`),
 /// in address order.
 pub fn snapshot_final_state(path: &Path, device: i128) -> serde_json::Value {
-    use oomscope_analysis::pickle::{self, Value};
+    use oomscope_ingest::pickle::{self, Value};
     use serde_json::json;
     let top = pickle::read(&std::fs::read(path).unwrap()).unwrap();
     let int = |v: &Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap();

@@ -1,10 +1,10 @@
 //! The importers under random and damaged input: no panic, a clear error or a dump, and a
 //! dump no larger than its input allows (memory bounded by what was read).
 
-use oomscope_analysis::export;
-use oomscope_analysis::import::{self, From};
-use oomscope_analysis::render;
-use oomscope_dump::Dump;
+use oomscope_format::Dump;
+use oomscope_ingest::import::{self, From};
+use oomscope_report as render;
+use oomscope_report::export;
 use proptest::prelude::*;
 use std::path::Path;
 use std::sync::LazyLock;
@@ -38,8 +38,8 @@ static SEEDS: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
         .iter()
         .map(|f| std::fs::read(root.join("fixtures/logs").join(f)).unwrap())
         .collect();
-    let dump = oomscope_dump::read_str(Path::new("g"), include_str!("../golden/tf-reference.dump.json")).unwrap();
-    for (_, variant) in oomscope_dump::TfVariant::PRESETS.iter().step_by(2) {
+    let dump = oomscope_format::read_str(Path::new("g"), include_str!("../golden/tf-reference.dump.json")).unwrap();
+    for (_, variant) in oomscope_format::TfVariant::PRESETS.iter().step_by(2) {
         v.push(render::tf::render_variant(&dump, variant).into_bytes());
     }
     v.push(export::torch_snapshot(&dump));
@@ -65,7 +65,7 @@ fn try_all(bytes: &[u8]) -> Result<(), TestCaseError> {
             for format in [render::Format::Tf, render::Format::Summary, render::Format::Json] {
                 let _ = render::render(&d, format);
             }
-            let _ = oomscope_analysis::verdict::analyze(&d);
+            let _ = oomscope_diagnose::analyze(&d, &mut |s| oomscope_replay::what_if::from_history(&d, s));
         }
     }
     Ok(())

@@ -7,8 +7,8 @@
 //! a 1 GB address-space limit, so a blowup fails as a crash instead of eating the machine.
 
 use crate::common::*;
-use oomscope_analysis::import;
-use oomscope_analysis::torch_replay::SnapshotTrace;
+use oomscope_ingest::import;
+use oomscope_sim::torch_replay::SnapshotTrace;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -315,7 +315,7 @@ fn a_dict_of_200_000_keys_is_read() {
 #[test]
 #[cfg_attr(oomscope_missing = "shared", ignore = "needs the real data in ../shared, which is not here")]
 fn real_snapshots_build_far_less_than_their_budget() {
-    use oomscope_analysis::import::{torch_frames, torch_snapshot};
+    use oomscope_ingest::import::{torch_frames, torch_snapshot};
     let dir = shared().join("data/torch-snapshots");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();

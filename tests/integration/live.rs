@@ -1,15 +1,15 @@
 //! The live feed over a real Unix socket: a publisher in one thread, viewers in others.
 
 use crate::common::{live_dir, temp_dir};
-use oomscope_analysis::live::{self, Feed, Publisher, Sampler};
-use oomscope_analysis::{render, verdict};
 use oomscope_core::Allocator;
 use oomscope_core::Recording;
 use oomscope_core::Request;
 use oomscope_core::bfc::Options;
 use oomscope_core::device::SimDevice;
 use oomscope_core::scope;
-use oomscope_dump::live::{Hello, Message, PROTOCOL};
+use oomscope_format::live::{Hello, Message, PROTOCOL};
+use oomscope_live::{self as live, Feed, Publisher, Sampler};
+use oomscope_report as render;
 use oomscope_tui::model::Status;
 use oomscope_tui::source::Live;
 use std::io::{BufRead, BufReader, Write};
@@ -71,7 +71,7 @@ fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
     }
     let mut oom = scope::with("model/head", || alloc.allocate(&Request::new(60 << 20).op("MatMul"))).unwrap_err();
     // The caller attaches the verdict, renders, and hands the OOM to the feed.
-    verdict::attach(&mut oom.dump);
+    oomscope_report::verdict::attach(&mut oom.dump, &mut oomscope_replay::what_if::from_history);
     let report = render::render(&oom.dump, render::Format::Tf);
     sampler.oom(Arc::from(oom.dump.clone()), report);
     // Let the sampler publish the OOM, then stop it and the feed.
@@ -84,7 +84,7 @@ fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
     let Message::Hello(h) = &msgs[0] else { panic!("the first message is the hello: {:?}", msgs[0]) };
     assert_eq!(h.protocol, PROTOCOL);
     assert_eq!(h.pid, std::process::id());
-    let states: Vec<&oomscope_dump::live::State> =
+    let states: Vec<&oomscope_format::live::State> =
         msgs.iter().filter_map(|m| if let Message::State(s) = m { Some(&**s) } else { None }).collect();
     assert!(states.len() >= 3, "{} states", states.len());
     assert!(states.windows(2).all(|w| w[0].seq < w[1].seq), "frames in order");
@@ -339,7 +339,7 @@ fn an_endless_line_is_cut_off_at_the_cap() {
         let block = vec![b'a'; 1 << 20];
         let mut sent = 0usize;
         // Until the viewer hangs up (or far past any cap).
-        while sent < 2 * oomscope_analysis::live::attach::MAX_LINE && s.write_all(&block).is_ok() {
+        while sent < 2 * oomscope_live::attach::MAX_LINE && s.write_all(&block).is_ok() {
             sent += block.len();
         }
         sent
@@ -350,7 +350,7 @@ fn an_endless_line_is_cut_off_at_the_cap() {
     assert!(e.contains("endless.sock line 2") && e.contains("longer than 256 MiB"), "{e}");
     drop(feed);
     let sent = server.join().unwrap();
-    assert!(sent < 2 * oomscope_analysis::live::attach::MAX_LINE, "the viewer hung up at the cap ({sent} bytes sent)");
+    assert!(sent < 2 * oomscope_live::attach::MAX_LINE, "the viewer hung up at the cap ({sent} bytes sent)");
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
@@ -362,9 +362,9 @@ fn an_oversized_state_frame_is_refused() {
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
-        let spans = vec![oomscope_dump::live::Span(0, 1, 0, 0, 0, 0, 0, 0); 300_000];
-        let state = oomscope_dump::live::State {
-            regions: vec![oomscope_dump::live::MapRegion { address: 0, size: 300_000, spans }],
+        let spans = vec![oomscope_format::live::Span(0, 1, 0, 0, 0, 0, 0, 0); 300_000];
+        let state = oomscope_format::live::State {
+            regions: vec![oomscope_format::live::MapRegion { address: 0, size: 300_000, spans }],
             ..Default::default()
         };
         let _ = s.write_all(Message::State(Box::new(state)).to_line().as_bytes());
@@ -397,7 +397,7 @@ fn a_viewer_refuses_a_socket_in_a_directory_others_control() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         let theirs = base.join("theirs");
-        oomscope_analysis::live::private_dir(&theirs).unwrap();
+        oomscope_live::private_dir(&theirs).unwrap();
         let sock = theirs.join("2.sock");
         let _l2 = UnixListener::bind(&sock).unwrap();
         let c = std::ffi::CString::new(theirs.to_str().unwrap()).unwrap();

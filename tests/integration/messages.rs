@@ -3,8 +3,8 @@
 //! out for each in `expected.tsv`; and the command's contract for them.
 
 use crate::common::{oomscope, oomscope_with_stdin, root, stderr, stdout};
-use oomscope_analysis::import;
-use oomscope_dump::{Dump, Message};
+use oomscope_format::{Dump, Message};
+use oomscope_ingest::import;
 use std::path::Path;
 
 /// One row of `expected.tsv`.
@@ -71,7 +71,7 @@ fn read(file: &str) -> Result<Dump, String> {
     let path = root().join("fixtures/messages").join(file);
     let bytes = std::fs::read(&path).unwrap();
     let mut d = import::import(Path::new(file), &bytes, None, None).map_err(|e| e.to_string())?;
-    oomscope_analysis::verdict::attach(&mut d);
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
     Ok(d)
 }
 

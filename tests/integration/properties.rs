@@ -3,11 +3,11 @@
 //! chunks, stats equal the chunks) and against an outside model: live allocations never
 //! overlap, each is at least its request, and the byte counts add up.
 
-use oomscope_analysis::render;
 use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::device::SimDevice;
 use oomscope_core::record::Meta;
-use oomscope_dump::{self as dump, Source};
+use oomscope_format::{self as dump, Source};
+use oomscope_report as render;
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -127,7 +127,7 @@ proptest! {
     #[test]
     fn dumps_round_trip_and_render_the_same(cfg in config(), ops in ops()) {
         let b = run(&cfg, &ops)?;
-        let d = b.snapshot(Source { kind: oomscope_dump::SourceKind::Replay, ..Source::default() });
+        let d = b.snapshot(Source { kind: oomscope_format::SourceKind::Replay, ..Source::default() });
         let text = render::render(&d, render::Format::Json);
         let back = dump::read_str(Path::new("mem.json"), &text).map_err(|e| TestCaseError::fail(e.to_string()))?;
         // Compared whole, reported briefly: a dump's Debug output is long.

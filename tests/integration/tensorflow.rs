@@ -442,11 +442,11 @@ fn tf_log_line(l: &str) -> bool {
     ignore = "needs TensorFlow: set OOMSCOPE_TEST_TF_PYTHON (.ci/run makes one)"
 )]
 fn the_live_feed_shows_tfs_memory_while_it_runs_and_its_oom() {
-    use oomscope_analysis::live::Feed;
-    use oomscope_dump::live::Message;
+    use oomscope_format::live::Message;
+    use oomscope_live::Feed;
     let dir = temp_dir("tf-live");
     let live = dir.join("live");
-    oomscope_analysis::live::private_dir(&live).unwrap();
+    oomscope_live::private_dir(&live).unwrap();
     let py = tf_python();
     let mut child = Command::new(env!("CARGO_BIN_EXE_oomscope"))
         .args(["run", "--live", "--dump-dir"])
@@ -465,7 +465,7 @@ fn the_live_feed_shows_tfs_memory_while_it_runs_and_its_oom() {
         .unwrap();
     // The framework's memory, sampled every half second, on a socket named by the program.
     let socket = loop {
-        if let Some(s) = oomscope_analysis::live::sockets_in(&live).unwrap().into_iter().next() {
+        if let Some(s) = oomscope_live::sockets_in(&live).unwrap().into_iter().next() {
             break s;
         }
         assert!(child.try_wait().unwrap().is_none(), "the run ended before publishing");
@@ -487,7 +487,7 @@ fn the_live_feed_shows_tfs_memory_while_it_runs_and_its_oom() {
     };
     assert!(child.wait().unwrap().code() == Some(1));
     assert!(states >= 1 && peak > 0, "{states} states, peak {peak}");
-    assert_eq!(oom.dump.verdict.as_ref().unwrap().kind, oomscope_dump::VerdictKind::Peak);
+    assert_eq!(oom.dump.verdict.as_ref().unwrap().kind, oomscope_format::VerdictKind::Peak);
     assert!(oom.report.contains("BFCAllocator dump for bfc_cpu_allocator_for_gpu"), "{}", oom.report);
     std::fs::remove_dir_all(dir).unwrap();
 }

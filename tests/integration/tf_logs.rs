@@ -4,9 +4,9 @@
 //! seeds' own logs import.
 
 use crate::common::*;
-use oomscope_analysis::import;
-use oomscope_analysis::render::tf;
-use oomscope_dump::{self as dump, Dump, PrefixStyle, Section, TfVariant};
+use oomscope_format::{self as dump, Dump, PrefixStyle, Section, TfVariant};
+use oomscope_ingest::import;
+use oomscope_report::tf;
 use std::path::Path;
 
 /// A full dump with every section: the fragmentation fixture at its OOM (free and in-use
@@ -58,7 +58,7 @@ fn every_variant_round_trips_to_the_same_text_and_figures() {
             // text with neither reads the same either way.
             let unseen = TfVariant { windows: false, ..v };
             let shows_windows =
-                v.chunks != oomscope_dump::ChunkStyle::Modern || tf::render_variant(&d, &unseen) != text;
+                v.chunks != oomscope_format::ChunkStyle::Modern || tf::render_variant(&d, &unseen) != text;
             let expect = TfVariant { windows: v.windows && shows_windows, ..v };
             assert_eq!(detected, expect, "{name}: detected {detected:?}");
             assert_eq!(tf::render(&back), text, "{name}: printed back differently");
@@ -84,7 +84,7 @@ fn every_variant_round_trips_to_the_same_text_and_figures() {
             // the peak only where TF printed bytes (since 2.16 it prints `216.48MiB`).
             assert_eq!(back.stats.bytes_in_use, d.stats.bytes_in_use, "{name}");
             assert_eq!(back.stats.pool_bytes, d.stats.pool_bytes, "{name}");
-            if v.stats == oomscope_dump::StatsStyle::EightHuman {
+            if v.stats == oomscope_format::StatsStyle::EightHuman {
                 let h = oomscope_base::size::human;
                 assert_eq!(h(back.stats.peak_bytes_in_use), h(d.stats.peak_bytes_in_use), "{name}");
             } else {
@@ -93,7 +93,7 @@ fn every_variant_round_trips_to_the_same_text_and_figures() {
             assert_eq!(back.stats.num_allocs, d.stats.num_allocs, "{name}");
             let oom = back.oom.as_ref().unwrap();
             let orig = d.oom.as_ref().unwrap();
-            if v.header == oomscope_dump::HeaderStyle::Old {
+            if v.header == oomscope_format::HeaderStyle::Old {
                 // TF <= 1.12 printed the request rounded for people only, not the rounded size.
                 assert_eq!(
                     oomscope_base::size::human(oom.requested),
@@ -104,7 +104,7 @@ fn every_variant_round_trips_to_the_same_text_and_figures() {
             } else {
                 assert_eq!(oom.rounded, orig.rounded, "{name}");
             }
-            if matches!(v.header, oomscope_dump::HeaderStyle::Modern | oomscope_dump::HeaderStyle::Repeated) {
+            if matches!(v.header, oomscope_format::HeaderStyle::Modern | oomscope_format::HeaderStyle::Repeated) {
                 assert_eq!(oom.op, d.oom.as_ref().unwrap().op, "{name}");
             }
             assert_eq!(
@@ -186,7 +186,7 @@ fn a_partial_log_keeps_its_sections_and_only_them() {
     assert!(!printed.contains("Bin ("), "{printed}");
     assert_eq!(printed.lines().filter(|l| l.contains(" at 7f")).count(), 16);
     // The summary says what is missing.
-    let summary = oomscope_analysis::render::summary::render(&part);
+    let summary = oomscope_report::summary::render(&part);
     assert!(summary.contains("not in it: the failed request, the bins"), "{summary}");
 }
 
@@ -252,7 +252,9 @@ fn seed_003s_listing_imports_and_the_layout_copies_are_found() {
             .collect::<Vec<_>>()
     };
     assert_eq!(listing(&tf::render(&d)), listing(&text), "the listing prints back as it was");
-    let v = oomscope_analysis::render::verdict::words(&oomscope_analysis::verdict::analyze(&d));
+    let v = oomscope_report::verdict::words(&oomscope_diagnose::analyze(&d, &mut |s| {
+        oomscope_replay::what_if::from_history(&d, s)
+    }));
     assert!(v.evidence.iter().any(|e| e.contains("(60%) is held by *-LayoutOptimizer nodes")), "{v:?}");
     assert!(v.fix.contains("channels-first"), "{}", v.fix);
 }

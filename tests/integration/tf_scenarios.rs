@@ -5,8 +5,8 @@
 use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::device::SimDevice;
 use oomscope_core::record::Meta;
-use oomscope_dump::Source;
-use oomscope_dump::Stats;
+use oomscope_format::Source;
+use oomscope_format::Stats;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

@@ -7,7 +7,7 @@ use oomscope_core::Request;
 use oomscope_core::bfc::Options;
 use oomscope_core::device::SimDevice;
 use oomscope_core::scope;
-use oomscope_dump::Source;
+use oomscope_format::Source;
 use std::sync::Arc;
 
 #[test]
@@ -69,8 +69,8 @@ fn an_oom_carries_the_report_and_the_allocator_goes_on() {
     .unwrap();
     let mut oom = alloc.allocate(&Request::new(200 << 20).op("decoder/MatMul")).unwrap_err();
     assert!(oom.dump.verdict.is_none(), "the allocator does no analysis");
-    oomscope_analysis::verdict::attach(&mut oom.dump);
-    let report = oomscope_analysis::render::render(&oom.dump, oomscope_analysis::render::Format::Tf);
+    oomscope_report::verdict::attach(&mut oom.dump, &mut oomscope_replay::what_if::from_history);
+    let report = oomscope_report::render(&oom.dump, oomscope_report::Format::Tf);
     assert!(report.starts_with(
         "Allocator (GPU_0_bfc) ran out of memory trying to allocate 200.00MiB (rounded to 209715200)requested by op decoder/MatMul\n"
     ));

@@ -149,11 +149,11 @@ fn imports_of_pytorch_2_11_snapshots_name_user_code() {
     let (code, d) = replay_json(&["import", &pickle_path("frames"), "--format", "json"]);
     assert_eq!(code, Some(0));
     let nodes: Vec<&str> = d["usage_by_node"].as_array().unwrap().iter().map(|n| n["op"].as_str().unwrap()).collect();
-    assert!(nodes.iter().all(|n| !oomscope_analysis::import::torch_frames::is_internal(n)), "{nodes:?}");
+    assert!(nodes.iter().all(|n| !oomscope_ingest::import::torch_frames::is_internal(n)), "{nodes:?}");
     assert!(nodes.contains(&"aten::mm in the backward of addmm"), "{nodes:?}");
     assert!(nodes.contains(&"aten::mm at record-torch-snapshots.py:56 (train)"), "{nodes:?}");
     let (_, d) = replay_json(&["import", &pickle_path("default"), "--format", "json"]);
     let nodes: Vec<&str> = d["usage_by_node"].as_array().unwrap().iter().map(|n| n["op"].as_str().unwrap()).collect();
-    assert!(nodes.contains(&oomscope_analysis::import::torch_frames::NO_PYTHON_FRAMES), "{nodes:?}");
-    assert!(!nodes.contains(&oomscope_analysis::import::torch_frames::BEFORE_RECORDING), "{nodes:?}");
+    assert!(nodes.contains(&oomscope_ingest::import::torch_frames::NO_PYTHON_FRAMES), "{nodes:?}");
+    assert!(!nodes.contains(&oomscope_ingest::import::torch_frames::BEFORE_RECORDING), "{nodes:?}");
 }

@@ -304,8 +304,8 @@ fn a_viewer_attached_to_a_hostile_socket_stops_at_the_line_cap() {
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
-        let hello = oomscope_dump::live::Message::Hello(Box::new(oomscope_dump::live::Hello {
-            protocol: oomscope_dump::live::PROTOCOL.into(),
+        let hello = oomscope_format::live::Message::Hello(Box::new(oomscope_format::live::Hello {
+            protocol: oomscope_format::live::PROTOCOL.into(),
             pid: 666,
             command: "hostile".into(),
             ..Default::default()
@@ -584,7 +584,7 @@ fn attach_follows_the_next_process_unless_one_was_named() {
 
     // Named: it stays.
     let mut first = publish("3");
-    let socket = oomscope_analysis::live::socket_path(&dir, first.id(), None);
+    let socket = oomscope_live::socket_path(&dir, first.id(), None);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !socket.exists() {
         assert!(Instant::now() < deadline, "{} never appeared", socket.display());

@@ -3,8 +3,8 @@
 //! opened and drawn.
 
 use crate::common::{assert_golden, oomscope, root, stderr, temp_dir};
-use oomscope_analysis::render::post_mortem;
-use oomscope_dump as dump;
+use oomscope_format as dump;
+use oomscope_report::post_mortem;
 use oomscope_tui::ratatui::Terminal;
 use oomscope_tui::ratatui::backend::TestBackend;
 use oomscope_tui::ratatui::buffer::Buffer;

@@ -1,9 +1,12 @@
 //! What every oomscope crate needs, and nothing else: sizes and shapes as the frameworks
-//! print them ([`size`], [`shape`]), and the fast hash map of the allocator's tables
-//! ([`hash`]). The smallest crate, so that the UI and the allocator can share it.
+//! print them ([`size`], [`shape`]), the fast hash map of the allocator's tables ([`hash`]),
+//! the bin arithmetic of TensorFlow's allocator and report ([`bins`]), and paths quoted for a
+//! shell ([`shell`]). The smallest crate, so that the UI and the allocator can share it.
 
+pub mod bins;
 pub mod hash;
 pub mod shape;
+pub mod shell;
 pub mod size;
 
 pub use size::human;

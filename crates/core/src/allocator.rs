@@ -12,7 +12,7 @@ use crate::device::Device;
 use crate::record::{History, Meta, Names};
 use crate::{scope, stack};
 use oomscope_base::size::human;
-use oomscope_dump::{AllocatorInfo, DeviceInfo, Dump, Source, SourceKind, Stats};
+use oomscope_format::{AllocatorInfo, DeviceInfo, Dump, Source, SourceKind, Stats};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -314,7 +314,7 @@ impl<'a> Request<'a> {
 /// A failed allocation, with the state of the allocator at that moment.
 ///
 /// `dump.oom` is this request. The dump has no verdict: the caller attaches one
-/// (`oomscope_analysis::verdict::attach`) and renders the report.
+/// (`oomscope_report::verdict::attach`) and renders the report.
 #[derive(Clone, Debug)]
 pub struct Oom {
     /// Boxed: the error travels by value through `Result`, and a dump is large.

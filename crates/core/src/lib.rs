@@ -12,6 +12,7 @@
 //! - [`Allocator`]: the thread-safe, recording allocator a training process uses; its
 //!   [`Oom`] error carries the dump of that moment (the caller adds the verdict and renders).
 //! - [`record`], [`scope`], [`stack`]: what each allocation is recorded with.
+//! - [`trace`]: a sequence of requests in memory, what a replay feeds an allocator.
 //! - [`config`]: how a process under `oomscope run` sets its allocator up (environment).
 //!
 //! ```
@@ -33,5 +34,6 @@ pub mod device;
 pub mod record;
 pub mod scope;
 pub mod stack;
+pub mod trace;
 
 pub use allocator::{Allocator, Engine, Oom, Recording, Request, SlotChunk, View, Visit};

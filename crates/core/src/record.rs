@@ -9,7 +9,7 @@ use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::hash::Hash;
 
-pub use oomscope_dump::{EventKind, Kind, StepMark};
+pub use oomscope_format::{EventKind, Kind, StepMark};
 
 /// The name printed for allocations that came with no op name and no scope.
 pub const UNNAMED_OP: &str = "unknown";
@@ -142,9 +142,9 @@ pub fn keep_step_mark(steps: &mut VecDeque<StepMark>, mark: StepMark) {
 
 impl History {
     /// The kept events as a dump lists them, op ids resolved to names.
-    pub fn to_dump(&self, names: &Names) -> Vec<oomscope_dump::EventInfo> {
+    pub fn to_dump(&self, names: &Names) -> Vec<oomscope_format::EventInfo> {
         self.iter()
-            .map(|e| oomscope_dump::EventInfo {
+            .map(|e| oomscope_format::EventInfo {
                 seq: e.seq,
                 t_ns: e.t_ns,
                 kind: e.kind,
@@ -378,7 +378,7 @@ impl PeakTracker {
 
     /// The peak as a dump records it, op ids resolved to names; `None` before any
     /// allocation.
-    pub fn to_dump(&self, names: &Names) -> Option<oomscope_dump::PeakInfo> {
+    pub fn to_dump(&self, names: &Names) -> Option<oomscope_format::PeakInfo> {
         if self.mark.bytes == 0 {
             return None;
         }
@@ -387,7 +387,7 @@ impl PeakTracker {
         // Largest first; ties in the order the ops were first seen, as `usage_by_node`.
         ops.sort_by(|(ka, a), (kb, b)| b.bytes.cmp(&a.bytes).then(ka.cmp(kb)));
         let m = &self.mark;
-        Some(oomscope_dump::PeakInfo {
+        Some(oomscope_format::PeakInfo {
             bytes_in_use: m.bytes,
             allocations: m.allocations,
             seq: m.seq,
@@ -396,7 +396,7 @@ impl PeakTracker {
             t_ns: m.t_ns,
             usage_by_node: ops
                 .into_iter()
-                .map(|(op, l)| oomscope_dump::NodeUsage {
+                .map(|(op, l)| oomscope_format::NodeUsage {
                     op: names.op(op).to_string(),
                     bytes: l.bytes,
                     requested: l.requested,

@@ -1,7 +1,7 @@
 //! Call stacks: raw instruction pointers on the hot path (a few microseconds), symbols only
 //! when a report is written (the first resolution loads debug info: tens of milliseconds).
 
-use oomscope_dump::{Dump, Frame};
+use oomscope_format::{Dump, Frame};
 
 /// Frames kept per stack.
 pub const MAX_FRAMES: usize = 64;

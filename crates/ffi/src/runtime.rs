@@ -2,8 +2,6 @@
 //! environment's settings, and what happens at an OOM (the dump written, the report on
 //! stderr, the message the caller's exception carries).
 
-use oomscope_analysis::live::{self, Publisher, Sampler};
-use oomscope_analysis::{render, verdict};
 use oomscope_base::size::human;
 use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::caching::{Caching, CachingOptions};
@@ -11,7 +9,9 @@ use oomscope_core::config::{AllocatorChoice, Config, DeviceChoice};
 use oomscope_core::device::cuda::StreamEvent;
 use oomscope_core::device::{CudaDevice, Device, SimDevice};
 use oomscope_core::{Allocator, Engine, Oom, Recording, Request};
-use oomscope_dump::{self as dump, Source, SourceKind};
+use oomscope_format::{self as dump, Source, SourceKind};
+use oomscope_live::{self as live, Publisher, Sampler};
+use oomscope_report as render;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -623,7 +623,7 @@ impl Runtime {
         if n > self.config.max_dumps {
             return self.count_oom(slot, &oom, n);
         }
-        verdict::attach(&mut oom.dump);
+        oomscope_report::verdict::attach(&mut oom.dump, &mut oomscope_replay::what_if::from_history);
         let path = self.dump_path(slot.device, "oom");
         let written = self.write_dump(&path, &oom.dump);
         if written.is_ok() {
@@ -646,7 +646,7 @@ impl Runtime {
                     err,
                     "oomscope: dump written to {}\n  look inside: oomscope tui {}",
                     path.display(),
-                    oomscope_analysis::input_kind::shell_quoted(&path.display().to_string())
+                    oomscope_base::shell::quoted(&path.display().to_string())
                 );
             }
         } else {

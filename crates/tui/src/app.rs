@@ -1032,7 +1032,7 @@ fn line_starts(text: &str) -> Vec<usize> {
 
 /// The nodes view's rows for `device` under the view's settings.
 pub fn node_rows(device: &Device, st: &NodesState) -> Vec<NodeRow> {
-    let nodes: Vec<&oomscope_dump::NodeUsage> = device.nodes.iter().filter(|n| st.filter.matches(&n.op)).collect();
+    let nodes: Vec<&oomscope_format::NodeUsage> = device.nodes.iter().filter(|n| st.filter.matches(&n.op)).collect();
     if st.tree {
         return tree::rows(&nodes, st.sort, &st.toggled, st.filter.is_active());
     }

@@ -1,9 +1,9 @@
 //! What the UI shows: plain data about one or more devices, filled from a dump or a live
-//! feed by [`crate::source`]. The figures are the dump's own types (`oomscope_dump`): one
+//! feed by [`crate::source`]. The figures are the dump's own types (`oomscope_format`): one
 //! model of state from the allocator to the screen. Nothing here knows how an allocator
 //! works; sizes are bytes, times are seconds, names are strings.
 
-use oomscope_dump::{BinInfo, NodeUsage, OomRecord, Verdict};
+use oomscope_format::{BinInfo, NodeUsage, OomRecord, Verdict};
 use std::ops::Range;
 
 /// One allocator on one device, as the UI shows it.
@@ -82,7 +82,7 @@ impl Status {
 /// what the source knows besides.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stats {
-    pub allocator: oomscope_dump::Stats,
+    pub allocator: oomscope_format::Stats,
     /// The allocator's limit.
     pub limit: u64,
     pub live_allocations: u64,

@@ -6,8 +6,8 @@ use crate::model::{self, Device, Sample, Status};
 use oomscope_base::hash::FastMap;
 use oomscope_base::shape;
 use oomscope_base::size::human;
-use oomscope_dump::live::{Hello, Message, State};
-use oomscope_dump::{Dump, EventKind, ImportedFrom, Section};
+use oomscope_format::live::{Hello, Message, State};
+use oomscope_format::{Dump, EventKind, ImportedFrom, Section};
 
 /// Samples a live timeline keeps; older ones are thinned (each pair of neighbours becomes
 /// the higher one), so a long run still fits and its peak stays.
@@ -91,7 +91,7 @@ fn hardware(model: &str, total: u64) -> String {
 
 /// The figures the UI shows, from the allocator's statistics and what the source adds.
 fn stats(
-    s: &oomscope_dump::Stats,
+    s: &oomscope_format::Stats,
     limit: u64,
     live_allocations: u64,
     (device_total, device_free): (u64, u64),
@@ -309,7 +309,7 @@ impl Live {
         d.notes = if s.merged {
             vec![format!(
                 "the feed merges neighbouring chunks past {} to stay small; the dump written at OOM has them all",
-                oomscope_dump::live::SPANS_SENT
+                oomscope_format::live::SPANS_SENT
             )]
         } else {
             Vec::new()

@@ -3,7 +3,7 @@
 //! (`model.layer1.0.conv1/aten::convolution`) fold at the dots of the module part too.
 
 use crate::app::{NodeRow, NodeSort, cmp_rows};
-use oomscope_dump::NodeUsage as Node;
+use oomscope_format::NodeUsage as Node;
 use std::collections::{BTreeMap, HashSet};
 
 /// The scope parts of an op name: split at `/`, and at `.` in all but the last part.

@@ -1,6 +1,6 @@
 //! Keys and updates change the state as a user expects; drawing every state never panics.
 
-use oomscope_dump::{BinInfo as Bin, NodeUsage as Node};
+use oomscope_format::{BinInfo as Bin, NodeUsage as Node};
 use oomscope_tui::app::{AllocSort, NodeSort};
 use oomscope_tui::model::{Device, Region, Span, Stats, Status, Update};
 use oomscope_tui::ratatui::Terminal;
@@ -68,7 +68,7 @@ fn device(name: &str, status: Status) -> Device {
         status,
         stats: Stats {
             limit: 64 << 20,
-            allocator: oomscope_dump::Stats { bytes_in_use: 20 << 20, ..Default::default() },
+            allocator: oomscope_format::Stats { bytes_in_use: 20 << 20, ..Default::default() },
             known: true,
             ..Stats::default()
         },

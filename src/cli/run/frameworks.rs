@@ -5,11 +5,11 @@
 //! and, when the program ends, a verdict after its own error. The memory the framework
 //! reports while it runs (`oomscope_tf.py`) becomes the live view's state.
 
-use oomscope_analysis::import::tf_log;
-use oomscope_analysis::live::{self, Publisher};
-use oomscope_analysis::{render, verdict};
-use oomscope_dump::live::{Hello, Message, OomEvent, PROTOCOL, State};
-use oomscope_dump::{AllocatorInfo, DeviceInfo, DeviceKind, Dump, Source, SourceKind, Stats};
+use oomscope_format::live::{Hello, Message, OomEvent, PROTOCOL, State};
+use oomscope_format::{AllocatorInfo, DeviceInfo, DeviceKind, Dump, Source, SourceKind, Stats};
+use oomscope_ingest::import::tf_log;
+use oomscope_live::{self as live, Publisher};
+use oomscope_report as render;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -143,8 +143,8 @@ impl Frameworks {
             command: Some(self.command.clone()),
             created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok().map(|t| t.as_secs()),
         };
-        verdict::attach(&mut d);
-        if let Err(err) = oomscope_dump::write_atomic(&path, &d) {
+        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        if let Err(err) = oomscope_format::write_atomic(&path, &d) {
             eprintln!("oomscope: warning: {err}");
         }
         if !last {

@@ -69,7 +69,7 @@ const SYMBOLS: [&str; 11] = [
     "oomscope_scope_pop",
     "oomscope_scope_clear",
     "oomscope_step",
-    "oomscope_dump_at_exit",
+    "oomscope_format_at_exit",
 ];
 
 /// Refuses a library that lacks the functions this oomscope uses: one left by an older
@@ -291,8 +291,8 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let live = match (&live_dir, a.live) {
         (Some(dir), _) => Some(dir.0.clone()),
         (None, true) => {
-            let dir = oomscope_analysis::live::default_dir();
-            oomscope_analysis::live::private_dir(&dir).ok().map(|()| dir)
+            let dir = oomscope_live::default_dir();
+            oomscope_live::private_dir(&dir).ok().map(|()| dir)
         }
         (None, false) => None,
     };
@@ -592,7 +592,7 @@ fn steps_without_dumps(asked: &[i64], dumped: &[i64]) -> Option<String> {
 
 /// A path as a shell reads it back, for a command to type.
 fn quoted(p: &Path) -> String {
-    oomscope_analysis::input_kind::shell_quoted(&p.display().to_string())
+    oomscope_base::shell::quoted(&p.display().to_string())
 }
 
 /// The first and last dump of the first process's device with two or more among `dumps`

@@ -10,7 +10,7 @@
 //! to continue a TF statement are hidden with it: output oomscope does not recognise is
 //! never lost.
 
-use oomscope_analysis::import::tf_log;
+use oomscope_ingest::import::tf_log;
 
 #[derive(Debug, Default)]
 pub struct Relay {

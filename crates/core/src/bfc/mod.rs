@@ -29,19 +29,15 @@ use crate::device::{Device, DeviceDescription, MemInfo};
 use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, StepMark};
 use bins::Bins;
 use oomscope_base::hash::FastMap;
-use oomscope_dump::{Refusal, Stats};
+use oomscope_format::{Refusal, Stats};
 use std::collections::VecDeque;
 use std::fmt;
 
 pub use snapshot::{describe, oom_record};
 
-/// log2 of the minimum allocation unit.
-pub const MIN_ALLOCATION_BITS: u32 = 8;
-/// Every allocation is a multiple of 256 bytes.
-pub const MIN_ALLOCATION_SIZE: u64 = 1 << MIN_ALLOCATION_BITS;
-/// Bin `b` holds free chunks of `256 << b` up to `(256 << (b + 1)) - 1` bytes; the last holds
-/// everything larger.
-pub const NUM_BINS: usize = 21;
+pub use oomscope_base::bins::{
+    MIN_ALLOCATION_BITS, MIN_ALLOCATION_SIZE, NUM_BINS, bin_for_size, bin_size, rounded_bytes,
+};
 /// Default limit on the waste a whole (unsplit) chunk may carry: 128 MiB.
 pub const DEFAULT_MAX_INTERNAL_FRAGMENTATION: u64 = 128 << 20;
 /// When the device refuses a region, ask for 90% of it (computed in f32, as TF's `float`).
@@ -56,30 +52,11 @@ const REFUSALS_KEPT: usize = 64;
 const NONE: u32 = u32::MAX;
 const NO_BIN: i8 = -1;
 
-/// `256 * ceil(n / 256)`, saturating for requests no device can hold.
-#[inline]
-pub fn rounded_bytes(n: u64) -> u64 {
-    n.div_ceil(MIN_ALLOCATION_SIZE).saturating_mul(MIN_ALLOCATION_SIZE)
-}
-
-/// `min(20, floor(log2(max(size, 256) >> 8)))`.
-#[inline]
-pub fn bin_for_size(size: u64) -> usize {
-    let v = size.max(MIN_ALLOCATION_SIZE) >> MIN_ALLOCATION_BITS;
-    (63 - v.leading_zeros() as usize).min(NUM_BINS - 1)
-}
-
-/// Smallest chunk size of bin `bin` (`256 << bin`).
-#[inline]
-pub fn bin_size(bin: usize) -> u64 {
-    MIN_ALLOCATION_SIZE << bin
-}
-
 /// TF's bin summary: chunks, as (size, requested, in use), counted into the 21 bins by size,
 /// in use or free, as TF's dump counts them.
-pub fn bins_of(chunks: impl IntoIterator<Item = (u64, u64, bool)>) -> Vec<oomscope_dump::BinInfo> {
-    let mut bins: Vec<oomscope_dump::BinInfo> = (0..NUM_BINS)
-        .map(|b| oomscope_dump::BinInfo { index: b as u32, size: bin_size(b), ..Default::default() })
+pub fn bins_of(chunks: impl IntoIterator<Item = (u64, u64, bool)>) -> Vec<oomscope_format::BinInfo> {
+    let mut bins: Vec<oomscope_format::BinInfo> = (0..NUM_BINS)
+        .map(|b| oomscope_format::BinInfo { index: b as u32, size: bin_size(b), ..Default::default() })
         .collect();
     for (size, requested, in_use) in chunks {
         let b = &mut bins[bin_for_size(size)];
@@ -118,7 +95,7 @@ impl Options {
     pub fn new(limit: u64) -> Options {
         Options {
             name: "GPU_0_bfc".to_string(),
-            device_name: oomscope_dump::DEFAULT_DEVICE_NAME.to_string(),
+            device_name: oomscope_format::DEFAULT_DEVICE_NAME.to_string(),
             limit,
             allow_growth: false,
             garbage_collection: false,

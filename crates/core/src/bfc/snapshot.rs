@@ -4,7 +4,7 @@
 
 use super::{AllocFailure, Bfc, NONE, bins_of};
 use crate::record::{Kind, Meta, Names};
-use oomscope_dump::{
+use oomscope_format::{
     AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, OomRecord, OutsideInfo, RegionInfo, Source,
     StackInfo,
 };

@@ -190,10 +190,7 @@ impl Default for Node {
 #[derive(Clone, Debug)]
 enum Bin {
     /// A sorted list through the node table.
-    List {
-        head: u32,
-        len: u32,
-    },
+    List { head: u32, len: u32 },
     // Boxed so that a bin, of which a stream has 512, stays two words.
     #[allow(clippy::box_collection)]
     Tree(Box<BTreeSet<BinKey>>),

@@ -4,7 +4,7 @@
 use super::{Caching, NONE, NewBlock, PoolKind, Stat};
 use crate::bfc::{bins_of, describe, oom_record};
 use crate::record::{BEFORE_RECORDING, Meta};
-use oomscope_dump::{
+use oomscope_format::{
     AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, RegionInfo,
     SegmentPool, Source, Stats,
 };

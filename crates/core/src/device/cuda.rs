@@ -48,7 +48,7 @@ pub fn driver_present() -> bool {
 
 /// The processes with memory on GPU `ordinal`, from NVML (this one marked); `None` when the
 /// driver or NVML cannot say.
-pub fn processes(ordinal: i32) -> Option<Vec<oomscope_dump::ProcessMemory>> {
+pub fn processes(ordinal: i32) -> Option<Vec<oomscope_format::ProcessMemory>> {
     if !driver_present() {
         return None;
     }
@@ -191,7 +191,7 @@ impl Device for CudaDevice {
     }
 
     fn describe(&self) -> DeviceDescription {
-        DeviceDescription { kind: oomscope_dump::DeviceKind::Cuda, model: self.model.clone(), others: self.others }
+        DeviceDescription { kind: oomscope_format::DeviceKind::Cuda, model: self.model.clone(), others: self.others }
     }
 
     // Expandable segments, as PyTorch makes them: address space reserved once, physical

@@ -81,10 +81,10 @@ pub trait Device: Send {
 }
 
 /// What a dump says of `device`, named `name` in reports.
-pub fn info(device: &dyn Device, name: &str) -> oomscope_dump::DeviceInfo {
+pub fn info(device: &dyn Device, name: &str) -> oomscope_format::DeviceInfo {
     let desc = device.describe();
     let mem = device.mem_info();
-    oomscope_dump::DeviceInfo {
+    oomscope_format::DeviceInfo {
         kind: desc.kind,
         name: name.to_string(),
         model: desc.model,
@@ -97,7 +97,7 @@ pub fn info(device: &dyn Device, name: &str) -> oomscope_dump::DeviceInfo {
 /// A device as reports name it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceDescription {
-    pub kind: oomscope_dump::DeviceKind,
+    pub kind: oomscope_format::DeviceKind,
     /// Hardware name (`NVIDIA H200`) or `simulated GPU`.
     pub model: String,
     /// Bytes held by other processes when the device was opened, when known.

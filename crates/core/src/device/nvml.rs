@@ -4,7 +4,7 @@
 //! process's CUDA context apart from other processes. Without NVML (no driver, MIG, some
 //! containers), nothing is known and nothing is said.
 
-use oomscope_dump::ProcessMemory;
+use oomscope_format::ProcessMemory;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::sync::OnceLock;
 

@@ -124,7 +124,7 @@ impl Device for SimDevice {
     }
 
     fn describe(&self) -> DeviceDescription {
-        DeviceDescription { kind: oomscope_dump::DeviceKind::Sim, model: self.model.clone(), others: self.others }
+        DeviceDescription { kind: oomscope_format::DeviceKind::Sim, model: self.model.clone(), others: self.others }
     }
 
     fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {

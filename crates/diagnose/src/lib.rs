@@ -1,0 +1,1073 @@
+//! Why the memory ran out, and what to change: a [`Diagnosis`] read from a [`Dump`] alone,
+//! so it works the same for replayed, simulated, imported and live dumps. A diagnosis is
+//! data — the [`Cause`] with its figures and the [`Fix`] with its figures — and
+//! `oomscope_report::verdict` writes the words: nothing here renders.
+//!
+//! The causes, checked in this order (the first that holds is the cause):
+//! 1. **others** — the request was for memory outside the pool (cuDNN) and the pool, or
+//!    other processes, had taken the device; or the allocator's limit allowed the request
+//!    but the device did not have it;
+//! 2. **single tensor** — the request is larger than everything the process could ever have
+//!    free (its capacity minus weights, optimizer state and inputs);
+//! 3. **growth** — live bytes at step boundaries keep rising and tensors from earlier steps
+//!    are still live;
+//! 4. **fragmentation** — enough bytes are free, but not in one block;
+//! 5. **peak** — the working set is simply larger than the device.
+//!
+//! A fix is never one that is already on (garbage collection when it is enabled, growth
+//! when the pool already grows). Fixes here are estimates from the dump; with a workload at
+//! hand, `oomscope_sim::workload::fit::refine` replaces them with replayed answers.
+
+use oomscope_format::Kind;
+use oomscope_format::{
+    Dump, Framework, ImportedFrom, KindBytes, MessageFormat, Mode, OomRecord, ProcessMemory, Section, VerdictKind,
+    WhatIf, XlaProgram,
+};
+
+mod message;
+pub use message::Budget;
+use std::collections::BTreeMap;
+
+/// The cause of an OOM (or of its absence), the change that fixes it, and the live bytes
+/// by kind at the failure (at the end when nothing failed), largest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnosis {
+    pub cause: Cause,
+    pub fix: Fix,
+    pub breakdown: Vec<KindBytes>,
+}
+
+impl Diagnosis {
+    pub fn kind(&self) -> VerdictKind {
+        self.cause.kind()
+    }
+
+    /// The fix, tried by replay.
+    pub fn what_if(&self) -> Option<&WhatIf> {
+        match &self.fix {
+            Fix::ExpandableSegments { what_if } | Fix::MaxSplitSize { what_if } => what_if.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// A failed request as a verdict names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    pub op: String,
+    pub requested: u64,
+    pub rounded: u64,
+    pub shape: Option<Vec<i64>>,
+}
+
+impl Request {
+    fn of(o: &OomRecord) -> Request {
+        Request { op: o.op.clone(), requested: o.requested, rounded: o.rounded, shape: o.shape.clone() }
+    }
+}
+
+/// Memory held outside this allocator, as far as the dump shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Bytes other processes held when the device was opened (0: none or unknown).
+    pub others: u64,
+    /// The device's size.
+    pub total: u64,
+    /// Region sizes the device refused the pool.
+    pub refused: Vec<u64>,
+    /// The pool's peak: what the device gave after the refusals.
+    pub pool_peak: u64,
+}
+
+/// Live bytes at a step boundary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepBytes {
+    pub step: i64,
+    pub bytes: u64,
+}
+
+/// Tensors of one op made in earlier steps and still live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    pub op: String,
+    pub tensors: u64,
+    pub bytes: u64,
+    pub first_step: i64,
+    pub last_step: i64,
+}
+
+/// What happened, with the figures that show it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cause {
+    /// A library asked the device for memory outside the allocator's pool (cuDNN, cuBLAS),
+    /// and the pool and other processes had taken the rest.
+    OutsideRequest {
+        request: Request,
+        device_free: u64,
+        pool: u64,
+        pool_free: u64,
+        /// The pool took the device up front (allow_growth off).
+        preallocated: bool,
+        elsewhere: Elsewhere,
+    },
+    /// The allocator's limit allowed the request, but the device did not have it.
+    DeviceRefused { request: Request, limit: u64, limit_headroom: u64, device_free: u64, elsewhere: Elsewhere },
+    /// A log that shows the driver refusing TensorFlow's first regions: the pool took all the
+    /// device would give, and other processes held the rest.
+    PoolTookDevice {
+        /// The failed request's op, when the log has one; `outside` when it was for memory
+        /// outside the pool (cuDNN's handle).
+        op: Option<String>,
+        outside: bool,
+        refused: Vec<u64>,
+        /// The region size after the last refusal: what the device gave.
+        taken: u64,
+        /// TF's limit, the whole card (0: not in the log).
+        card: u64,
+    },
+    /// A partial log with the usage listing but neither the limit nor the free memory.
+    PartialUsage {
+        request: Option<Request>,
+        live: u64,
+        /// Nodes listed, with those the listing summed up.
+        nodes: u64,
+        /// The largest nodes (up to three).
+        top: Vec<(String, u64)>,
+        /// Bytes held by TF's layout optimizer's transposed copies, when they are a tenth of
+        /// the live bytes or more.
+        layout_copies: Option<u64>,
+    },
+    /// A partial log with only the failed request.
+    PartialRequest { request: Option<Request> },
+    /// One tensor is larger than all the memory the process could ever have free.
+    SingleTensor {
+        request: Request,
+        /// Pool plus what the device could still give.
+        capacity: u64,
+        /// Weights, optimizer state and inputs: what does not shrink with the batch (`None`:
+        /// the input does not say what the live tensors are).
+        fixed: Option<u64>,
+    },
+    /// Live bytes rise from step to step until the OOM.
+    Growth { first: StepBytes, last: StepBytes, per_step: u64, oom_step: i64, survivors: Vec<Survivor> },
+    /// Enough bytes are free, but not in one block.
+    Fragmentation {
+        request: Request,
+        pool_free: u64,
+        /// Free chunks, and the largest (`None`: the input does not list the chunks, and TF's
+        /// own `LargestFreeBlock` figure is always 0 in its report).
+        pieces: Option<u64>,
+        /// TensorBoard's `1 - largest free / free`, in [0, 1].
+        fragmentation: f64,
+        largest_free: Option<u64>,
+        /// Ops of live tensors that sit between two free chunks, with how many, most first
+        /// (`None`: tensors the input does not name).
+        pinning: Vec<(Option<String>, u64)>,
+    },
+    /// The working set at the failure is larger than what can be had.
+    Peak { request: Request, in_use: u64, capacity: u64, top: Vec<(String, u64)> },
+    /// One dump, no step marks: most of the memory is tensors of one size, and the failed
+    /// request is one more of them — what a loop that keeps each step's output leaves.
+    ManyOfOneSize { request: Request, size: u64, count: u64, bytes: u64, in_use: u64 },
+    /// Nothing failed, but live bytes grow every step.
+    GrowingNoOom { first: StepBytes, last: StepBytes, per_step: u64, limit: u64, pool_peak: u64, reached_near: i64 },
+    /// From a message: one request larger than all this process could ever have.
+    MessageTooLarge { budget: Budget, can_ever: u64 },
+    /// From a message: other processes hold what the request lacks.
+    MessageOthers { budget: Budget, short: u64 },
+    /// From a message: the framework's cache holds enough free memory, but in pieces.
+    MessageCacheInPieces { budget: Budget },
+    /// From a message: live tensors and the request need more than this process can have.
+    MessagePeak { budget: Budget, needed: u64, can_have: u64 },
+    /// From a message whose figures say the request should have fit (free memory larger
+    /// than the request, or free larger than the device).
+    MessageFiguresDisagree { budget: Budget },
+    /// From XLA's account of a program: it needs `needed`, the device has `capacity` (0:
+    /// the message does not say); `top`: its largest buffers.
+    XlaProgram {
+        format: MessageFormat,
+        request: Option<u64>,
+        program: XlaProgram,
+        top: Vec<(String, u64)>,
+        single: bool,
+    },
+    /// A TPU's runtime OOM: the request against what was free (and the largest free piece).
+    DeviceBuffer { format: MessageFormat, request: u64, free: u64, largest: Option<u64>, total: Option<u64> },
+    /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
+    /// runtime, XLA or TF without their breakdown).
+    MessageWithoutFigures {
+        format: MessageFormat,
+        framework: Framework,
+        request: Option<Request>,
+        site: Option<String>,
+    },
+    /// Nothing failed.
+    Fits {
+        peak: u64,
+        limit: u64,
+        pool_peak: u64,
+        /// Region sizes the device refused (the pool got less than its limit).
+        refused: Vec<u64>,
+        others: u64,
+        /// False when the device's size is not known (a PyTorch snapshot replayed without
+        /// `--device`): `limit` is then only what the cache reached, and the headroom is
+        /// unknown.
+        limit_known: bool,
+    },
+}
+
+impl Cause {
+    /// The class a dump's `verdict.kind` names.
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            Cause::OutsideRequest { .. } | Cause::DeviceRefused { .. } | Cause::PoolTookDevice { .. } => {
+                VerdictKind::Others
+            }
+            Cause::PartialUsage { .. } | Cause::PartialRequest { .. } => VerdictKind::Undetermined,
+            Cause::SingleTensor { .. } => VerdictKind::SingleTensor,
+            Cause::Growth { .. } | Cause::GrowingNoOom { .. } | Cause::ManyOfOneSize { .. } => VerdictKind::Growth,
+            Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
+            Cause::Peak { .. } => VerdictKind::Peak,
+            Cause::Fits { .. } => VerdictKind::Fits,
+            Cause::MessageTooLarge { .. } => VerdictKind::SingleTensor,
+            Cause::MessageOthers { .. } => VerdictKind::Others,
+            Cause::MessageCacheInPieces { .. } => VerdictKind::Fragmentation,
+            Cause::MessagePeak { .. } => VerdictKind::Peak,
+            Cause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
+            Cause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
+            Cause::XlaProgram { .. } => VerdictKind::Peak,
+            Cause::MessageFiguresDisagree { .. } | Cause::MessageWithoutFigures { .. } => VerdictKind::Undetermined,
+            Cause::DeviceBuffer { request, total: Some(t), .. } if request > t => VerdictKind::SingleTensor,
+            Cause::DeviceBuffer { request, free, .. } if request <= free => VerdictKind::Fragmentation,
+            Cause::DeviceBuffer { .. } => VerdictKind::Peak,
+        }
+    }
+}
+
+/// What to change, with the figures that size it; never something already on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fix {
+    /// Nothing failed and nothing is short.
+    Nothing,
+    /// Nothing failed, but the device refused regions: with growth on, others share the
+    /// device; with it off, let the pool grow on demand.
+    DeviceShort { allow_growth: bool },
+    /// The pool took the device up front: let it grow on demand (`peak_in_use` was enough),
+    /// or cap it at `fraction` of the device.
+    AllowGrowth { peak_in_use: u64, fraction: f64, total: u64 },
+    /// The pool already grows: free what other processes hold, or cap below what is free.
+    FreeDevice { others: u64, fraction: f64 },
+    /// From a log of refusals: grow on demand, or cap at `fraction` of the card (0: unknown).
+    GrowOrCap { fraction: f64, card: u64 },
+    /// From a partial usage listing: what dominates says what to cut; channels-first when
+    /// the layout optimizer's copies are large.
+    FromUsage { dominant: Option<Kind>, layout_copies: Option<u64> },
+    /// Give oomscope the whole log; if the first dimension is the batch, split it.
+    /// `state_first`: the log is of TF 1.12 or older, which printed the allocator's state
+    /// before its "Ran out of memory" line (later releases print it after).
+    WholeLog { split: Option<SplitFirst>, state_first: bool },
+    /// One request too large: at most `at_most` of the `batch` rows fit (`known`: the
+    /// workload says it is the batch; `eval`: evaluation, averaged over chunks).
+    SplitBatch { batch: u64, at_most: u64, known: bool, eval: bool },
+    /// Even one row of the tensor (`row` bytes) does not fit.
+    RowTooLarge { row: u64 },
+    /// No batch dimension to cut: make the tensor smaller than `below`.
+    ShrinkTensor { below: u64 },
+    /// Growth: free what `culprit` keeps each step.
+    KeepNumbers { culprit: Option<String> },
+    /// Growth without an OOM yet.
+    FreeBeforeLimit { culprit: Option<String> },
+    /// PyTorch fragmentation: expandable segments (`what_if`: the requests replayed with
+    /// them, when there was a whole history or trace to replay).
+    ExpandableSegments { what_if: Option<WhatIf> },
+    /// PyTorch fragmentation with expandable segments already on: cap splitting.
+    MaxSplitSize { what_if: Option<WhatIf> },
+    /// TF fragmentation with empty regions: garbage collection returns them.
+    GarbageCollection { empty_regions: usize },
+    /// TF fragmentation across grown regions: preallocate one.
+    OneRegion { regions: usize },
+    /// Fragmentation otherwise: allocation order, or the driver's allocator.
+    Reorder { pinning: Option<String>, rounded: u64 },
+    /// A true peak: the batch from `from` to `to` (the batch-sized part to `fraction`);
+    /// `known`: the workload says `from` is the batch (else it is the failed tensor's first
+    /// dimension).
+    ReduceBatch { from: u64, to: u64, fraction: f64, optimizer_dominates: bool, known: bool },
+    /// Tensors of one size accumulate: free what a loop keeps, or, if they are layers'
+    /// activations, shrink the batch.
+    KeepLess { size: u64 },
+    /// A true peak where even a batch of 1 does not fit.
+    EvenBatchOne { optimizer_dominates: bool },
+    /// A true peak, batch unknown: cut the batch-sized memory to `fraction`.
+    CutBatchSized { fraction: f64, optimizer_dominates: bool },
+    /// Replayed: train at `batch` instead of `from` (gradient accumulation keeps the batch).
+    TrainAt { batch: u64, from: u64, free_at_peak: u64 },
+    /// Replayed: evaluate `samples` in chunks of at most `chunk`.
+    EvalInChunks { chunk: u64, samples: u64, free_at_peak: u64 },
+    /// Replayed: not even batch 1 fits (`needed` at batch 1, `capacity` to be had).
+    NothingFits { needed: u64, capacity: u64 },
+    /// From a message, one request too large: it (the batch, the sequence, the resolution
+    /// behind it) must shrink to `share` of its size; `absurd`: many times the device, which
+    /// usually means a shape that is not what the code meant.
+    ShrinkRequest { request: u64, can_ever: u64, share: f64, absurd: bool, format: MessageFormat },
+    /// From a message, a true peak: live tensors and the request must shrink by `need`
+    /// bytes, to `share` of them if all of it scales with the batch.
+    ShrinkLive { need: u64, share: f64, format: MessageFormat },
+    /// Other processes hold the memory: free it (`listed` when the message names them), or
+    /// use another device.
+    FreeOthers { others: u64, listed: Vec<ProcessMemory>, format: MessageFormat },
+    /// PyTorch fragmentation, 2.1 and later: expandable segments, under the settings
+    /// variable the message names.
+    ExpandableSegmentsIn { conf_var: String },
+    /// PyTorch fragmentation, 1.10 to 2.0: `max_split_size_mb`.
+    MaxSplitSizeMb { mb: u64, conf_var: String },
+    /// cudaMallocAsync's pool holds the memory in pieces: PyTorch's own allocator with
+    /// expandable segments instead.
+    NativeAllocator,
+    /// PyTorch fragmentation before 1.10: no allocator setting for it; upgrade, or make the
+    /// request fit in what is free.
+    UpgradeForFragmentation { free: u64, request: u64 },
+    /// The limit the user set is what ran out (`set_per_process_memory_fraction`, MPS's
+    /// high watermark): raise it, or shrink.
+    RaiseLimit { limit: u64, total: u64, format: MessageFormat },
+    /// From XLA's account: what to shrink or share (`donate`: outputs as large as the
+    /// parameters, so the input buffers can be reused; `dominant`: one buffer is most of it).
+    XlaShrink {
+        format: MessageFormat,
+        donate: bool,
+        dominant: Option<(String, u64)>,
+        needed: u64,
+        capacity: u64,
+        arguments: u64,
+        temporaries: u64,
+    },
+    /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
+    /// what was missing; `fragmented`: enough was free, in pieces).
+    TpuBuffer { short: u64, fragmented: bool },
+    /// What to run to find out.
+    FindOut { format: MessageFormat, framework: Framework },
+    /// Replayed with growth on: the pool peaks at `peak_pool`; a cap at `fraction` of the
+    /// device (`bytes`) also replays without an OOM, when it does.
+    GrowthReplayed { peak_pool: u64, cap: Option<(f64, u64)> },
+}
+
+/// If the first dimension (`n`) of a shape is the batch: chunks of `rows`, `part` bytes each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitFirst {
+    pub n: i64,
+    pub rows: u64,
+    pub part: u64,
+}
+
+/// Bytes the process could have in one piece at the failure beyond what the pool holds:
+/// a new region within both the limit and what the device had free.
+fn growable(o: &OomRecord) -> u64 {
+    o.limit_headroom.min(o.device_free) / 256 * 256
+}
+
+/// What the pool must grow by to serve the request: the segment PyTorch's caching
+/// allocator asks the device for, else the rounded request.
+fn growth_needed(o: &OomRecord) -> u64 {
+    o.segment_request.unwrap_or(o.rounded).max(o.rounded)
+}
+
+/// All the memory the process could have had: its pool plus what it could still obtain.
+fn capacity(o: &OomRecord) -> u64 {
+    o.pool_bytes + growable(o)
+}
+
+/// Live bytes by kind (recorded, or inferred from op names), largest first. From the chunks
+/// when they carry op names, else from the usage listing (an imported log's chunks do not).
+pub fn breakdown(d: &Dump) -> Vec<KindBytes> {
+    let mut by: BTreeMap<Kind, u64> = BTreeMap::new();
+    if d.live_chunks().any(|c| c.op.is_some()) || d.usage_by_node.is_empty() {
+        for c in d.live_chunks() {
+            *by.entry(c.kind()).or_default() += c.size;
+        }
+    } else {
+        for n in &d.usage_by_node {
+            *by.entry(Kind::infer(&n.op)).or_default() += n.bytes;
+        }
+        if let Some([_, rest]) = d.imported.as_ref().and_then(|i| i.usage_remaining) {
+            *by.entry(Kind::Unknown).or_default() += rest;
+        }
+    }
+    let mut v: Vec<KindBytes> = by.into_iter().map(|(kind, bytes)| KindBytes { kind, bytes }).collect();
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
+    v
+}
+
+fn bytes_of(b: &[KindBytes], kinds: &[Kind]) -> u64 {
+    b.iter().filter(|k| kinds.contains(&k.kind)).map(|k| k.bytes).sum()
+}
+
+/// The diagnosis of a dump. `replay(set)` answers what the caching allocator would have done
+/// with the requests that led to the dump under its settings with `set` changed (the caller
+/// replays them: `oomscope_replay::what_if`); a fix of the settings quotes the answer. A
+/// caller without the requests passes `&mut |_| None`.
+pub fn analyze(d: &Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> Diagnosis {
+    let b = breakdown(d);
+    if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
+        return message::analyze(d, m, b);
+    }
+    if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
+        return partial_log(d, b);
+    }
+    // Up to the failure: after it (with --keep-going) the failed allocations flatten the curve.
+    let growth = growth(d, d.oom.as_ref().map_or(i64::MAX, |o| o.step));
+    let Some(o) = &d.oom else {
+        return fits(d, b, growth);
+    };
+    if let Some(v) = others(d, o, &b) {
+        return v;
+    }
+    // Requests of parallel ops fail at the same moment: one that no memory could ever hold
+    // is the cause, whichever of them the log happened to print first.
+    let mut at_once: Vec<&OomRecord> = d.ooms.iter().filter(|x| x.step == o.step && !x.outside && *x != o).collect();
+    at_once.sort_by_key(|x| std::cmp::Reverse(x.rounded));
+    for candidate in std::iter::once(o).chain(at_once) {
+        if let Some(v) = single_tensor(d, candidate, &b) {
+            return v;
+        }
+    }
+    if let Some(g) = growth {
+        return growth_verdict(d, o, b, g);
+    }
+    if d.steps.is_empty()
+        && let Some(v) = many_of_one_size(d, o, &b)
+    {
+        return v;
+    }
+    if let Some(v) = fragmentation(d, o, &b, replay) {
+        return v;
+    }
+    peak(d, o, b)
+}
+
+fn elsewhere(d: &Dump) -> Elsewhere {
+    Elsewhere {
+        others: d.device.others,
+        total: d.device.total,
+        refused: d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect(),
+        pool_peak: d.stats.peak_pool_bytes,
+    }
+}
+
+/// Let the pool grow, or cap it; or, when it already grows, free the device. `need` is
+/// what must stay free besides.
+fn growth_or_fraction(d: &Dump, need: u64) -> Fix {
+    let dev = &d.device;
+    let usable = dev.total.saturating_sub(dev.others).saturating_sub(need);
+    let fraction = (usable as f64 / dev.total.max(1) as f64 * 20.0).floor() / 20.0;
+    if d.allocator.allow_growth {
+        Fix::FreeDevice { others: dev.others, fraction }
+    } else {
+        Fix::AllowGrowth { peak_in_use: d.stats.peak_bytes_in_use, fraction, total: dev.total }
+    }
+}
+
+fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+    let a = &d.allocator;
+    if o.outside {
+        return Some(Diagnosis {
+            cause: Cause::OutsideRequest {
+                request: Request::of(o),
+                device_free: o.device_free,
+                pool: o.pool_bytes,
+                pool_free: o.pool_bytes.saturating_sub(o.bytes_in_use),
+                preallocated: !a.allow_growth,
+                elsewhere: elsewhere(d),
+            },
+            fix: growth_or_fraction(d, o.requested),
+            breakdown: b.to_vec(),
+        });
+    }
+    // The limit allowed the request; the device did not have it.
+    let grow = growable(o);
+    let seg = growth_needed(o);
+    if grow < seg && o.limit_headroom >= seg && o.largest_free_block < o.rounded {
+        return Some(Diagnosis {
+            cause: Cause::DeviceRefused {
+                request: Request::of(o),
+                limit: a.limit,
+                limit_headroom: o.limit_headroom,
+                device_free: o.device_free,
+                elsewhere: elsewhere(d),
+            },
+            fix: growth_or_fraction(d, 0),
+            breakdown: b.to_vec(),
+        });
+    }
+    None
+}
+
+/// A TF log with what the full analysis needs: the request, and the limit and usage.
+fn complete_log(d: &Dump) -> bool {
+    d.has(Section::Request)
+        && d.allocator.limit > 0
+        && (d.has(Section::Totals) || d.has(Section::Stats))
+        && d.oom.as_ref().is_some_and(|o| !o.outside && o.requested > 0)
+}
+
+/// What a partial TF log allows: the preallocation story when the device refused regions,
+/// else what the usage listing or the request show, said to be partial.
+fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
+    let o = d.oom.as_ref();
+    let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
+    let card = d.allocator.limit;
+    if let Some(&last) = refused.last() {
+        // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
+        // after the last logged one is the one the device gave.
+        let taken = oomscope_base::bins::rounded_bytes((last as f32 * 0.9f32) as u64);
+        let fraction = if card > 0 { (taken as f64 * 0.9 / card as f64 * 20.0).floor() / 20.0 } else { 0.7 };
+        return Diagnosis {
+            cause: Cause::PoolTookDevice {
+                op: o.map(|o| o.op.clone()),
+                outside: o.is_some_and(|o| o.outside),
+                refused,
+                taken,
+                card,
+            },
+            fix: Fix::GrowOrCap { fraction, card },
+            breakdown: b,
+        };
+    }
+    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op != "unknown").map(Request::of);
+    if !d.usage_by_node.is_empty() {
+        let nodes =
+            d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
+        let live = d.usage_total();
+        let layout: u64 = d.usage_by_node.iter().filter(|n| n.op.contains("LayoutOptimizer")).map(|n| n.bytes).sum();
+        let dominant = b.first().map(|k| k.kind);
+        let layout_copies = (layout * 10 > live).then_some(layout);
+        return Diagnosis {
+            cause: Cause::PartialUsage {
+                request,
+                live,
+                nodes,
+                top: d.usage_by_node.iter().take(3).map(|n| (n.op.clone(), n.bytes)).collect(),
+                layout_copies,
+            },
+            fix: Fix::FromUsage { dominant, layout_copies },
+            breakdown: b,
+        };
+    }
+    let split = o
+        .and_then(|o| o.shape.as_ref())
+        .and_then(|s| s.first())
+        .copied()
+        .filter(|&n| n >= 10)
+        .map(|n| SplitFirst { n, rows: n as u64 / 10, part: o.map_or(0, |o| o.requested) / 10 });
+    let state_first =
+        d.imported.as_ref().and_then(|i| i.variant).is_some_and(|v| v.header == oomscope_format::HeaderStyle::Old);
+    Diagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split, state_first }, breakdown: b }
+}
+
+/// The data came from a PyTorch snapshot: fixes are PyTorch's.
+/// The dump is of PyTorch's caching allocator: imported from a snapshot, or recorded or
+/// replayed through oomscope's.
+fn torch(d: &Dump) -> bool {
+    d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot) || d.allocator.caching.is_some()
+}
+
+/// Live bytes that do not shrink with the batch: weights, optimizer state, inputs.
+fn fixed_bytes(b: &[KindBytes]) -> u64 {
+    bytes_of(b, &[Kind::Weight, Kind::Optimizer, Kind::Input])
+}
+
+fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+    let cap = capacity(o);
+    let fixed = fixed_bytes(b);
+    let room = cap.saturating_sub(fixed);
+    if o.rounded <= room {
+        return None;
+    }
+    let eval = d.workload.as_ref().is_some_and(|w| w.mode == Mode::Eval);
+    let batch = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
+    let fix = match batch {
+        Some(n) => {
+            let at_most = (n as u128 * room as u128 / o.rounded as u128) as u64;
+            if at_most == 0 {
+                Fix::RowTooLarge { row: o.rounded / n }
+            } else {
+                let known = d.workload.as_ref().is_some_and(|w| w.batch == n);
+                Fix::SplitBatch { batch: n, at_most, known, eval }
+            }
+        }
+        None => Fix::ShrinkTensor { below: room },
+    };
+    let known = b.iter().any(|k| k.kind != Kind::Unknown && k.bytes > 0);
+    Some(Diagnosis {
+        cause: Cause::SingleTensor { request: Request::of(o), capacity: cap, fixed: known.then_some(fixed) },
+        fix,
+        breakdown: b.to_vec(),
+    })
+}
+
+/// Live bytes rising across step boundaries.
+struct Growth {
+    first: StepBytes,
+    last: StepBytes,
+    per_step: f64,
+}
+
+fn growth(d: &Dump, until: i64) -> Option<Growth> {
+    let marks: Vec<_> = d.steps.iter().filter(|s| s.step >= 0 && s.step <= until).collect();
+    if marks.len() < 4 {
+        return None;
+    }
+    // Skip the first step: it may still be warming up (lazy weights, caches).
+    let tail = &marks[1..];
+    let rising = tail.windows(2).all(|w| w[1].bytes_in_use >= w[0].bytes_in_use);
+    let increases = tail.windows(2).filter(|w| w[1].bytes_in_use > w[0].bytes_in_use).count();
+    let (f, l) = (tail.first()?, tail.last()?);
+    if !rising || increases < 2 || l.bytes_in_use <= f.bytes_in_use || l.step <= f.step {
+        return None;
+    }
+    let per_step = (l.bytes_in_use - f.bytes_in_use) as f64 / (l.step - f.step) as f64;
+    Some(Growth {
+        first: StepBytes { step: f.step, bytes: f.bytes_in_use },
+        last: StepBytes { step: l.step, bytes: l.bytes_in_use },
+        per_step,
+    })
+}
+
+/// Ops whose tensors survive their step, most bytes first.
+fn survivors(d: &Dump, current: i64) -> Vec<Survivor> {
+    let mut by: BTreeMap<&str, (u64, u64, i64, i64)> = BTreeMap::new();
+    for c in d.live_chunks() {
+        let step = c.step.unwrap_or(-1);
+        if step < 0 || step >= current || matches!(c.kind(), Kind::Weight | Kind::Optimizer) {
+            continue;
+        }
+        let e = by.entry(c.op.as_deref().unwrap_or("unknown")).or_insert((0, 0, i64::MAX, i64::MIN));
+        e.0 += 1;
+        e.1 += c.size;
+        e.2 = e.2.min(step);
+        e.3 = e.3.max(step);
+    }
+    let mut v: Vec<Survivor> = by
+        .into_iter()
+        .map(|(op, (tensors, bytes, first_step, last_step))| Survivor {
+            op: op.to_string(),
+            tensors,
+            bytes,
+            first_step,
+            last_step,
+        })
+        .collect();
+    v.sort_by_key(|s| std::cmp::Reverse(s.bytes));
+    v
+}
+
+fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> Diagnosis {
+    let current = o.step.max(d.steps.last().map_or(0, |s| s.step));
+    let survivors = survivors(d, current);
+    let culprit = survivors.first().map(|s| s.op.clone());
+    Diagnosis {
+        cause: Cause::Growth {
+            first: g.first,
+            last: g.last,
+            per_step: g.per_step as u64,
+            oom_step: o.step,
+            survivors: survivors.into_iter().take(5).collect(),
+        },
+        fix: Fix::KeepNumbers { culprit },
+        breakdown: b,
+    }
+}
+
+fn fragmentation(
+    d: &Dump,
+    o: &OomRecord,
+    b: &[KindBytes],
+    replay: &mut dyn FnMut(&str) -> Option<WhatIf>,
+) -> Option<Diagnosis> {
+    let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
+    let grow = growable(o);
+    // Growing takes a whole segment under PyTorch's caching allocator (20 MiB for a 6 MiB
+    // request): room for the request alone is not room to grow.
+    if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= growth_needed(o) {
+        return None;
+    }
+    let a = &d.allocator;
+    let chunks_known = !d.regions.is_empty() && d.has(Section::Regions);
+    let pieces = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).count() as u64;
+    let empty_regions: Vec<u64> =
+        d.regions.iter().filter(|r| r.chunks.iter().all(|c| !c.in_use)).map(|r| r.size).collect();
+    // Live tensors that sit between two free chunks: they are what splits the free space.
+    let mut pinning: BTreeMap<Option<&str>, u64> = BTreeMap::new();
+    for r in &d.regions {
+        for w in r.chunks.windows(3) {
+            if !w[0].in_use && w[1].in_use && !w[2].in_use {
+                *pinning.entry(w[1].op.as_deref()).or_default() += 1;
+            }
+        }
+    }
+    let mut pins: Vec<(Option<String>, u64)> = pinning.into_iter().map(|(op, n)| (op.map(str::to_string), n)).collect();
+    pins.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let fix = if torch(d) {
+        if a.expandable_segments {
+            Fix::MaxSplitSize { what_if: replay(MAX_SPLIT) }
+        } else {
+            Fix::ExpandableSegments { what_if: replay(EXPANDABLE) }
+        }
+    } else if !a.garbage_collection
+        && !empty_regions.is_empty()
+        && empty_regions.iter().sum::<u64>() + grow >= o.rounded
+    {
+        Fix::GarbageCollection { empty_regions: empty_regions.len() }
+    } else if a.allow_growth && d.regions.len() > 1 {
+        Fix::OneRegion { regions: d.regions.len() }
+    } else {
+        Fix::Reorder { pinning: pins.iter().find_map(|p| p.0.clone()), rounded: o.rounded }
+    };
+    Some(Diagnosis {
+        cause: Cause::Fragmentation {
+            request: Request::of(o),
+            pool_free,
+            pieces: chunks_known.then_some(pieces),
+            fragmentation: d.stats.fragmentation,
+            largest_free: chunks_known.then_some(o.largest_free_block),
+            pinning: pins.into_iter().take(4).collect(),
+        },
+        fix,
+        breakdown: b.to_vec(),
+    })
+}
+
+/// The caching allocator's settings its fragmentation fixes try.
+pub const EXPANDABLE: &str = "expandable_segments:True";
+pub const MAX_SPLIT: &str = "max_split_size_mb:128";
+
+fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
+    let cap = capacity(o);
+    let need = o.bytes_in_use + o.rounded;
+    let fixed = bytes_of(&b, &[Kind::Weight, Kind::Optimizer]);
+    let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
+    // Activations, gradients, inputs and temporaries scale with the batch; weights and
+    // optimizer state do not.
+    let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
+    // The batch: the workload's, else (a log, a recording) the failed tensor's first
+    // dimension, said to be a guess.
+    let first_dim = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
+    let batch = d.workload.as_ref().map(|w| (w.batch, true)).or(first_dim.map(|n| (n, false)));
+    let reduce = |n: u64, known| Fix::ReduceBatch {
+        from: n,
+        to: (n as f64 * fraction).floor() as u64,
+        fraction,
+        optimizer_dominates,
+        known,
+    };
+    let fix = match batch {
+        Some((n, true)) if (n as f64 * fraction).floor() >= 1.0 => reduce(n, true),
+        Some((_, true)) => Fix::EvenBatchOne { optimizer_dominates },
+        Some((n, false)) if fraction < 1.0 && (n as f64 * fraction).floor() >= 1.0 => reduce(n, false),
+        _ => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
+    };
+    Diagnosis {
+        cause: Cause::Peak {
+            request: Request::of(o),
+            in_use: o.bytes_in_use,
+            capacity: cap,
+            top: d.usage_by_node.iter().take(3).map(|n| (n.op.clone(), n.bytes)).collect(),
+        },
+        fix,
+        breakdown: b,
+    }
+}
+
+/// Chunks that make [`Cause::ManyOfOneSize`]: this many of one size at least, holding this
+/// share of what is in use at least. A network's activations come in several sizes; a
+/// loop's kept outputs in one.
+const MANY_CHUNKS: u64 = 50;
+const MANY_SHARE: f64 = 0.75;
+
+fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+    let mut by_size: BTreeMap<u64, u64> = BTreeMap::new();
+    for c in d.live_chunks() {
+        *by_size.entry(c.size).or_default() += 1;
+    }
+    let (&size, &count) = by_size.iter().max_by_key(|(size, count)| **size * **count)?;
+    let bytes = size * count;
+    let one_more = o.rounded == size || rounded_chunk(o.rounded) == size;
+    let in_use = o.bytes_in_use.max(1);
+    if count < MANY_CHUNKS || (bytes as f64) < MANY_SHARE * in_use as f64 || !one_more {
+        return None;
+    }
+    Some(Diagnosis {
+        cause: Cause::ManyOfOneSize { request: Request::of(o), size, count, bytes, in_use: o.bytes_in_use },
+        fix: Fix::KeepLess { size },
+        breakdown: b.to_vec(),
+    })
+}
+
+/// A request's chunk: TF rounds to 256 bytes.
+fn rounded_chunk(n: u64) -> u64 {
+    n.div_ceil(256) * 256
+}
+
+fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
+    let s = &d.stats;
+    let limit = d.allocator.limit;
+    match growth {
+        Some(g) => {
+            let steps_left =
+                if g.per_step > 0.0 { (limit.saturating_sub(g.last.bytes) as f64 / g.per_step) as i64 } else { 0 };
+            let culprit = survivors(d, g.last.step + 1).first().map(|s| s.op.clone());
+            Diagnosis {
+                cause: Cause::GrowingNoOom {
+                    first: g.first,
+                    last: g.last,
+                    per_step: g.per_step as u64,
+                    limit,
+                    pool_peak: s.peak_pool_bytes,
+                    reached_near: g.last.step + steps_left,
+                },
+                fix: Fix::FreeBeforeLimit { culprit },
+                breakdown: b,
+            }
+        }
+        None => {
+            let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
+            let fix = if refused.is_empty() {
+                Fix::Nothing
+            } else {
+                Fix::DeviceShort { allow_growth: d.allocator.allow_growth }
+            };
+            Diagnosis {
+                cause: Cause::Fits {
+                    peak: s.peak_bytes_in_use,
+                    limit,
+                    pool_peak: s.peak_pool_bytes,
+                    refused,
+                    others: d.device.others,
+                    limit_known: d.device.total > 0,
+                },
+                fix,
+                breakdown: b,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_format::{AllocatorInfo, ChunkInfo, DeviceInfo, RegionInfo, StepMark};
+
+    const MIB: u64 = 1 << 20;
+
+    /// A dump of one region of `limit` bytes holding `chunks` (size, in use, op, kind) in
+    /// address order, and a failed request of `request` bytes.
+    fn dump(limit: u64, chunks: &[(u64, bool, &str, Kind)], request: u64) -> Dump {
+        let mut addr = 0x7f00_0000_0000;
+        let chunks: Vec<ChunkInfo> = chunks
+            .iter()
+            .map(|&(size, in_use, op, kind)| {
+                let c = ChunkInfo {
+                    address: addr,
+                    size,
+                    requested: size,
+                    in_use,
+                    op: in_use.then(|| op.to_string()),
+                    kind: in_use.then_some(kind),
+                    step: in_use.then_some(0),
+                    ..ChunkInfo::default()
+                };
+                addr += size;
+                c
+            })
+            .collect();
+        let in_use: u64 = chunks.iter().filter(|c| c.in_use).map(|c| c.size).sum();
+        let largest_free = chunks.iter().filter(|c| !c.in_use).map(|c| c.size).max().unwrap_or(0);
+        let pool: u64 = chunks.iter().map(|c| c.size).sum();
+        let mut d = Dump {
+            version: oomscope_format::DUMP_VERSION,
+            tool: String::new(),
+            source: Default::default(),
+            device: DeviceInfo { total: limit, free: limit - pool, ..DeviceInfo::default() },
+            allocator: AllocatorInfo { name: "GPU_0_bfc".into(), limit, ..AllocatorInfo::default() },
+            stats: oomscope_format::Stats {
+                bytes_limit: limit,
+                bytes_in_use: in_use,
+                peak_bytes_in_use: in_use,
+                pool_bytes: pool,
+                peak_pool_bytes: pool,
+                largest_free_block: largest_free,
+                free_bytes: pool - in_use,
+                fragmentation: if pool == in_use { 0.0 } else { 1.0 - largest_free as f64 / (pool - in_use) as f64 },
+                ..Default::default()
+            },
+            oom: None,
+            ooms: Vec::new(),
+            ooms_total: 0,
+            usage_by_node: Vec::new(),
+            peak: None,
+            bins: Vec::new(),
+            regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks, ..RegionInfo::default() }],
+            stacks: Vec::new(),
+            events: Vec::new(),
+            events_total: 0,
+            steps: Vec::new(),
+            refusals: Vec::new(),
+            outside: Vec::new(),
+            workload: None,
+            verdict: None,
+            replay: None,
+            imported: None,
+        };
+        d.usage_by_node = oomscope_format::NodeUsage::rank(
+            d.live_chunks().map(|c| (c.op.as_deref().unwrap_or(""), c.size, c.requested)),
+            str::to_string,
+        );
+        if request > 0 {
+            d.oom = Some(OomRecord {
+                op: "model/next".into(),
+                requested: request,
+                rounded: request,
+                bytes_in_use: in_use,
+                pool_bytes: pool,
+                largest_free_block: largest_free,
+                limit_headroom: limit - pool,
+                device_free: limit - pool,
+                device_total: limit,
+                ..OomRecord::default()
+            });
+        }
+        d
+    }
+
+    #[test]
+    fn a_full_device_is_a_true_peak_with_the_batch_sized_share() {
+        let d = dump(
+            100 * MIB,
+            &[(10 * MIB, true, "model/kernel", Kind::Weight), (80 * MIB, true, "model/Relu", Kind::Activation)],
+            20 * MIB,
+        );
+        let v = analyze(&d, &mut |_| None);
+        let Cause::Peak { in_use, capacity, ref request, .. } = v.cause else { panic!("{v:?}") };
+        assert_eq!((in_use, capacity, request.rounded), (90 * MIB, 100 * MIB, 20 * MIB));
+        // 100 - 10 fixed = 90 MiB for the 80 + 20 MiB that scale with the batch: 90%.
+        let Fix::CutBatchSized { fraction, optimizer_dominates: false } = v.fix else { panic!("{v:?}") };
+        assert!((fraction - 0.9).abs() < 1e-9, "{fraction}");
+        assert_eq!(v.breakdown[0], KindBytes { kind: Kind::Activation, bytes: 80 * MIB });
+        assert_eq!(v.kind(), VerdictKind::Peak);
+    }
+
+    #[test]
+    fn free_bytes_in_pieces_are_fragmentation_with_what_pins_them() {
+        let d = dump(
+            64 * MIB,
+            &[
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "model/keep", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "model/keep", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+            ],
+            24 * MIB,
+        );
+        let v = analyze(&d, &mut |_| None);
+        let Cause::Fragmentation { pool_free, pieces, largest_free, ref pinning, .. } = v.cause else {
+            panic!("{v:?}")
+        };
+        assert_eq!((pool_free, pieces, largest_free), (48 * MIB, Some(3), Some(16 * MIB)));
+        assert_eq!(pinning, &[(Some("model/keep".to_string()), 2)]);
+        assert_eq!(v.fix, Fix::Reorder { pinning: Some("model/keep".into()), rounded: 24 * MIB });
+    }
+
+    #[test]
+    fn a_request_larger_than_all_free_memory_is_a_single_tensor() {
+        let mut d = dump(100 * MIB, &[(30 * MIB, true, "model/kernel", Kind::Weight)], 200 * MIB);
+        d.oom.as_mut().unwrap().shape = Some(vec![1000, 200]);
+        let v = analyze(&d, &mut |_| None);
+        assert_eq!(
+            v.cause,
+            Cause::SingleTensor {
+                request: Request {
+                    op: "model/next".into(),
+                    requested: 200 * MIB,
+                    rounded: 200 * MIB,
+                    shape: Some(vec![1000, 200])
+                },
+                capacity: 100 * MIB,
+                fixed: Some(30 * MIB),
+            }
+        );
+        // 70 MiB of room for a 200 MiB tensor of 1000 rows: 350 rows.
+        assert_eq!(v.fix, Fix::SplitBatch { batch: 1000, at_most: 350, known: false, eval: false });
+    }
+
+    #[test]
+    fn rising_step_marks_are_growth_with_the_survivors() {
+        let mut d = dump(
+            100 * MIB,
+            &[(30 * MIB, true, "loss_history", Kind::Activation), (60 * MIB, true, "model/Relu", Kind::Activation)],
+            20 * MIB,
+        );
+        for c in &mut d.regions[0].chunks {
+            // The history survives from step 1; the activations are this step's.
+            c.step = Some(if c.op.as_deref() == Some("loss_history") { 1 } else { 5 });
+        }
+        d.oom.as_mut().unwrap().step = 5;
+        d.steps = (0..5)
+            .map(|s| StepMark { step: s, t_ns: 0, bytes_in_use: s as u64 * 10 * MIB, pool_bytes: 0, live: 0 })
+            .collect();
+        let v = analyze(&d, &mut |_| None);
+        let Cause::Growth { first, last, per_step, oom_step, ref survivors } = v.cause else { panic!("{v:?}") };
+        assert_eq!((first.step, last.step, per_step, oom_step), (1, 4, 10 * MIB, 5));
+        assert_eq!(survivors[0].op, "loss_history");
+        assert_eq!(v.fix, Fix::KeepNumbers { culprit: Some("loss_history".into()) });
+    }
+
+    #[test]
+    fn fixes_are_never_already_on() {
+        let mut d = dump(
+            64 * MIB,
+            &[
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "x", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+            ],
+            24 * MIB,
+        );
+        d.imported = Some(oomscope_format::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
+        // The headroom to grow is gone: the pool is the device.
+        d.oom.as_mut().unwrap().limit_headroom = 0;
+        assert_eq!(analyze(&d, &mut |_| None).fix, Fix::ExpandableSegments { what_if: None });
+        d.allocator.expandable_segments = true;
+        assert_eq!(
+            analyze(&d, &mut |_| None).fix,
+            Fix::MaxSplitSize { what_if: None },
+            "expandable segments are on already"
+        );
+    }
+
+    #[test]
+    fn of_requests_that_fail_together_the_one_nothing_could_hold_is_the_cause() {
+        // A small request failed first (the pool is full), while a parallel op asked for more
+        // than the limit.
+        let mut d = dump(
+            100 * MIB,
+            &[(90 * MIB, true, "model/Relu", Kind::Activation), (10 * MIB, false, "", Kind::Unknown)],
+            20 * MIB,
+        );
+        let small = d.oom.clone().unwrap();
+        let mut big = small.clone();
+        big.requested = 200 * MIB;
+        big.rounded = 200 * MIB;
+        big.op = "model/conv/Relu".into();
+        d.ooms = vec![small, big];
+        let v = analyze(&d, &mut |_| None);
+        let Cause::SingleTensor { ref request, .. } = v.cause else { panic!("{v:?}") };
+        assert_eq!((request.op.as_str(), request.requested), ("model/conv/Relu", 200 * MIB));
+    }
+
+    #[test]
+    fn nothing_failed_fits() {
+        let d = dump(64 * MIB, &[(16 * MIB, true, "x", Kind::Activation)], 0);
+        let v = analyze(&d, &mut |_| None);
+        assert_eq!(v.kind(), VerdictKind::Fits);
+        assert_eq!(v.fix, Fix::Nothing);
+    }
+}

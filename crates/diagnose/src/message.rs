@@ -1,0 +1,357 @@
+//! The verdict on an out-of-memory message: no allocator state, only the figures the
+//! message gave. The arithmetic is the one the figures allow, and each cause keeps the
+//! figures that show it.
+//!
+//! With a request `Q`, the device's total `T` and free `F`, the framework's live tensors `A`
+//! and the free memory its cache holds `U` (PyTorch's "reserved but unallocated"; its cache
+//! is `R = A + U`), the process's memory outside the framework `C` (the CUDA context,
+//! libraries), other processes' `O`, and a limit `L` the user set, the first that holds:
+//!
+//! 1. **one request too large** — `Q` is more than this process could ever have:
+//!    `min(L, max(T - C, F + R))`;
+//! 2. **figures disagree** — what was free, `F' = min(F, L - R)`, held the segment PyTorch
+//!    asks the device for (the memory changed between the failure and the message, or the
+//!    device reports unified memory);
+//! 3. **other processes**, when they hold more than this process's whole cache and
+//!    `Q ≤ F' + U + O`;
+//! 4. **the limit** — the cache reached the limit the user set, and the live tensors with the
+//!    request pass it (`A + Q > L`): packed perfectly they still would not fit;
+//! 5. **fragmentation** — `Q ≤ F' + U` beyond the figures' rounding: the cache holds enough
+//!    free memory, in pieces (PyTorch releases its unused whole blocks and retries before it
+//!    fails, so what it still holds free is split);
+//! 6. **other processes** — `Q ≤ F' + U + O`: it would fit if they were gone (when the
+//!    message does not list them, memory outside the cache beyond a CUDA context's is taken
+//!    for theirs);
+//! 7. **true peak** — live tensors and the request, `A + Q`, are more than this process can
+//!    have, `F' + R`.
+//!
+//! XLA's messages are the program's account of itself (what it needs at once, its largest
+//! buffers); messages without figures (cuBLAS, cuDNN, the CUDA runtime) say only that the
+//! device was full, and the verdict says what to run to find out why.
+
+use super::{Cause, Diagnosis, Fix, Request};
+use oomscope_format::NOT_NAMED;
+use oomscope_format::{Dump, KindBytes, Message, MessageFormat, ProcessMemory};
+
+/// Memory a CUDA context, cuBLAS and cuDNN typically take in a process, beyond which memory
+/// outside the framework's cache is taken to be other processes'.
+const CONTEXT_ALLOWANCE: u64 = 1 << 30;
+
+/// Memory outside the cache beyond a context's that is taken for other processes': less
+/// is within what libraries and the display take.
+const INFERRED_OTHERS: u64 = 512 << 20;
+
+/// What subtracting figures printed to two decimals can leave over.
+const ROUNDING: u64 = 32 << 20;
+
+/// A request this many times the device is not a batch that is a little too large.
+const ABSURD: u64 = 4;
+
+/// The figures of a message, in bytes. The renderer prints them in the message's style.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub format: MessageFormat,
+    /// `GPU 0`, `MPS`.
+    pub device: String,
+    pub request: u64,
+    /// The call the request came from (`F.linear in forward (model.py:42)`).
+    pub site: Option<String>,
+    pub total: u64,
+    pub free: u64,
+    /// Live tensors: what the framework has allocated.
+    pub live: u64,
+    /// Free memory in the framework's cache (reserved but unallocated).
+    pub cached: u64,
+    /// A limit the user set (`set_per_process_memory_fraction`, MPS's watermark).
+    pub limit: Option<u64>,
+    /// This process's memory outside the framework (the CUDA context, libraries).
+    pub context: Option<u64>,
+    /// Other processes' memory on the device: listed, or inferred (`others_inferred`).
+    pub others: Option<u64>,
+    pub others_inferred: bool,
+    /// `cached` is inferred: cudaMallocAsync's pool, or other processes (the message cannot
+    /// tell them apart).
+    pub pool_inferred: bool,
+    pub listed: Vec<ProcessMemory>,
+    /// Of `live`, what CUDA graphs' private pools hold.
+    pub private_pools: Option<u64>,
+}
+
+impl Budget {
+    /// What the process's cache holds in all.
+    pub fn reserved(&self) -> u64 {
+        self.live + self.cached
+    }
+
+    /// Free memory the request could have had: the device's, within the user's limit.
+    pub fn usable_free(&self) -> u64 {
+        match self.limit {
+            Some(l) => self.free.min(l.saturating_sub(self.reserved())),
+            None => self.free,
+        }
+    }
+
+    /// The most this process could have with nothing of its own live. (Windows can report
+    /// more allocated than the device has, from shared system memory: what the message shows
+    /// was had then counts too. On MPS the watermark counts the process's other allocations.)
+    pub fn can_ever(&self) -> u64 {
+        let context = self.context.unwrap_or(0);
+        if self.format == MessageFormat::TorchMps {
+            return self.limit.unwrap_or(self.total).saturating_sub(context);
+        }
+        let device = self.total.saturating_sub(context).max(self.free + self.reserved());
+        self.limit.map_or(device, |l| l.min(device))
+    }
+
+    /// What the request and the live tensors could have had at the failure: the free memory
+    /// and the whole cache.
+    pub fn can_have(&self) -> u64 {
+        (self.usable_free() + self.reserved()).min(self.can_ever())
+    }
+
+    /// True when the user's limit, not the device, is what ran out.
+    pub fn limited(&self) -> bool {
+        self.limit.is_some_and(|l| l < self.total.saturating_sub(self.context.unwrap_or(0)))
+    }
+}
+
+pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
+    let request = d.oom.as_ref().map(Request::of);
+    let site = m.site.as_ref().map(ToString::to_string);
+    let without = |b: Vec<KindBytes>| Diagnosis {
+        cause: Cause::MessageWithoutFigures {
+            format: m.format,
+            framework: m.framework,
+            request: request.clone(),
+            site: site.clone(),
+        },
+        fix: Fix::FindOut { format: m.format, framework: m.framework },
+        breakdown: b,
+    };
+    if let (Some(r), Some(free), MessageFormat::TpuRuntime) = (&request, m.free, m.format) {
+        let fragmented = r.requested <= free;
+        return Diagnosis {
+            cause: Cause::DeviceBuffer {
+                format: m.format,
+                request: r.requested,
+                free,
+                largest: m.largest_free,
+                total: m.total,
+            },
+            fix: Fix::TpuBuffer { short: r.requested.saturating_sub(free), fragmented },
+            breakdown: b,
+        };
+    }
+    if matches!(m.format, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) {
+        return xla(d, m, b).unwrap_or_else(&without);
+    }
+    // `Tried to allocate more than 1EB memory`: no device has it, whatever else is known.
+    if let Some(r) = request.as_ref().filter(|r| r.requested >= 1 << 60) {
+        let budget = Budget {
+            format: m.format,
+            device: m.device.clone().unwrap_or_else(|| "the device".into()),
+            request: r.requested,
+            total: m.total.unwrap_or(0),
+            ..Budget::default()
+        };
+        return Diagnosis {
+            fix: Fix::ShrinkRequest { request: r.requested, can_ever: 0, share: 0.0, absurd: true, format: m.format },
+            cause: Cause::MessageTooLarge { budget, can_ever: m.total.unwrap_or(0) },
+            breakdown: b,
+        };
+    }
+    let (Some(r), Some(total), Some(free), Some(live)) = (&request, m.total, m.free, m.allocated) else {
+        return without(b);
+    };
+    let mut cached = m.unallocated().unwrap_or(0);
+    // NVML reporting every process at 0 bytes (MIG, some containers) says nothing.
+    let nvml_blind = !m.processes.is_empty() && m.processes.iter().all(|p| p.bytes == 0) && m.process.unwrap_or(0) == 0;
+    let process = m.process.filter(|_| !nvml_blind);
+    let mut others = if nvml_blind { None } else { m.others() };
+    let mut others_inferred = false;
+    let context = process.map(|p| p.saturating_sub(live + cached));
+    // Three figures rounded to two decimals leave a few MiB that are nobody's.
+    others = others.filter(|&o| !m.processes.is_empty() || o >= ROUNDING);
+    let mut pool_inferred = false;
+    if others.is_none() && m.format != MessageFormat::TorchMps {
+        // Outside the cache: a context's worth is this process's own, the rest others' (or,
+        // with cudaMallocAsync, the driver's pool keeping what PyTorch freed: it keeps all).
+        let outside = total.saturating_sub(free).saturating_sub(live + cached);
+        if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
+            if m.format == MessageFormat::TorchAsync {
+                cached = outside - CONTEXT_ALLOWANCE;
+                pool_inferred = true;
+            } else {
+                others = Some(outside - CONTEXT_ALLOWANCE);
+                others_inferred = true;
+            }
+        }
+    }
+    let budget = Budget {
+        format: m.format,
+        device: m.device.clone().unwrap_or_else(|| "the device".into()),
+        request: r.requested,
+        site: (r.op != NOT_NAMED).then(|| r.op.clone()),
+        total,
+        free,
+        live,
+        cached,
+        limit: m.allowed,
+        context,
+        others,
+        others_inferred,
+        pool_inferred,
+        listed: if nvml_blind { Vec::new() } else { m.processes.clone() },
+        private_pools: m.private_pools,
+    };
+    let q = budget.request;
+    let can_ever = budget.can_ever();
+    if q > can_ever {
+        let share = can_ever as f64 / q as f64;
+        return Diagnosis {
+            fix: Fix::ShrinkRequest {
+                request: q,
+                can_ever,
+                share,
+                absurd: q > ABSURD.saturating_mul(total.max(can_ever)),
+                format: m.format,
+            },
+            cause: Cause::MessageTooLarge { budget, can_ever },
+            breakdown: b,
+        };
+    }
+    let free_now = budget.usable_free();
+    if free > total || free_now >= segment(m.format, q) {
+        return Diagnosis {
+            cause: Cause::MessageFiguresDisagree { budget },
+            fix: Fix::FindOut { format: m.format, framework: m.framework },
+            breakdown: b,
+        };
+    }
+    // Figures are printed to two decimals: a request that fits the free memory only within
+    // that rounding is a full device, not fragmentation.
+    let slack = (q / 50).max(16 << 20);
+    // The limit the user set is reached. When the live tensors and the request would fit
+    // under it packed, the cache's free pieces are what failed: the new segment the request
+    // needed passes the limit. Not for a small-pool request ("Tried to allocate" a 2 MiB
+    // segment): the free pieces the message counts are mostly the large pool's, which never
+    // serve it.
+    if budget.limited()
+        && budget.limit.is_some_and(|l| {
+            let seg = segment(m.format, q);
+            l.saturating_sub(budget.reserved()) < seg
+                && (live.saturating_add(q + slack) > l || (m.format.is_torch_cache() && q <= 2 << 20))
+        })
+    {
+        return peak(budget, m, b);
+    }
+    let other = budget.others.unwrap_or(0);
+    let others_hold = !budget.limited() && other > 0 && q <= free_now + cached + other;
+    // Other processes holding more than this process's whole cache are the cause even when
+    // the cache's free pieces would have done for this one request.
+    if others_hold && other >= budget.reserved() {
+        return others_verdict(budget, m, free_now, b);
+    }
+    if q + slack <= free_now + cached {
+        let fix = fragmentation_fix(m, q, free_now);
+        return Diagnosis { cause: Cause::MessageCacheInPieces { budget }, fix, breakdown: b };
+    }
+    if others_hold {
+        return others_verdict(budget, m, free_now, b);
+    }
+    peak(budget, m, b)
+}
+
+/// What PyTorch's caching allocator asks the device for to serve a request of `q`: a 2 MiB
+/// segment for a small one, 20 MiB for one under 10 MiB, else `q` in 2 MiB steps. (MPS
+/// allocates heaps of up to 32 MiB for small requests.)
+fn segment(format: MessageFormat, q: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    if format == MessageFormat::TorchMps {
+        q + 32 * MIB
+    } else if !format.is_torch_cache() {
+        q
+    } else if q <= MIB {
+        2 * MIB
+    } else if q < 10 * MIB {
+        20 * MIB
+    } else {
+        q.div_ceil(2 * MIB) * 2 * MIB
+    }
+}
+
+fn others_verdict(budget: Budget, m: &Message, free_now: u64, b: Vec<KindBytes>) -> Diagnosis {
+    let short = budget.request.saturating_sub(free_now + budget.cached);
+    Diagnosis {
+        fix: Fix::FreeOthers { others: budget.others.unwrap_or(0), listed: budget.listed.clone(), format: m.format },
+        cause: Cause::MessageOthers { budget, short },
+        breakdown: b,
+    }
+}
+
+fn peak(budget: Budget, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
+    let (q, live, total) = (budget.request, budget.live, budget.total);
+    let free_now = budget.usable_free();
+    let can_have = budget.can_have();
+    let needed = live + q;
+    // When the sum would just fit, packed perfectly, what this request lacked is the measure.
+    let need = if needed > can_have { needed - can_have } else { q.saturating_sub(free_now) };
+    let fix = if budget.limited() || m.format == MessageFormat::TorchMps {
+        Fix::RaiseLimit { limit: budget.limit.unwrap_or(0), total, format: m.format }
+    } else {
+        Fix::ShrinkLive { need, share: 1.0 - need as f64 / needed.max(1) as f64, format: m.format }
+    };
+    Diagnosis { cause: Cause::MessagePeak { budget, needed, can_have }, fix, breakdown: b }
+}
+
+/// The setting against fragmentation that the message's PyTorch has.
+fn fragmentation_fix(m: &Message, request: u64, free: u64) -> Fix {
+    let conf_var = m.conf_var.clone().unwrap_or_else(|| "PYTORCH_CUDA_ALLOC_CONF".into());
+    match m.format {
+        MessageFormat::TorchCapacity | MessageFormat::TorchCapacty => Fix::ExpandableSegmentsIn { conf_var },
+        MessageFormat::TorchAsync => Fix::NativeAllocator,
+        MessageFormat::TorchMaxSplitHint => {
+            // Blocks this size and larger are then never split for smaller requests.
+            let mb = if request < 1 << 30 { 128 } else { 512 };
+            Fix::MaxSplitSizeMb { mb, conf_var }
+        }
+        _ => Fix::UpgradeForFragmentation { free, request },
+    }
+}
+
+/// XLA's account: the program's needs against the device's memory (a TPU's message gives
+/// both; a GPU's only the program's).
+fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<Diagnosis, Vec<KindBytes>> {
+    let top: Vec<(String, u64)> = d.usage_by_node.iter().take(5).map(|n| (n.op.clone(), n.bytes)).collect();
+    let Some(program) = m.xla.filter(|x| x.needed > 0).or_else(|| {
+        // A paste of the buffers alone: their sum is what is known of the program.
+        (!top.is_empty()).then(oomscope_format::XlaProgram::default)
+    }) else {
+        return Err(b);
+    };
+    let request = d.oom.as_ref().map(|o| o.requested);
+    let largest = d.usage_by_node.first().map_or(0, |n| n.bytes);
+    let single = program.capacity > 0 && largest > program.capacity;
+    // The largest buffer an op makes (inputs cannot be computed in pieces).
+    let dominant = d
+        .usage_by_node
+        .iter()
+        .find(|n| !n.op.starts_with("parameter "))
+        .filter(|n| program.needed > 0 && n.bytes * 10 >= program.needed * 4);
+    let donate = program.parameters > 0
+        && program.outputs * 10 >= program.parameters * 9
+        && program.parameters * 4 >= program.needed;
+    Ok(Diagnosis {
+        fix: Fix::XlaShrink {
+            format: m.format,
+            donate,
+            dominant: dominant.map(|n| (n.op.clone(), n.bytes)),
+            needed: program.needed,
+            capacity: program.capacity,
+            arguments: program.parameters,
+            temporaries: program.temporaries,
+        },
+        cause: Cause::XlaProgram { format: m.format, request, program, top, single },
+        breakdown: b,
+    })
+}

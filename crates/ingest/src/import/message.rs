@@ -1,0 +1,968 @@
+//! Out-of-memory messages, as users paste them: PyTorch's caching allocator in every era,
+//! its cudaMallocAsync backend and MPS, XLA at run time and on TPUs, TensorFlow without its
+//! allocator's dump, and errors that are OOMs in disguise (cuBLAS, cuDNN, the CUDA runtime).
+//! The figures become a [`Message`] in a dump, and the verdict reads them from there.
+//!
+//! Pasted text is untidy: prefixes before the message (`[rank0]: `, a logger's, a CI's
+//! timestamp), the message wrapped over several lines, cut at either end, repeated. Each
+//! figure is looked for by its words wherever it is in the message, so order, wrapping and
+//! missing parts do not matter; what is not there stays `None`.
+//!
+//! A text that is not an OOM of the device but looks like one (an illegal memory access, a
+//! device-side assert, host memory) is refused with what it is: [`not_an_oom`].
+
+use super::ImportError;
+use oomscope_base::size::parse_figure;
+use oomscope_format::{
+    AllocatorInfo, CallSite, DeviceInfo, DeviceKind, Dump, Framework, Imported, ImportedFrom, Message, MessageFormat,
+    NodeUsage, OomRecord, ProcessMemory, Section, Source, SourceKind, Stats, XlaProgram,
+};
+use std::path::Path;
+
+pub use oomscope_format::NOT_NAMED;
+
+/// Lines after a message's first that may still be part of it (wrapped by the user or a
+/// terminal, or the lines of a multi-line message).
+const MESSAGE_LINES: usize = 12;
+
+/// Where in the text a recognised message starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Found {
+    format: MessageFormat,
+    /// 0-based line.
+    line: usize,
+    /// Byte offset of the marker in that line.
+    at: usize,
+}
+
+/// The markers, most specific first; the first that matches a line names its format (the
+/// PyTorch era is then refined from the message's wording).
+const MARKERS: &[(&str, MessageFormat)] = &[
+    ("out of memory. Tried to allocate", MessageFormat::TorchCapacity),
+    ("memory allocation failed with OOM on device", MessageFormat::TorchCapacity),
+    ("would exceed allowed memory. (out of memory)", MessageFormat::TorchAsync),
+    ("MPS backend out of memory", MessageFormat::TorchMps),
+    ("Ran out of memory in memory space", MessageFormat::XlaHbm),
+    ("Out of memory while trying to allocate", MessageFormat::XlaRuntime),
+    ("Failed to allocate request for", MessageFormat::XlaRuntime),
+    ("That was not possible. There are", MessageFormat::XlaRuntime),
+    ("is reserved by PyTorch but unallocated", MessageFormat::TorchCapacity),
+    ("reserved in total by PyTorch", MessageFormat::TorchReserved),
+    ("CUBLAS_STATUS_ALLOC_FAILED", MessageFormat::Cublas),
+    ("CUBLAS_STATUS_NOT_INITIALIZED", MessageFormat::Cublas),
+    ("CUDNN_STATUS_ALLOC_FAILED", MessageFormat::Cudnn),
+    ("CUDNN_STATUS_NOT_INITIALIZED", MessageFormat::Cudnn),
+    ("Could not create cudnn handle", MessageFormat::Cudnn),
+    ("could not create cuDNN handle", MessageFormat::Cudnn),
+    ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
+    ("CUDA error: out of memory", MessageFormat::CudaRuntime),
+    ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
+    ("CUDA_ERROR_OUT_OF_MEMORY", MessageFormat::CudaRuntime),
+    ("Cuda failure 'out of memory'", MessageFormat::CudaRuntime),
+    ("cuda runtime error (2) : out of memory", MessageFormat::CudaRuntime),
+    ("BufferAssignment OOM Debugging", MessageFormat::XlaRuntime),
+    ("BufferAssignment stats:", MessageFormat::XlaRuntime),
+    ("Peak buffers:", MessageFormat::XlaRuntime),
+    ("Entry Parameter Subshape:", MessageFormat::XlaRuntime),
+    ("Largest program allocations in hbm", MessageFormat::XlaHbm),
+    ("Allocation on device", MessageFormat::TorchAsync),
+    ("OutOfMemoryError", MessageFormat::TorchCapacity),
+    ("failed to allocate memory", MessageFormat::TfTensor),
+    ("ran out of memory when allocating", MessageFormat::TfTensor),
+];
+
+/// True when the text holds a message this module reads.
+pub fn recognises(text: &str) -> bool {
+    find(text).is_some()
+}
+
+/// The message to read: the first PyTorch message with its request (a paste may repeat a
+/// message, or start with a cut one), else the first marker of the most telling kind.
+fn find(text: &str) -> Option<Found> {
+    let mut best: Option<(usize, Found)> = None;
+    let lines: Vec<&str> = text.lines().collect();
+    for (line, l) in lines.iter().enumerate() {
+        // A marker the paste wrapped onto the next line still starts on this one.
+        let joined = format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()));
+        for (rank, (marker, format)) in MARKERS.iter().enumerate() {
+            let at = l.find(marker).or_else(|| joined.find(marker).filter(|&i| i < l.trim_end().len()));
+            // Pinned host memory is the host's, not the device's.
+            if *format == MessageFormat::CudaRuntime && (l.contains(" on host") || l.contains("pinned host")) {
+                continue;
+            }
+            if let Some(at) = at {
+                if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+                    best = Some((rank, Found { format: *format, line, at }));
+                }
+                break;
+            }
+        }
+        // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
+        if best.is_none() && is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
+            best = Some((MARKERS.len(), Found { format: MessageFormat::XlaRuntime, line, at: 0 }));
+        }
+        if best.as_ref().is_some_and(|(r, _)| *r == 0) {
+            break;
+        }
+    }
+    best.map(|(_, f)| f)
+}
+
+/// `Buffer 13:`, after any log prefix.
+fn is_buffer_head(l: &str) -> bool {
+    let t = l.trim_end();
+    let Some(i) = t.rfind("Buffer ") else { return false };
+    let n = &t[i + 7..];
+    n.strip_suffix(':').is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+        && (i == 0 || t[..i].ends_with([' ', '\t', ']']))
+}
+
+/// A text that looks like an out-of-memory error but is another failure: what it is, in
+/// words for the user, and the line (1-based) where it says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookAlike {
+    pub line: usize,
+    pub what: &'static str,
+}
+
+/// Failures users take for OOMs, and what they are. Checked only when no OOM is found.
+const LOOK_ALIKES: &[(&str, &str)] = &[
+    (
+        "illegal memory access",
+        "an illegal memory access: a kernel read or wrote memory it does not own (an index out of range or a bug \
+         in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it was",
+    ),
+    (
+        "device-side assert triggered",
+        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
+         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
+         the CPU, to see the failing check",
+    ),
+    (
+        "misaligned address",
+        "a misaligned address: a kernel accessed memory at an address its data type does not allow (a bug in a \
+         kernel or a view), not a lack of memory",
+    ),
+    (
+        "too many resources requested for launch",
+        "a kernel launch that asked for more registers or shared memory per block than the GPU has: a kernel \
+         configuration problem, not device memory",
+    ),
+    (
+        "LaunchOutOfResources",
+        "a kernel launch that asked for more registers or shared memory per block than the GPU has: a kernel \
+         configuration problem, not device memory",
+    ),
+    (
+        "unspecified launch failure",
+        "an unspecified launch failure: a kernel crashed (often an out-of-range access, sometimes a hardware or \
+         driver fault), not a lack of memory",
+    ),
+    (
+        "no kernel image is available for execution on the device",
+        "a build without kernels for this GPU's architecture: install a build of the framework compiled for \
+         this GPU",
+    ),
+    (
+        "driver version is insufficient",
+        "a CUDA driver older than the CUDA runtime the framework was built with: update the driver or install a \
+         build for this driver",
+    ),
+    (
+        "driver on your system is too old",
+        "a CUDA driver older than the CUDA runtime the framework was built with: update the driver or install a \
+         build for this driver",
+    ),
+    (
+        "DefaultCPUAllocator",
+        "host memory (RAM) running out, in PyTorch's CPU allocator: the GPU's memory is not involved",
+    ),
+    (
+        "exceeds 10% of",
+        "TensorFlow's warning about a large allocation in host memory (RAM): not the GPU's memory, and not an \
+         error by itself",
+    ),
+    ("_ArrayMemoryError", "host memory (RAM) running out, in NumPy: the GPU's memory is not involved"),
+    ("MemoryError", "host memory (RAM) running out, in Python: the GPU's memory is not involved"),
+    (
+        "Out of memory allocating ",
+        "XLA's CPU backend running out of host memory (RAM): the GPU's memory is not involved (is JAX running on \
+         the CPU because it found no GPU?)",
+    ),
+    (
+        "pinned host memory",
+        "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
+         GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers)",
+    ),
+    (
+        "bytes on host",
+        "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
+         GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers)",
+    ),
+    (
+        "Assertion `",
+        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
+         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
+         the CPU, to see the failing check",
+    ),
+    ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    ("oom-kill", "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved"),
+    (
+        "Out of memory: Killed process",
+        "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
+    ),
+    (
+        "is killed by signal: Killed",
+        "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's memory is \
+         not involved",
+    ),
+    (
+        "NCCL error",
+        "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
+         not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "ncclInternalError",
+        "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
+         not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "ncclSystemError",
+        "an NCCL (multi-GPU communication) error: a system call failed between processes (sockets, shared \
+         memory), not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "NCCL Error",
+        "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
+         not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+];
+
+/// What a text that holds no OOM is, when it is a failure users take for one.
+pub fn not_an_oom(text: &str) -> Option<LookAlike> {
+    for (i, l) in text.lines().enumerate() {
+        for (marker, what) in LOOK_ALIKES {
+            if l.contains(marker) {
+                return Some(LookAlike { line: i + 1, what });
+            }
+        }
+        // The Linux OOM killer's one word, alone on its line (as the shell prints it, also
+        // in Chinese locales).
+        if matches!(l.trim(), "Killed" | "已杀死") {
+            return Some(LookAlike {
+                line: i + 1,
+                what: "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the \
+                       GPU's memory is not involved",
+            });
+        }
+    }
+    None
+}
+
+/// Reads the message in `text` (from `path`) into a dump.
+pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
+    let text = without_ansi(text);
+    let text = text.as_str();
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(found) = find(text) else {
+        return Err(ImportError {
+            path: path.to_path_buf(),
+            line: 0,
+            message: "no out-of-memory message found".into(),
+        });
+    };
+    let body = body(&lines, found);
+    let mut m = Message { format: found.format, line: found.line as u64 + 1, ..Message::default() };
+    let mut request: Option<u64> = None;
+    let mut usage: Vec<NodeUsage> = Vec::new();
+    let mut op: Option<String> = None;
+    let shape: Option<Vec<i64>> = None;
+    match found.format {
+        MessageFormat::TorchCapacity | MessageFormat::TorchReserved => {
+            request = torch_cache(&body, &mut m);
+            // A paste wrapped mid-word (`allocated by PyTorc` / `h, and`): read the lines
+            // joined without a space too, and keep the reading with more figures.
+            let mut tight = Message { format: found.format, line: m.line, ..Message::default() };
+            let tight_request = torch_cache(&joined(&lines, found, ""), &mut tight);
+            if known(&tight) + usize::from(tight_request.is_some()) > known(&m) + usize::from(request.is_some()) {
+                (m, request) = (tight, tight_request);
+            }
+            // PyTorch 2.9+ logs the exact figures first: `memory allocation failed with OOM on
+            // device 0 while trying to allocate 1000341504 bytes (free: 916848640, total: ...)`.
+            if let Some(w) = lines.iter().find_map(|l| after(l, "memory allocation failed with OOM on device ")) {
+                request = after(w, "trying to allocate ").and_then(leading_u64).or(request);
+                m.free = after(w, "(free: ").and_then(leading_u64).or(m.free);
+                m.total = after(w, "total: ").and_then(leading_u64).or(m.total);
+                if m.device.is_none() {
+                    m.device = leading_u64(w).map(|n| format!("GPU {n}"));
+                }
+            }
+        }
+        MessageFormat::TorchAsync => request = torch_async(&body, &mut m),
+        MessageFormat::TorchMps => request = torch_mps(&body, &mut m),
+        MessageFormat::XlaRuntime if body.contains("That was not possible") => {
+            // A TPU at run time: `Attempting to allocate 15.65G. That was not possible. There
+            // are 11.08G free.` (and the largest free piece when fragmentation is the cause).
+            request = after(&body, "Attempting to allocate ")
+                .or_else(|| after(&body, "Attempting to reserve "))
+                .and_then(leading_figure);
+            m.free = after(&body, "There are ").and_then(leading_figure);
+            m.largest_free = after(&body, "largest contiguous region of free memory is ").and_then(leading_figure);
+            m.total = lines.iter().find_map(|l| after(l, "HBM capacity ")).and_then(leading_figure);
+            m.device = Some("TPU".into());
+            m.format = MessageFormat::TpuRuntime;
+        }
+        MessageFormat::XlaRuntime => {
+            request = xla_request(&body);
+            m.xla = xla_stats(&lines);
+            usage = buffers(&lines);
+            m.device = device_ordinal(&body);
+        }
+        MessageFormat::XlaHbm => {
+            let block = &lines[found.line..];
+            let x = hbm(block);
+            m.total = (x.capacity > 0).then_some(x.capacity);
+            m.xla = Some(x);
+            usage = buffers(block);
+            m.device = Some("TPU".into());
+        }
+        MessageFormat::TfTensor => {
+            op = after(&body, "[Op:").map(|s| s.split(']').next().unwrap_or(s).trim().to_string());
+        }
+        MessageFormat::CudaRuntime => {
+            // `failed to allocate 2.96G (3179741184 bytes) from device`, `Failed to CUDA calloc N bytes`.
+            request = exact_bytes_before(&body, " bytes) from device")
+                .or_else(|| after(&body, "Failed to CUDA calloc ").and_then(leading_u64));
+        }
+        _ => {}
+    }
+    m.site = call_site(&lines[..found.line.min(lines.len())]).or_else(|| call_site(&lines));
+    m.framework = framework(found.format, text);
+    m.rocm = body.contains("HIP out of memory") || body.contains("HIP Graphs");
+    m.conf_var = ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
+        .into_iter()
+        .find(|v| body.contains(v))
+        .map(str::to_string);
+    if op.is_none() {
+        op = m.site.as_ref().map(ToString::to_string);
+    }
+    Ok(build(path, m, request, op, shape, usage, lines.len()))
+}
+
+/// The text without terminal colour codes (`ESC[2m`), which logs of Ray and rich keep.
+fn without_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The framework: from the format, else from what the text mentions.
+fn framework(format: MessageFormat, text: &str) -> Framework {
+    match format {
+        f if f.is_torch_cache() => Framework::PyTorch,
+        MessageFormat::TorchAsync | MessageFormat::TorchMps | MessageFormat::TorchCpu => Framework::PyTorch,
+        MessageFormat::TfTensor => Framework::TensorFlow,
+        _ => {
+            let has = |k: &str| text.contains(k);
+            if has("jax") || has("jaxlib") || has("XlaRuntimeError") || has("xla_bridge") {
+                Framework::Jax
+            } else if has("tensorflow") || has("Tensorflow") || has("keras") {
+                Framework::TensorFlow
+            } else if has("torch") || has("RuntimeError: CUDA error") || has("cuDNN error") {
+                Framework::PyTorch
+            } else {
+                Framework::Unknown
+            }
+        }
+    }
+}
+
+/// How many of a message's figures were read.
+fn known(m: &Message) -> usize {
+    [m.total, m.free, m.allocated, m.reserved, m.process].iter().filter(|v| v.is_some()).count()
+}
+
+/// The message's text from its marker on, joined over the lines that continue it.
+fn body(lines: &[&str], f: Found) -> String {
+    joined(lines, f, " ")
+}
+
+fn joined(lines: &[&str], f: Found, sep: &str) -> String {
+    let first = lines.get(f.line).copied().unwrap_or("");
+    // Start at the beginning of the sentence the marker is in (`CUDA out of memory`); a
+    // message found by a later clause (a paste that kept only its middle) starts with its
+    // paragraph.
+    let mut s = String::new();
+    if !first.contains("Tried to allocate") && f.format.is_torch_cache() {
+        let start =
+            (0..f.line).rev().take(MESSAGE_LINES).take_while(|&i| !lines[i].trim().is_empty()).last().unwrap_or(f.line);
+        for l in &lines[start..f.line] {
+            s.push_str(strip_prefix(l).trim());
+            s.push_str(sep);
+        }
+    }
+    let start = first[..f.at].rfind(": ").map_or(0, |i| i + 2);
+    s.push_str(first[start..].trim());
+    for l in lines.iter().skip(f.line + 1).take(MESSAGE_LINES) {
+        // A paste's quote or heading marks (`> `, `# `) are not the message's.
+        let t = strip_prefix(l).trim().trim_start_matches(['#', '>', ' ']);
+        if t.is_empty() || t.starts_with("Traceback") || t.starts_with("File \"") || t.starts_with("During handling") {
+            break;
+        }
+        s.push_str(sep);
+        s.push_str(t);
+    }
+    s
+}
+
+/// Prefixes launchers put before each line: `[rank0]: `, `[default0]:`.
+fn strip_prefix(l: &str) -> &str {
+    let t = l.trim_start();
+    if t.starts_with('[')
+        && let Some(end) = t.find("]:")
+    {
+        let tag = &t[1..end];
+        if tag.starts_with("rank") || tag.starts_with("default") {
+            return &t[end + 2..];
+        }
+    }
+    l
+}
+
+/// The text after `key`, when there.
+fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    s.find(key).map(|i| &s[i + key.len()..])
+}
+
+/// A figure at the start of `s` (`22.78 GiB`, `6.00MiB`, `0 bytes`, `17.47G`).
+fn leading_figure(s: &str) -> Option<u64> {
+    let s = s.trim_start().trim_start_matches("**").trim_start();
+    let num_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    if num_end == 0 {
+        return None;
+    }
+    let rest = &s[num_end..];
+    let unit_start = rest.len() - rest.trim_start().len();
+    let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
+    parse_figure(&s[..num_end + unit_start + unit_len])
+}
+
+fn leading_u64(s: &str) -> Option<u64> {
+    let s = s.trim_start();
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    s[..end].parse().ok()
+}
+
+/// The figure just before `key` (`9.87 GiB already allocated`).
+fn figure_before(s: &str, key: &str) -> Option<u64> {
+    let i = s.find(key)?;
+    let head = s[..i].trim_end();
+    // The figure is the last two words (`9.87 GiB`) or the last one (`6.00MiB`).
+    let words: Vec<&str> = head.rsplitn(3, [' ', ';', '(']).collect();
+    if words.len() >= 2
+        && let Some(v) = parse_figure(&format!("{} {}", words[1], words[0]))
+    {
+        return Some(v);
+    }
+    words.first().and_then(|w| parse_figure(w))
+}
+
+/// `(33554432 bytes) from device` → 33554432.
+fn exact_bytes_before(s: &str, key: &str) -> Option<u64> {
+    let i = s.find(key)?;
+    let head = &s[..i];
+    let open = head.rfind('(')?;
+    head[open + 1..].trim().parse().ok()
+}
+
+/// PyTorch's caching allocator, every era. Returns the request.
+fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
+    m.format = if body.contains("total capacty") {
+        MessageFormat::TorchCapacty
+    } else if body.contains("total capacity of") || body.contains("reserved by PyTorch but unallocated") {
+        MessageFormat::TorchCapacity
+    } else if body.contains(" cached") {
+        MessageFormat::TorchCached
+    } else if body.contains("max_split_size_mb") {
+        MessageFormat::TorchMaxSplitHint
+    } else {
+        MessageFormat::TorchReserved
+    };
+    m.suggests_expandable = body.contains("expandable_segments");
+    m.suggests_max_split = body.contains("max_split_size_mb");
+    let request = if body.contains("Tried to allocate more than 1EB") {
+        Some(1u64 << 60)
+    } else {
+        after(body, "Tried to allocate ").and_then(leading_figure)
+    };
+    if let Some(rest) = after(body, "(GPU ") {
+        // ≤ 2.0: `(GPU 0; 10.92 GiB total capacity; 9.87 GiB already allocated; 1.44 MiB free; ...)`.
+        m.device = leading_u64(rest).map(|n| format!("GPU {n}"));
+        let inside = rest.split(')').next().unwrap_or(rest);
+        for part in inside.split(';').skip(1) {
+            let p = part.trim();
+            let v = leading_figure(p);
+            if p.ends_with("total capacity") {
+                m.total = v;
+            } else if p.ends_with("already allocated") {
+                m.allocated = v;
+            } else if p.ends_with(" free") {
+                m.free = v;
+            } else if p.ends_with(" allowed") {
+                m.allowed = v;
+            } else if p.ends_with("reserved in total by PyTorch") {
+                m.reserved = v;
+            } else if p.ends_with(" cached") {
+                // Cached = reserved minus allocated.
+                m.reserved = v.and_then(|c| Some(c + m.allocated?));
+            }
+        }
+    } else {
+        // 2.1+: sentences.
+        m.device = after(body, "out of memory. Tried to allocate ")
+            .and_then(|r| r.find(" has a total capac").map(|i| &r[..i]))
+            .and_then(|r| r.rfind("GPU ").map(|i| r[i..].trim().to_string()))
+            .or_else(|| after(body, ". GPU ").and_then(leading_u64).map(|n| format!("GPU {n}")));
+        m.total =
+            after(body, "total capacty of ").or_else(|| after(body, "total capacity of ")).and_then(leading_figure);
+        m.free = after(body, " of which ").and_then(leading_figure);
+        m.process = after(body, "this process has ").and_then(leading_figure);
+        m.allowed = figure_before(body, " allowed;");
+        m.allocated = after(body, "Of the allocated memory ").and_then(leading_figure);
+        m.private_pools = figure_before(body, " allocated in private pools");
+        let unallocated = figure_before(body, " is reserved by PyTorch but unallocated");
+        m.reserved = unallocated.and_then(|u| Some(u + m.allocated?));
+        let mut rest = body;
+        while let Some(r) = after(rest, "Process ") {
+            if let Some(pid) = leading_u64(r)
+                && let Some(bytes) = after(r, " has ").and_then(leading_figure)
+                && r.find(" has ").is_some_and(|i| i < 24)
+            {
+                m.processes.push(ProcessMemory { pid, bytes, this: false });
+            }
+            rest = r;
+        }
+        if m.process.is_none() && !m.processes.is_empty() {
+            // In a container PyTorch cannot tell its own pid from NVML's, and lists itself as
+            // another process: the one whose memory holds all that PyTorch reserved.
+            if let Some(reserved) = m.reserved
+                && let Some(p) =
+                    m.processes.iter_mut().filter(|p| p.bytes >= reserved).min_by_key(|p| p.bytes - reserved)
+            {
+                p.this = true;
+                m.process = Some(p.bytes);
+            }
+        }
+    }
+    request
+}
+
+/// PyTorch's cudaMallocAsync backend: one figure per line.
+fn torch_async(body: &str, m: &mut Message) -> Option<u64> {
+    let field = |key: &str| after(body, key).and_then(|r| leading_figure(r.trim_start().trim_start_matches(':')));
+    m.device = after(body, "Allocation on device ").and_then(leading_u64).map(|n| format!("GPU {n}"));
+    m.allocated = field("Currently allocated");
+    m.total = field("Device limit");
+    m.free = field("Free (according to CUDA)");
+    // No limit prints as 2^64 bytes (`17179869184.00 GiB`).
+    m.allowed = field("memory fraction)").filter(|&l| m.total.is_none_or(|t| l < t));
+    field("Requested")
+}
+
+/// MPS: `MPS backend out of memory (MPS allocated: 7.23 GB, other allocations: 1.54 GB, max
+/// allowed: 9.07 GB). Tried to allocate 896.00 MB on private pool.`
+fn torch_mps(body: &str, m: &mut Message) -> Option<u64> {
+    m.device = Some("MPS".into());
+    m.allocated = after(body, "MPS allocated: ").and_then(leading_figure);
+    let others = after(body, "other allocations: ").and_then(leading_figure);
+    m.allowed = after(body, "max allowed: ").and_then(leading_figure);
+    m.total = m.allowed;
+    if let Some(o) = others {
+        // Memory the process holds outside the MPS pool (Metal, other libraries): the
+        // watermark counts it too.
+        m.process = m.allocated.map(|a| a + o);
+    }
+    m.free = m.allowed.and_then(|l| Some(l.saturating_sub(m.process?)));
+    after(body, "Tried to allocate ").and_then(leading_figure)
+}
+
+/// XLA's request: `Out of memory while trying to allocate 7406166528 bytes`, `... to allocate
+/// 223.52GiB with allocator GPU_0_bfc` (newer XLA) or `Failed to allocate request for 2.99GiB
+/// (3206250496B) on device ordinal 0`.
+fn xla_request(body: &str) -> Option<u64> {
+    if let Some(r) = after(body, "Out of memory while trying to allocate ") {
+        return leading_figure(r).or_else(|| leading_u64(r));
+    }
+    let r = after(body, "Failed to allocate request for ")?;
+    r.find('(').and_then(|i| leading_u64(&r[i + 1..])).or_else(|| leading_figure(r))
+}
+
+fn device_ordinal(body: &str) -> Option<String> {
+    after(body, "on device ordinal ").and_then(leading_u64).map(|n| format!("GPU {n}"))
+}
+
+/// Where `key` starts a field in a line: at its start or after a space, a tab or a
+/// launcher's prefix (`(MeshHostWorker pid=489) `).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find(key) {
+        let at = from + i;
+        if at == 0 || line[..at].ends_with([' ', '\t', ')', ']']) {
+            return Some(&line[at + key.len()..]);
+        }
+        from = at + key.len();
+    }
+    None
+}
+
+/// The figure after `label` (and an optional `:`) on the first line that has it:
+/// `  total allocation:   12.00MiB`, `    arguments        15.90G`.
+fn labeled(lines: &[&str], label: &str) -> Option<u64> {
+    lines.iter().find_map(|l| {
+        let r = field(l, label)?;
+        leading_figure(r.trim_start().trim_start_matches(':'))
+    })
+}
+
+/// XLA's `BufferAssignment` stats, wherever they are in the text.
+fn xla_stats(lines: &[&str]) -> Option<XlaProgram> {
+    Some(XlaProgram {
+        needed: labeled(lines, "total allocation:")?,
+        capacity: 0,
+        parameters: labeled(lines, "parameter allocation:").unwrap_or(0),
+        outputs: labeled(lines, "maybe_live_out allocation:").unwrap_or(0),
+        temporaries: labeled(lines, "preallocated temp allocation:").unwrap_or(0),
+        fragmentation: labeled(lines, "total fragmentation:").unwrap_or(0),
+    })
+}
+
+/// The buffers XLA lists (`Buffer 1:` with `Size:`, or a TPU's `1. Size: …`), as usage by
+/// op: the op name and shape, or the parameter's shape.
+fn buffers(lines: &[&str]) -> Vec<NodeUsage> {
+    let mut out: Vec<NodeUsage> = Vec::new();
+    let mut size: Option<u64> = None;
+    let mut op: Option<String> = None;
+    let mut shape: Option<String> = None;
+    let mut label: Option<String> = None;
+    let mut parameter: Option<String> = None;
+    let mut flush = |size: &mut Option<u64>,
+                     op: &mut Option<String>,
+                     shape: &mut Option<String>,
+                     label: &mut Option<String>,
+                     parameter: &mut Option<String>| {
+        if let Some(bytes) = size.take() {
+            let name = match (op.take(), shape.take(), parameter.take(), label.take()) {
+                (Some(o), Some(s), _, _) => format!("{o} {s}"),
+                (Some(o), None, _, _) => o,
+                (None, _, Some(p), _) => format!("parameter {p}"),
+                (None, Some(s), None, Some(l)) => format!("{l} {s}"),
+                (None, Some(s), None, None) => s,
+                (None, None, None, Some(l)) => l,
+                (None, None, None, None) => "(unnamed buffer)".into(),
+            };
+            out.push(NodeUsage { op: name, bytes, requested: bytes, count: 1 });
+        }
+        (*op, *shape, *label, *parameter) = (None, None, None, None);
+    };
+    let clean = |r: &str| r.trim().split('{').next().unwrap_or("").trim().to_string();
+    for l in lines {
+        if let Some(r) = field(l, "Size:").filter(|_| !l.contains("Unpadded size")) {
+            flush(&mut size, &mut op, &mut shape, &mut label, &mut parameter);
+            size = leading_figure(r);
+        } else if let Some(r) = field(l, "Operator:") {
+            op = after(r, "op_name=\"").map(|s| without_params(s.split('"').next().unwrap_or(s)));
+        } else if let Some(r) = field(l, "Entry Parameter Subshape:") {
+            parameter = Some(clean(r));
+        } else if let Some(r) = field(l, "Shape:") {
+            shape = Some(clean(r));
+        } else if let Some(r) = field(l, "XLA Label:").or_else(|| field(l, "XLA label:")) {
+            label = Some(r.trim().split([' ', '=']).next().unwrap_or("").to_string());
+        }
+    }
+    flush(&mut size, &mut op, &mut shape, &mut label, &mut parameter);
+    out.sort_by_key(|n| std::cmp::Reverse(n.bytes));
+    out
+}
+
+/// An XLA op name without its parameters: `.../dot_general[dimension_numbers=...]` →
+/// `.../dot_general`.
+fn without_params(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A TPU's compile-time OOM: `Used 17.47G of 15.48G hbm`, the usage split, the largest
+/// program allocations.
+fn hbm(lines: &[&str]) -> XlaProgram {
+    let text = lines.iter().take(3).copied().collect::<Vec<_>>().join(" ");
+    let used = after(&text, "Used ");
+    XlaProgram {
+        needed: used.and_then(leading_figure).unwrap_or(0),
+        capacity: used.and_then(|r| after(r, " of ")).and_then(leading_figure).unwrap_or(0),
+        parameters: labeled(lines, "arguments").unwrap_or(0),
+        outputs: 0,
+        temporaries: labeled(lines, "HLO temp").unwrap_or(0),
+        fragmentation: 0,
+    }
+}
+
+/// The failing call: the innermost traceback frame outside the framework, the standard
+/// library and site-packages, and the framework call made from there.
+fn call_site(lines: &[&str]) -> Option<CallSite> {
+    let mut frames: Vec<(String, u32, String, Option<String>)> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = strip_prefix(l);
+        let Some(r) = after(t, "File \"") else { continue };
+        let Some((path, rest)) = r.split_once('"') else { continue };
+        let Some(line) = after(rest, ", line ").and_then(leading_u64) else { continue };
+        let function = after(rest, ", in ").map(|f| f.trim().to_string()).unwrap_or_default();
+        let code = lines.get(i + 1).map(|c| strip_prefix(c).trim().to_string()).filter(|c| {
+            !c.is_empty() && !c.starts_with("File \"") && !c.chars().all(|ch| ch == '^' || ch == '~' || ch == ' ')
+        });
+        frames.push((path.to_string(), u32::try_from(line).unwrap_or(0), function, code));
+    }
+    let library = |p: &str| {
+        let p = p.replace('\\', "/");
+        p.contains("site-packages/")
+            || p.contains("dist-packages/")
+            || p.contains("/lib/python3")
+            || p.starts_with("<frozen")
+            || p.contains("/torch/")
+    };
+    // Without a frame of the user's, the innermost one (the framework's own call).
+    let user = frames.iter().rposition(|f| !library(&f.0)).or_else(|| frames.len().checked_sub(1))?;
+    let (path, line, function, code) = &frames[user];
+    // The call: from the frame after the user's (inside the framework), else the user's line.
+    let call = frames
+        .get(user + 1..)
+        .and_then(|rest| rest.iter().rev().find_map(|f| f.3.as_deref().and_then(called)))
+        .or_else(|| code.as_deref().and_then(called));
+    Some(CallSite {
+        file: path.replace('\\', "/").rsplit('/').next().unwrap_or(path).to_string(),
+        line: *line,
+        function: function.clone(),
+        call,
+    })
+}
+
+/// The function a line of code calls first after `return` or `=`: `F.linear`,
+/// `torch.nn.functional.scaled_dot_product_attention`, `self.conv` (None for none).
+fn called(code: &str) -> Option<String> {
+    let c = code.trim();
+    let c = c.strip_prefix("return ").unwrap_or(c);
+    let c = match c.find(" = ") {
+        Some(i) if !c[..i].contains('(') => &c[i + 3..],
+        _ => c,
+    };
+    let open = c.find('(')?;
+    let name = c[..open].trim();
+    let name = name.rsplit([' ', '=', '[', ',']).next().unwrap_or(name);
+    let ok = !name.is_empty() && name.chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '.');
+    ok.then(|| name.to_string())
+}
+
+fn build(
+    path: &Path,
+    m: Message,
+    request: Option<u64>,
+    op: Option<String>,
+    shape: Option<Vec<i64>>,
+    usage: Vec<NodeUsage>,
+    lines: usize,
+) -> Dump {
+    let total = m.total.unwrap_or(0);
+    let free = m.free.unwrap_or(0);
+    let allocated = m.allocated.unwrap_or(0);
+    let reserved = m.reserved.unwrap_or(allocated);
+    let limit = m.allowed.or(m.total).unwrap_or(0);
+    let others = m.others().unwrap_or(0);
+    let oom = request.map(|r| OomRecord {
+        requested: r,
+        rounded: r,
+        op: op.clone().unwrap_or_else(|| NOT_NAMED.into()),
+        shape: shape.clone(),
+        step: -1,
+        bytes_in_use: allocated,
+        pool_bytes: reserved,
+        device_free: free,
+        device_total: total,
+        limit_headroom: limit.saturating_sub(reserved),
+        ..OomRecord::default()
+    });
+    let stats = Stats {
+        bytes_limit: limit,
+        bytes_in_use: allocated,
+        peak_bytes_in_use: allocated,
+        pool_bytes: reserved,
+        peak_pool_bytes: reserved,
+        free_bytes: reserved.saturating_sub(allocated),
+        num_ooms: u64::from(request.is_some()),
+        ..Stats::default()
+    };
+    let device_name = m.device.clone().unwrap_or_else(|| "the device".into());
+    let mut absent = vec![Section::Bins, Section::ChunkState, Section::Regions, Section::Summary, Section::Events];
+    if request.is_none() {
+        absent.push(Section::Request);
+    }
+    if m.total.is_none() && m.allocated.is_none() {
+        absent.extend([Section::Totals, Section::Stats]);
+    }
+    if usage.is_empty() {
+        absent.push(Section::Usage);
+    }
+    absent.push(Section::Occupancy);
+    absent.sort();
+    let allocator = match m.format {
+        f if f.is_torch_cache() => "PyTorch caching allocator",
+        MessageFormat::TorchAsync => "PyTorch cudaMallocAsync allocator",
+        MessageFormat::TorchMps => "PyTorch MPS allocator",
+        MessageFormat::XlaRuntime | MessageFormat::XlaHbm | MessageFormat::TpuRuntime => "XLA",
+        MessageFormat::TfTensor => "TensorFlow",
+        _ => "the device",
+    };
+    Dump {
+        version: oomscope_format::DUMP_VERSION,
+        tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
+        source: Source {
+            kind: SourceKind::Message,
+            path: Some(path.display().to_string()),
+            command: None,
+            created_unix: None,
+        },
+        device: DeviceInfo {
+            kind: DeviceKind::Cuda,
+            name: device_name.clone(),
+            model: device_name,
+            total,
+            free,
+            others,
+        },
+        allocator: AllocatorInfo { name: allocator.into(), limit, ..AllocatorInfo::default() },
+        stats,
+        ooms: oom.iter().cloned().collect(),
+        ooms_total: u64::from(oom.is_some()),
+        oom,
+        usage_by_node: usage,
+        peak: None,
+        bins: Vec::new(),
+        regions: Vec::new(),
+        stacks: Vec::new(),
+        events: Vec::new(),
+        events_total: 0,
+        steps: Vec::new(),
+        refusals: Vec::new(),
+        outside: Vec::new(),
+        workload: None,
+        verdict: None,
+        replay: None,
+        imported: Some(Imported {
+            from: ImportedFrom::Message,
+            absent,
+            message: Some(m),
+            lines_read: lines as u64,
+            lines_used: 1,
+            ..Imported::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Message {
+        let d = parse(Path::new("m.txt"), text).unwrap();
+        d.imported.unwrap().message.unwrap()
+    }
+
+    #[test]
+    fn a_pytorch_2_message_gives_every_figure() {
+        let m = read(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 572.00 MiB. GPU 0 has a total capacity of \
+             39.49 GiB of which 321.31 MiB is free. Process 3721648 has 414.00 MiB memory in use. Including \
+             non-PyTorch memory, this process has 37.46 GiB memory in use. Process 1374765 has 414.00 MiB memory in \
+             use. Of the allocated memory 36.04 GiB is allocated by PyTorch, and 321.37 MiB is reserved by PyTorch but \
+             unallocated. If reserved but unallocated memory is large try setting \
+             PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+        );
+        assert_eq!(m.format, MessageFormat::TorchCapacity);
+        assert_eq!(m.device.as_deref(), Some("GPU 0"));
+        assert_eq!(oomscope_base::size::torch(m.total.unwrap()), "39.49 GiB");
+        assert_eq!(oomscope_base::size::torch(m.free.unwrap()), "321.31 MiB");
+        assert_eq!(oomscope_base::size::torch(m.process.unwrap()), "37.46 GiB");
+        assert_eq!(m.processes.len(), 2);
+        assert_eq!(m.processes[0].pid, 3721648);
+        assert_eq!(oomscope_base::size::torch(m.others().unwrap()), "828.00 MiB");
+        assert!(m.suggests_expandable);
+    }
+
+    #[test]
+    fn in_a_container_the_listed_process_holding_the_cache_is_this_one() {
+        let m = read(
+            "CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacty of 14.75 GiB of which \
+             235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of the allocated memory 14.06 GiB is \
+             allocated by PyTorch, and 330.42 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(m.format, MessageFormat::TorchCapacty);
+        assert!(m.processes[0].this);
+        assert_eq!(m.others(), Some(0));
+    }
+
+    #[test]
+    fn old_messages_read_their_parenthesis() {
+        let m = read(
+            "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.92 GiB total capacity; \
+             9.87 GiB already allocated; 1.44 MiB free; 105.14 MiB cached)",
+        );
+        assert_eq!(m.format, MessageFormat::TorchCached);
+        assert_eq!(oomscope_base::size::torch(m.unallocated().unwrap()), "105.14 MiB");
+        let m = read(
+            "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 11.17 GiB total capacity; 8.00 GiB already \
+             allocated; 1.00 GiB free; 5.00 GiB allowed; 9.00 GiB reserved in total by PyTorch) If reserved memory \
+             is >> allocated memory try setting max_split_size_mb to avoid fragmentation.",
+        );
+        assert_eq!(m.format, MessageFormat::TorchMaxSplitHint);
+        assert_eq!(m.device.as_deref(), Some("GPU 1"));
+        assert_eq!(m.allowed, Some(5 << 30));
+        assert_eq!(m.reserved, Some(9 << 30));
+    }
+
+    #[test]
+    fn the_call_site_is_the_users_frame_and_the_frameworks_call() {
+        let text = "Traceback (most recent call last):\n  File \"train.py\", line 42, in step\n    out = model(x)\n  \
+                    File \"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py\", line 114, in forward\n    \
+                    return F.linear(input, self.weight, self.bias)\ntorch.OutOfMemoryError: CUDA out of memory. Tried \
+                    to allocate 20.00 MiB. GPU 0 has a total capacity of 4.00 GiB of which 2.00 MiB is free.";
+        let s = read(text).site.unwrap();
+        assert_eq!((s.file.as_str(), s.line, s.function.as_str()), ("train.py", 42, "step"));
+        assert_eq!(s.call.as_deref(), Some("F.linear"));
+    }
+
+    #[test]
+    fn look_alikes_are_named() {
+        assert!(not_an_oom("RuntimeError: CUDA error: an illegal memory access was encountered").is_some());
+        assert!(not_an_oom("RuntimeError: CUDA error: out of memory").is_none());
+        assert!(!recognises("RuntimeError: CUDA error: device-side assert triggered"));
+    }
+}

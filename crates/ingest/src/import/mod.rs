@@ -1,0 +1,70 @@
+//! Foreign data → dumps: TensorFlow OOM logs and PyTorch memory snapshots, so that what
+//! users already have gets the same report, verdict and UI as oomscope's own recordings.
+
+pub mod message;
+pub mod tf_log;
+pub mod torch_frames;
+pub mod torch_snapshot;
+
+use oomscope_format::Dump;
+
+use std::path::Path;
+
+/// The formats `oomscope import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    TfLog,
+    TorchSnapshot,
+    /// An out-of-memory message (PyTorch, XLA, cuBLAS/cuDNN, TensorFlow without its dump).
+    Message,
+}
+
+/// Input that cannot be imported: the file, the line when one applies, and why.
+pub type ImportError = oomscope_format::InputError;
+
+/// What the bytes look like: a pickle (protocol 2+ starts with 0x80) or a `.pickle`/`.pkl`
+/// name is a snapshot; a text with TensorFlow's allocator report (or its `OOM when
+/// allocating tensor` error) is a TF log; another out-of-memory message is a message; and
+/// anything else is read as a TF log, whose error lists what was looked for.
+pub fn detect(path: &Path, bytes: &[u8]) -> From {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt") {
+        return From::TorchSnapshot;
+    }
+    let text = unescape(&String::from_utf8_lossy(bytes));
+    if !tf_log::has_report(&text) && message::recognises(&text) { From::Message } else { From::TfLog }
+}
+
+/// Imports `bytes` read from `path`; `device` picks a snapshot's device. A text with no
+/// out-of-memory error in it, but a failure users take for one (an illegal memory access,
+/// host memory), is refused with what it is.
+pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>) -> Result<Dump, ImportError> {
+    // Logs pasted from web pages can hold stray bytes; they are not OOM content. A text
+    // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone.
+    let text = || unescape(&String::from_utf8_lossy(bytes));
+    match from.unwrap_or_else(|| detect(path, bytes)) {
+        From::TorchSnapshot => torch_snapshot::parse(path, bytes, device),
+        From::Message => message::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
+        From::TfLog => tf_log::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
+    }
+}
+
+/// A text whose line breaks are `\n` escapes (copied out of JSON) as the lines it stands for.
+pub(crate) fn unescape(text: &str) -> String {
+    let escaped = text.matches("\\n").count();
+    if escaped > 2 && escaped > text.matches('\n').count() {
+        text.replace("\\n", "\n").replace("\\\"", "\"").replace("\\t", "\t")
+    } else {
+        text.to_string()
+    }
+}
+
+/// The refusal for a text that is another failure than an out-of-memory error.
+fn look_alike(path: &Path, text: &str) -> Option<ImportError> {
+    let l = message::not_an_oom(text)?;
+    Some(ImportError {
+        path: path.to_path_buf(),
+        line: l.line,
+        message: format!("not an out-of-memory error of the GPU: this is {}", l.what),
+    })
+}

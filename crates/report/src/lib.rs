@@ -1,0 +1,100 @@
+//! Every renderer, reading dumps only, so a report looks the same live, replayed or
+//! re-rendered: TF's text ([`tf`]), PyTorch's words ([`torch`]), the short summary
+//! ([`summary`]), the verdict's words ([`verdict`], from a diagnosis of `oomscope-diagnose`)
+//! and a pasted message's ([`message`]), JSON; exports for other viewers ([`export`]) and
+//! what grew between two dumps ([`diff`]).
+
+pub mod diff;
+pub mod export;
+pub mod message;
+pub mod pickle;
+pub mod summary;
+pub mod tf;
+pub mod torch;
+pub mod verdict;
+
+use oomscope_format::Dump;
+use std::fmt;
+use std::str::FromStr;
+
+/// The report formats every command that prints a report accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// TensorFlow's OOM text and "Current usage from device".
+    Tf,
+    /// The short human report.
+    Summary,
+    /// The dump itself, as one line of JSON.
+    Json,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "tf" => Ok(Format::Tf),
+            "summary" => Ok(Format::Summary),
+            "json" => Ok(Format::Json),
+            other => Err(format!("unknown format {other:?}; expected tf, summary or json")),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Tf => "tf",
+            Format::Summary => "summary",
+            Format::Json => "json",
+        })
+    }
+}
+
+/// The report a post-mortem view shows (TF's text and the verdict), when the dump has
+/// something to report: an OOM, or an imported log or snapshot.
+pub fn post_mortem(dump: &Dump) -> Option<String> {
+    (dump.oom.is_some() || dump.imported.is_some()).then(|| render(dump, Format::Tf))
+}
+
+/// The report in the given format, ending with a newline. The TF text is followed by the
+/// verdict, set apart by a blank line: TF's part stays byte for byte what TF prints.
+pub fn render(dump: &Dump, format: Format) -> String {
+    render_as(dump, format, None)
+}
+
+/// [`render`], with TF's text as `tf_style` (a TensorFlow version's) prints it.
+pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format::TfVariant>) -> String {
+    // A message has no allocator state for TF's text: its report is the summary.
+    if let Some(m) = dump.imported.as_ref().and_then(|i| i.message.as_ref())
+        && format != Format::Json
+    {
+        return message::summary(dump, m);
+    }
+    match format {
+        Format::Tf => {
+            let mut s = match tf_style {
+                // PyTorch's allocator made this dump: its words, not TF's.
+                _ if dump.allocator.caching.is_some() => torch::render(dump),
+                Some(v) => tf::render_variant(dump, v),
+                None => tf::render(dump),
+            };
+            if let Some(v) = &dump.verdict {
+                s.push('\n');
+                s.push_str(&verdict::render(v));
+            }
+            s
+        }
+        Format::Summary => summary::render(dump),
+        Format::Json => {
+            // Serializing plain data to a String cannot fail (no maps with non-string keys).
+            let mut s = serde_json::to_string(dump).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+    }
+}
+
+/// The README's Rust example, compiled and run as this crate's doctest so it stays true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

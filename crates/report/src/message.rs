@@ -1,0 +1,676 @@
+//! An out-of-memory message's report and its verdict's words. Sizes print as the message's
+//! framework prints them: PyTorch's `22.78 GiB`, XLA's `6.00MiB`, a TPU's `17.47G`.
+
+use oomscope_base::size::{human, human_bytes_driver, torch};
+use oomscope_diagnose::{Budget, Cause, Fix, Request};
+use oomscope_format::{Dump, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
+use std::fmt::Write;
+
+/// A size in the message's style.
+pub fn size(format: MessageFormat, n: u64) -> String {
+    match format {
+        MessageFormat::XlaHbm | MessageFormat::TpuRuntime => human_bytes_driver(n),
+        MessageFormat::XlaRuntime | MessageFormat::TfTensor => human(n),
+        _ => torch(n),
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
+}
+
+/// The tool that holds the framework's allocator settings, by format.
+fn framework_name(format: MessageFormat) -> &'static str {
+    match format {
+        MessageFormat::XlaRuntime | MessageFormat::XlaHbm | MessageFormat::TpuRuntime => "XLA",
+        MessageFormat::TfTensor => "TensorFlow",
+        _ => "PyTorch",
+    }
+}
+
+/// The headline and the evidence of a message's cause (other causes have theirs in
+/// [`super::verdict`]).
+pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
+    match c {
+        Cause::MessageTooLarge { budget: b, can_ever } => {
+            let s = |n| size(b.format, n);
+            let mut evidence = vec![format!(
+                "{} requested > {} this process could ever have ({})",
+                s(b.request),
+                s(*can_ever),
+                ever_terms(b)
+            )];
+            if b.request > 4 * b.total.max(*can_ever) {
+                evidence.push(format!(
+                    "{:.0} times the device: a shape is probably not what the code meant (a sequence, an image or a \
+                     batch far larger than intended, a broadcast of two large dimensions, or a mask of length x length)",
+                    b.request as f64 / b.total.max(*can_ever).max(1) as f64
+                ));
+            }
+            evidence.extend(site(b));
+            (
+                format!(
+                    "One request of {} is larger than all the memory {} could ever have: {}",
+                    s(b.request),
+                    if b.limited() { "the limit set for this process allows" } else { "this process on the device" },
+                    s(*can_ever)
+                ),
+                evidence,
+            )
+        }
+        Cause::MessageOthers { budget: b, short } => {
+            let s = |n| size(b.format, n);
+            let others = b.others.unwrap_or(0);
+            let mut evidence = vec![format!(
+                "{} requested > {} free + {} free in {}'s cache = {}: short by {}",
+                s(b.request),
+                s(b.usable_free()),
+                s(b.cached),
+                framework_name(b.format),
+                s(b.usable_free() + b.cached),
+                s(*short)
+            )];
+            let listed: Vec<&ProcessMemory> = b.listed.iter().filter(|p| !p.this).collect();
+            if !listed.is_empty() {
+                let names: Vec<String> = listed.iter().map(|p| format!("process {} {}", p.pid, s(p.bytes))).collect();
+                evidence.push(format!("other processes on {}: {}", b.device, names.join(", ")));
+            } else if b.others_inferred {
+                evidence.push(format!(
+                    "the message lists no processes; {} total - {} free - {} in {}'s cache leaves {} outside the cache, \
+                     more than a CUDA context takes (about {}): about {} is other processes'",
+                    s(b.total),
+                    s(b.free),
+                    s(b.reserved()),
+                    framework_name(b.format),
+                    s(others + (1 << 30)),
+                    s(1 << 30),
+                    s(others)
+                ));
+            }
+            evidence.extend(site(b));
+            (
+                format!(
+                    "Other processes hold {} of {}: without them the {} request would fit",
+                    s(others),
+                    b.device,
+                    s(b.request)
+                ),
+                evidence,
+            )
+        }
+        Cause::MessageCacheInPieces { budget: b } if b.format == MessageFormat::TorchAsync => {
+            let s = |n| size(b.format, n);
+            let mut evidence = vec![format!(
+                "{} total - {} free - {} allocated leaves {} that PyTorch's tensors do not hold; a CUDA context takes \
+                 about {}, and cudaMallocAsync's pool keeps what PyTorch frees: about {} is that pool's, or other \
+                 processes' (nvidia-smi tells)",
+                s(b.total),
+                s(b.free),
+                s(b.live),
+                s(b.cached + (1 << 30)),
+                s(1 << 30),
+                s(b.cached)
+            )];
+            evidence.extend(site(b));
+            (
+                format!(
+                    "Fragmentation in cudaMallocAsync's pool (or other processes): {} free + about {} the pool keeps \
+                     would hold the {} request, but it failed",
+                    s(b.free),
+                    s(b.cached),
+                    s(b.request)
+                ),
+                evidence,
+            )
+        }
+        Cause::MessageCacheInPieces { budget: b } => {
+            let s = |n| size(b.format, n);
+            let mut evidence = vec![format!(
+                "{} free{} + {} free in the cache = {} >= {} requested",
+                s(b.usable_free()),
+                match b.limit.filter(|_| b.limited()) {
+                    Some(l) => format!(" within the {} allowed", s(l)),
+                    None => String::new(),
+                },
+                s(b.cached),
+                s(b.usable_free() + b.cached),
+                s(b.request)
+            )];
+            if let Some(o) = b.others.filter(|&o| o > 0) {
+                evidence.push(format!("other processes hold {} of {} besides", s(o), b.device));
+            }
+            if b.format != MessageFormat::TorchAsync {
+                evidence.push(
+                    "PyTorch returns its unused whole blocks to the device and retries before it fails: what its \
+                     cache still holds free is in blocks that live tensors split"
+                        .to_string(),
+                );
+            }
+            evidence.extend(site(b));
+            let room = match b.limit.filter(|_| b.limited()) {
+                Some(l) => format!("{} left under the {} allowed", s(b.usable_free()), s(l)),
+                None => format!("{} free on {}", s(b.usable_free()), b.device),
+            };
+            (
+                format!(
+                    "Fragmentation: {} is free in {}'s cache, but in pieces; with {room} the {} request finds no \
+                     piece large enough",
+                    s(b.cached),
+                    framework_name(b.format),
+                    s(b.request)
+                ),
+                evidence,
+            )
+        }
+        Cause::MessagePeak { budget: b, needed, can_have } => {
+            let s = |n| size(b.format, n);
+            let mut evidence = vec![format!(
+                "{} live + {} requested = {} > {} free + {} in {}'s cache = {}",
+                s(b.live),
+                s(b.request),
+                s(*needed),
+                s(b.usable_free()),
+                s(b.reserved()),
+                framework_name(b.format),
+                s(*can_have)
+            )];
+            if b.cached > 0 && b.format.is_torch_cache() {
+                evidence.push(format!(
+                    "{} requested > {} free + {} cached = {}: neither freeing the cache nor expandable_segments can \
+                     make room",
+                    s(b.request),
+                    s(b.usable_free()),
+                    s(b.cached),
+                    s(b.usable_free() + b.cached)
+                ));
+            }
+            if let Some(p) = b.private_pools.filter(|&p| p > 0) {
+                evidence.push(format!("of the live memory, {} is in CUDA graphs' private pools", s(p)));
+            }
+            if let Some(o) = b.others.filter(|&o| o > 0) {
+                evidence.push(format!("other processes hold {}; even without them it would not fit", s(o)));
+            }
+            if let Some(c) = b.context.filter(|&c| c > 0) {
+                evidence.push(format!(
+                    "this process holds {} outside {} (CUDA context, libraries)",
+                    s(c),
+                    framework_name(b.format)
+                ));
+            }
+            evidence.extend(site(b));
+            let headline = if b.limited() {
+                format!(
+                    "The limit set for this process is what ran out: {} live + {} requested = {}, and {} is allowed \
+                     of the device's {}",
+                    s(b.live),
+                    s(b.request),
+                    s(*needed),
+                    s(b.limit.unwrap_or(0)),
+                    s(b.total)
+                )
+            } else {
+                format!(
+                    "A true peak: live tensors ({}) and the request ({}) need {}, and this process can have {}",
+                    s(b.live),
+                    s(b.request),
+                    s(*needed),
+                    s(*can_have)
+                )
+            };
+            (headline, evidence)
+        }
+        Cause::MessageFiguresDisagree { budget: b } => {
+            let s = |n| size(b.format, n);
+            let headline = if b.free > b.total {
+                format!(
+                    "The message's figures disagree: {} free on a device of {} (unified memory, or a driver that \
+                     reports it so); they cannot tell the cause",
+                    s(b.free),
+                    s(b.total)
+                )
+            } else {
+                format!(
+                    "The message's figures say the {} request should have fit: {} was free when it was printed",
+                    s(b.request),
+                    s(b.usable_free())
+                )
+            };
+            let mut evidence = vec![
+                "memory may have been freed between the failure and the message (by another process, or by the \
+                 framework's own retry), or the failure was the driver's (on Windows, WDDM limits what one \
+                 allocation can take)"
+                    .to_string(),
+            ];
+            evidence.extend(site(b));
+            (headline, evidence)
+        }
+        Cause::DeviceBuffer { format, request, free, largest, total } => {
+            let s = |n| size(*format, n);
+            if total.is_some_and(|t| *request > t) {
+                (
+                    format!("One buffer of {} is larger than the device's {}", s(*request), s(total.unwrap_or(0))),
+                    Vec::new(),
+                )
+            } else if request <= free {
+                (
+                    format!(
+                        "Fragmentation: {} is free, but {}: the {} buffer needs one piece",
+                        s(*free),
+                        largest.map_or("not in one piece".to_string(), |l| format!("the largest piece is {}", s(l))),
+                        s(*request)
+                    ),
+                    Vec::new(),
+                )
+            } else {
+                (
+                    format!(
+                        "The {} buffer is more than the {} free: short by {}",
+                        s(*request),
+                        s(*free),
+                        s(request - free)
+                    ),
+                    total.map(|t| vec![format!("the device has {} in all", s(t))]).unwrap_or_default(),
+                )
+            }
+        }
+        Cause::XlaProgram { format, request, program, top, single } => {
+            xla_cause(*format, *request, program, top, *single)
+        }
+        Cause::MessageWithoutFigures { format, framework, request, site } => {
+            let (headline, mut evidence) = without(*format, *framework, request.as_ref());
+            if let Some(s) = site.as_ref().filter(|_| request.is_none()) {
+                evidence.push(format!("it came from {s}"));
+            }
+            (headline, evidence)
+        }
+        _ => (String::new(), Vec::new()),
+    }
+}
+
+/// `31.47 GiB total - 307.20 MiB outside PyTorch`.
+fn ever_terms(b: &Budget) -> String {
+    let s = |n| size(b.format, n);
+    if b.limited() {
+        return format!("{} allowed by the limit set for it", s(b.limit.unwrap_or(0)));
+    }
+    match b.context.filter(|&c| c > 0) {
+        Some(c) if b.total.saturating_sub(c) >= b.free + b.reserved() => {
+            format!("{} total - {} it holds outside {}", s(b.total), s(c), framework_name(b.format))
+        }
+        _ if b.total >= b.free + b.reserved() => format!("the device's {}", s(b.total)),
+        _ => format!("{} free + {} in its cache", s(b.free), s(b.reserved())),
+    }
+}
+
+fn site(b: &Budget) -> Option<String> {
+    b.site.as_ref().map(|s| format!("the request came from {s}"))
+}
+
+fn xla_cause(
+    format: MessageFormat,
+    request: Option<u64>,
+    p: &XlaProgram,
+    top: &[(String, u64)],
+    single: bool,
+) -> (String, Vec<String>) {
+    let s = |n| size(format, n);
+    let mut evidence = Vec::new();
+    if p.needed > 0 {
+        let mut parts = Vec::new();
+        if p.parameters > 0 {
+            parts.push(format!(
+                "{} {}",
+                if format == MessageFormat::XlaHbm { "arguments" } else { "parameters" },
+                s(p.parameters)
+            ));
+        }
+        if p.outputs > 0 {
+            parts.push(format!("outputs {}", s(p.outputs)));
+        }
+        if p.temporaries > 0 {
+            parts.push(format!("temporaries {}", s(p.temporaries)));
+        }
+        if !parts.is_empty() {
+            evidence.push(format!("of the {}: {}", s(p.needed), parts.join(", ")));
+        }
+    }
+    for (op, bytes) in top.iter().take(3) {
+        evidence.push(format!("{} {}", s(*bytes), op));
+    }
+    let headline = if single {
+        let (op, bytes) = top.first().cloned().unwrap_or_default();
+        format!("One buffer of {} ({op}) is larger than the device's {}", s(bytes), s(p.capacity))
+    } else if p.capacity > 0 {
+        format!(
+            "The program needs {} and the device has {}: over by {}",
+            s(p.needed),
+            s(p.capacity),
+            s(p.needed.saturating_sub(p.capacity))
+        )
+    } else if p.needed > 0 {
+        format!(
+            "The XLA program needs {} at once{}",
+            s(p.needed),
+            request.map_or(String::new(), |r| format!(", and allocating {} of it failed", s(r)))
+        )
+    } else {
+        let sum: u64 = top.iter().map(|t| t.1).sum();
+        format!(
+            "The message keeps only XLA's largest buffers ({} in the {} shown), not the program's totals",
+            s(sum),
+            top.len()
+        )
+    };
+    (headline, evidence)
+}
+
+fn without(format: MessageFormat, framework: Framework, request: Option<&Request>) -> (String, Vec<String>) {
+    let what = request.map(|r| {
+        let op = if r.op == oomscope_format::NOT_NAMED { String::new() } else { format!(" for {}", r.op) };
+        format!("{}{op}", size(format, r.requested))
+    });
+    let headline = match format {
+        MessageFormat::Cublas => {
+            "cuBLAS could not allocate device memory for its handle or workspace: the GPU was full \
+                                  when cuBLAS started, and the message has no figures to say what held it"
+                .to_string()
+        }
+        MessageFormat::Cudnn => {
+            "cuDNN could not start or allocate its workspace: usually the GPU had no memory left for \
+                                 it (less often a cuDNN, CUDA and driver mismatch); the message has no figures"
+                .to_string()
+        }
+        MessageFormat::CudaRuntime => format!(
+            "The CUDA runtime ran out of device memory{}: the message has no figures to say what held it",
+            what.map_or(String::new(), |w| format!(" ({w})"))
+        ),
+        MessageFormat::TfTensor => format!(
+            "TensorFlow could not allocate memory{}: the message has none of its allocator's figures",
+            request.map_or(String::new(), |r| format!(" for {}", r.op))
+        ),
+        MessageFormat::XlaRuntime => format!(
+            "XLA could not allocate {}: the message has no account of the program's memory",
+            what.unwrap_or_else(|| "memory".into())
+        ),
+        _ => format!(
+            "An out-of-memory message without its figures{}: it cannot tell the causes apart",
+            what.map_or(String::new(), |w| format!(" ({w})"))
+        ),
+    };
+    let mut evidence = Vec::new();
+    if framework != Framework::Unknown {
+        evidence.push(format!(
+            "from {}",
+            match framework {
+                Framework::PyTorch => "PyTorch",
+                Framework::TensorFlow => "TensorFlow",
+                Framework::Jax => "JAX",
+                Framework::Unknown => "",
+            }
+        ));
+    }
+    (headline, evidence)
+}
+
+/// The words of a message's fix (other fixes have theirs in [`super::verdict`]).
+pub(super) fn fix(f: &Fix) -> String {
+    match f {
+        Fix::ShrinkRequest { request, can_ever, share, absurd, format } => {
+            let s = |n| size(*format, n);
+            if *absurd && *can_ever == 0 {
+                format!(
+                    "find the shape that makes this request: print the shapes going into the failing call (an \
+                     uninitialized size, a negative dimension read as a huge one, or an overflow makes requests \
+                     like {})",
+                    s(*request)
+                )
+            } else if *absurd {
+                format!(
+                    "find the shape that makes this {} request: print the shapes going into the failing call; when \
+                     it is the intended size, only splitting the work fits: process it in pieces of at most {} \
+                     ({:.1}% of it)",
+                    s(*request),
+                    s(*can_ever),
+                    share * 100.0
+                )
+            } else {
+                format!(
+                    "make this request at most {} ({:.0}% of its {}): a smaller batch, a shorter sequence or a lower \
+                     resolution, or the work in pieces (chunked attention, a loop over the batch); the live tensors \
+                     around it need room too, so the cut must be larger",
+                    s(*can_ever),
+                    (share * 100.0).floor(),
+                    s(*request)
+                )
+            }
+        }
+        Fix::ShrinkLive { need, share, format } => format!(
+            "cut at least {} from the peak: a batch (or sequence length, or resolution) at least {:.0}% smaller if \
+             all of it scales with the batch, more where weights and optimizer state take part of it; gradient \
+             accumulation keeps the effective batch, and activation checkpointing or mixed precision shrink what \
+             each sample holds",
+            size(*format, *need),
+            ((1.0 - share) * 100.0).ceil().max(1.0)
+        ),
+        Fix::FreeOthers { others, listed, format } => {
+            let pids: Vec<String> = listed.iter().filter(|p| !p.this).map(|p| p.pid.to_string()).collect();
+            format!(
+                "free the {} other processes hold{}: stop them (nvidia-smi lists them{}), or run on a GPU of your \
+                 own (CUDA_VISIBLE_DEVICES)",
+                size(*format, *others),
+                if pids.is_empty() { String::new() } else { format!(" (pids {})", pids.join(", ")) },
+                if pids.is_empty() { "" } else { " too" }
+            )
+        }
+        Fix::ExpandableSegmentsIn { conf_var } => format!(
+            "{conf_var}=expandable_segments:True (PyTorch 2.1 and later): segments then grow in place, and freed \
+             pieces next to each other merge; if it is already set, reduce the batch"
+        ),
+        Fix::MaxSplitSizeMb { mb, conf_var } => format!(
+            "{conf_var}=max_split_size_mb:{mb}: blocks of {mb} MiB and larger are then never split for smaller \
+             requests (this PyTorch, 1.10 to 2.0, has no expandable_segments; PyTorch 2.1 and later has)"
+        ),
+        Fix::UpgradeForFragmentation { free, request } => format!(
+            "this PyTorch has no allocator setting against fragmentation (max_split_size_mb came in 1.10, \
+             expandable_segments in 2.1): upgrade and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or keep \
+             tensor sizes steady across steps (pad variable-length batches to a few fixed sizes), or make the \
+             request fit in the {} free (a batch about {:.0}% smaller)",
+            torch(*free),
+            (100.0 - pct(*free, *request)).max(1.0).ceil()
+        ),
+        Fix::RaiseLimit { limit, total, format } => match format {
+            MessageFormat::TorchMps => format!(
+                "raise PYTORCH_MPS_HIGH_WATERMARK_RATIO (the {} allowed is its share of the memory; 0.0 lifts the \
+                 limit, at the risk of the system running out), or reduce the batch",
+                size(*format, *limit)
+            ),
+            _ => format!(
+                "raise the fraction given to torch.cuda.set_per_process_memory_fraction ({} of the {} device), or \
+                 reduce the batch",
+                size(*format, *limit),
+                size(*format, *total)
+            ),
+        },
+        Fix::XlaShrink { format, donate, dominant, needed, capacity, arguments, temporaries } => {
+            let s = |n| size(*format, n);
+            let mut steps = Vec::new();
+            if *donate {
+                steps.push(
+                    "the outputs are as large as the parameters: donate the inputs (jax.jit(f, donate_argnums=...)) so \
+                     XLA writes the outputs into their buffers"
+                        .to_string(),
+                );
+            }
+            if let Some((op, bytes)) = dominant {
+                steps.push(format!(
+                    "the largest buffer ({}, {:.0}% of the program) dominates: shrink the dimension that makes it \
+                     (batch, sequence, resolution) or compute it in pieces (jax.lax.map, a scan, jax.checkpoint around \
+                     the layer): {op}",
+                    s(*bytes),
+                    pct(*bytes, *needed)
+                ));
+            }
+            if *format == MessageFormat::XlaHbm && *capacity > 0 {
+                let over = needed.saturating_sub(*capacity);
+                if *arguments * 2 >= *capacity {
+                    steps.push(format!(
+                        "the arguments (parameters, optimizer state) take {} of the {}: shard them over more chips \
+                         (FSDP-style sharding) or keep them in bfloat16",
+                        s(*arguments),
+                        s(*capacity)
+                    ));
+                } else if *temporaries > 0 {
+                    steps.push(format!(
+                        "cut at least {} of the program's {} of temporaries ({:.0}%): a smaller batch per chip, or \
+                         rematerialization (jax.checkpoint)",
+                        s(over),
+                        s(*temporaries),
+                        pct(over, *temporaries).ceil()
+                    ));
+                }
+            } else {
+                steps.push(
+                    "reduce the batch, or rematerialize activations (jax.checkpoint); JAX takes 75% of the GPU up \
+                     front: XLA_PYTHON_CLIENT_MEM_FRACTION=.9 gives it more when nothing else shares the GPU"
+                        .to_string(),
+                );
+            }
+            steps.join("; ")
+        }
+        Fix::NativeAllocator => "go back to PyTorch's own allocator (remove backend:cudaMallocAsync from \
+             PYTORCH_CUDA_ALLOC_CONF) with expandable_segments:True, whose segments grow in place; or reduce the batch. \
+             If nvidia-smi shows other processes on the GPU, free them first"
+            .to_string(),
+        Fix::TpuBuffer { short, fragmented } => {
+            if *fragmented {
+                "delete arrays that are no longer needed before this step (del x, or let them go out of scope), \
+                 donate inputs that are replaced (jax.jit(f, donate_argnums=...)), or reduce the batch so the \
+                 buffer fits in a piece"
+                    .to_string()
+            } else {
+                format!(
+                    "free at least {} on the device: delete arrays no longer needed, donate inputs that are replaced \
+                     (donate_argnums), or reduce the batch",
+                    human_bytes_driver(*short)
+                )
+            }
+        }
+        Fix::FindOut { format, framework } => find_out(*format, *framework),
+        _ => String::new(),
+    }
+}
+
+/// What to run to find out what held the memory.
+fn find_out(format: MessageFormat, framework: Framework) -> String {
+    let framework = match (framework, format) {
+        (Framework::Unknown, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) => Framework::Jax,
+        (f, _) => f,
+    };
+    match framework {
+        Framework::TensorFlow => "run it under `oomscope run -- python train.py`: it reads TensorFlow's allocator \
+             report at the OOM, even when the logs are silenced. TensorFlow takes the whole GPU up front unless memory \
+             growth is on (TF_FORCE_GPU_ALLOW_GROWTH=true, or tf.config.experimental.set_memory_growth), which leaves \
+             room for cuDNN and cuBLAS"
+            .to_string(),
+        Framework::Jax => {
+            "run it under `oomscope run -- python train.py` with XLA_PYTHON_CLIENT_PREALLOCATE=false: XLA \
+             then prints its allocator's report at the OOM. JAX takes 75% of the GPU up front and leaves the rest to \
+             cuDNN and others: XLA_PYTHON_CLIENT_MEM_FRACTION sets the share"
+                .to_string()
+        }
+        _ => "run it under `oomscope run -- python train.py`: at the OOM it names what holds the memory; or record \
+             a snapshot (torch.cuda.memory._record_memory_history() at the start, \
+             torch.cuda.memory._dump_snapshot(\"oom.pickle\") when it fails) and `oomscope import oom.pickle`. \
+             nvidia-smi shows whether other processes share the GPU"
+            .to_string(),
+    }
+}
+
+/// The report of a message: what failed, the verdict, the figures, and where it was read.
+pub fn summary(d: &Dump, m: &Message) -> String {
+    let mut o = String::new();
+    let s = |n| size(m.format, n);
+    let what = match m.format {
+        f if f.is_torch_cache() || f == MessageFormat::TorchAsync => {
+            if m.rocm {
+                "HIP out of memory"
+            } else {
+                "CUDA out of memory"
+            }
+        }
+        MessageFormat::TorchMps => "MPS out of memory",
+        MessageFormat::XlaRuntime => "XLA out of memory",
+        MessageFormat::XlaHbm => "TPU out of memory (hbm)",
+        MessageFormat::TpuRuntime => "TPU out of memory",
+        MessageFormat::TfTensor => "TensorFlow out of memory",
+        MessageFormat::Cublas => "cuBLAS could not allocate (an out-of-memory error in disguise)",
+        MessageFormat::Cudnn => "cuDNN could not start or allocate (usually an out-of-memory error in disguise)",
+        MessageFormat::CudaRuntime => "CUDA runtime out of memory",
+        _ => "out of memory",
+    };
+    let _ = write!(o, "{what}");
+    if let Some(dev) = m.device.as_ref().filter(|_| m.format != MessageFormat::XlaHbm) {
+        let _ = write!(o, " on {dev}");
+    }
+    if let Some(oom) = &d.oom {
+        let _ = write!(o, ": {} requested", s(oom.requested));
+        if oom.op != oomscope_format::NOT_NAMED {
+            let _ = write!(o, " by {}", oom.op);
+        }
+    }
+    o.push('\n');
+    if let Some(v) = &d.verdict {
+        o.push('\n');
+        o.push_str(&super::verdict::render(v));
+        o.push('\n');
+    }
+    if let Some(t) = m.total {
+        let _ = writeln!(
+            o,
+            "  {:<16} {} total{}{}",
+            m.device.as_deref().unwrap_or("device"),
+            s(t),
+            m.free.map_or(String::new(), |f| format!(", {} free", s(f))),
+            m.allowed.map_or(String::new(), |l| format!(", {} allowed", s(l)))
+        );
+    }
+    if let Some(a) = m.allocated {
+        let reserved = m.unallocated().map_or(String::new(), |u| format!(" + {} reserved but unallocated", s(u)));
+        let process = m.process.map_or(String::new(), |p| format!("{} in all; ", s(p)));
+        let _ = writeln!(o, "  {:<16} {process}{} allocated{reserved}", "this process", s(a));
+    }
+    let others: Vec<String> =
+        m.processes.iter().filter(|p| !p.this).map(|p| format!("process {} {}", p.pid, s(p.bytes))).collect();
+    if !others.is_empty() {
+        let _ = writeln!(o, "  {:<16} {}", "other processes", others.join(", "));
+    }
+    if let Some(x) = &m.xla
+        && x.needed > 0
+    {
+        let _ = writeln!(
+            o,
+            "  {:<16} {} needed{}",
+            "program",
+            s(x.needed),
+            if x.capacity > 0 { format!(" of {}", s(x.capacity)) } else { String::new() }
+        );
+    }
+    if !d.usage_by_node.is_empty() {
+        let _ = writeln!(o, "\nLargest buffers:");
+        for n in d.usage_by_node.iter().take(10) {
+            let _ = writeln!(o, "  {:>10}  {}", s(n.bytes), n.op);
+        }
+        if d.usage_by_node.len() > 10 {
+            let rest: u64 = d.usage_by_node[10..].iter().map(|n| n.bytes).sum();
+            let _ = writeln!(o, "  ... {} more with {}", d.usage_by_node.len() - 10, s(rest));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nRead from {}, line {}: a message of {}.",
+        d.source.path.as_deref().unwrap_or("the input"),
+        m.line,
+        m.format.describe()
+    );
+    o
+}
