@@ -55,7 +55,7 @@ static DUMP: LazyLock<PathBuf> = LazyLock::new(|| {
 fn open() -> App {
     let mut d = dump::read(&DUMP).expect("read");
     oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
-    App::new(vec![from_dump(&d, "bench", oomscope_report::post_mortem(&d))])
+    App::new(vec![from_dump(&d, "bench", oomscope_report::view_report(&d))])
 }
 
 #[divan::bench(sample_count = 3, sample_size = 1)]

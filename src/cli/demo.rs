@@ -91,13 +91,21 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
             created_unix: None,
         };
         d.workload = Some(w.info(batch));
+        // The workload is at hand: the fix is tried by replay at other batch sizes.
         let mut diagnosis = verdict::analyze(&d, &mut |set| oomscope_replay::what_if::from_history(&d, set));
         fit::refine(&mut diagnosis, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
         d.verdict = Some(render::verdict::words(&diagnosis));
-        if let Some(path) = &a.output {
-            dump::write_atomic(path, &d)?;
-        }
-        Ok(Ran { dump: d, events_replayed: outcome.events_replayed, failed: outcome.first_failure_line.is_some() })
+        let pm = render::post_mortem(&mut d, &mut |_, _| None, |d| match &a.output {
+            Some(path) => dump::write_atomic(path, d),
+            None => Ok(()),
+        });
+        pm.written?;
+        Ok(Ran {
+            dump: d,
+            report: pm.report,
+            events_replayed: outcome.events_replayed,
+            failed: outcome.first_failure_line.is_some(),
+        })
     };
     let result = if a.tui || a.publish {
         match played(&a, &t, &settings, &source_path, &finish)? {
@@ -121,8 +129,8 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     let text = match a.format {
         Some(f) => render::render(&result.dump, f.into()),
         // A person reads the answer first; TF's text follows for those who know it.
-        None if std::io::stdout().is_terminal() => answer_first(&result.dump),
-        None => render::render(&result.dump, render::Format::Tf),
+        None if std::io::stdout().is_terminal() => answer_first(&result.dump, &result.report),
+        None => result.report.clone(),
     };
     output::print(&text)?;
     if result.failed {
@@ -147,6 +155,8 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
 /// A finished run: the dump with its verdict.
 struct Ran {
     dump: Dump,
+    /// TF's text and the verdict.
+    report: String,
     events_replayed: usize,
     failed: bool,
 }
@@ -201,8 +211,7 @@ fn played(
             let Some(outcome) = outcome else { return Ok::<_, CliError>(None) };
             let ran = finish(outcome)?;
             if ran.dump.oom.is_some() {
-                let report = render::render(&ran.dump, render::Format::Tf);
-                send(Message::Oom(Box::new(OomEvent { dump: ran.dump.clone(), report })));
+                send(Message::Oom(Box::new(OomEvent { dump: ran.dump.clone(), report: ran.report.clone() })));
             }
             // (`send` borrows `live` mutably; its last use is above.)
             live.set_status(Status::Finished);
@@ -231,8 +240,7 @@ fn played(
 
 /// The verdict and the fix, then TensorFlow's text (which ends with them again, where a
 /// reader of TF's report looks).
-fn answer_first(d: &oomscope_format::Dump) -> String {
-    let tf = render::render(d, render::Format::Tf);
+fn answer_first(d: &oomscope_format::Dump, tf: &str) -> String {
     match &d.verdict {
         Some(v) => format!(
             "{}
@@ -241,6 +249,6 @@ fn answer_first(d: &oomscope_format::Dump) -> String {
 {tf}",
             render::verdict::render(v)
         ),
-        None => tf,
+        None => tf.to_string(),
     }
 }

@@ -114,18 +114,22 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     let capacity = limit.min(settings.device_total.saturating_sub(settings.device_others));
     let mut rows = Vec::new();
     if let (Some(torch), false) = (&settings.torch, whatifs.is_empty()) {
-        rows.push(Row::of(label(&torch.text), &outcome));
+        rows.push(row(&torch.text, &outcome));
         for w in &whatifs {
             let mut s = settings.clone();
             s.torch = Some(w.clone());
             let o = replay(&t, &s, Some(&trace_path), |_| {});
-            rows.push(Row::of(label(&w.text), &o));
+            rows.push(row(&w.text, &o));
             outcome = o;
         }
     }
     // The state shown is the last replay's: the last --set, else the settings in force.
     let shown = whatifs.last().or(settings.torch.as_ref());
     let mut d = outcome.dump;
+    if !rows.is_empty() {
+        let limit = dump::ReplayLimit { kind: dump::LimitKind::Device, bytes: capacity };
+        d.what_ifs = Some(dump::WhatIfTable { limit: Some(limit), rows });
+    }
     match shown {
         Some(torch) => {
             oomscope_report::verdict::attach(&mut d, &mut |_, set| what_if::replay_trace(&t, torch, set, capacity))
@@ -136,17 +140,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
-    let format: render::Format = a.format.into();
-    let mut text = String::new();
-    if let (Some(last), false) = (rows.last(), format == render::Format::Json) {
-        text.push_str(&table(
-            &rows,
-            Some(format!("a device with {} for PyTorch", oomscope_base::size::torch(capacity))),
-        ));
-        text.push_str(&format!("\nThe state below is the end of the replay under {}.\n\n", last.name));
-    }
-    text.push_str(&render::render_as(&d, format, a.tf_style.as_ref()));
-    output::print(&text)?;
+    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
 
     let events = t.events.len();
     // Without -o no dump exists: what shows that state is the report above.
@@ -169,56 +163,14 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     Ok(if outcome.failures > 0 { EXIT_OOM } else { 0 })
 }
 
-/// Settings as a what-if table names them.
-pub(super) fn label(conf: &str) -> String {
-    if conf.is_empty() { "defaults".into() } else { conf.to_string() }
-}
-
-/// One line of a what-if table.
-pub(super) struct Row {
-    pub name: String,
-    pub ooms: u64,
-    pub peak_reserved: u64,
-    pub peak_allocated: u64,
-    pub device_allocs: u64,
-}
-
-impl Row {
-    fn of(name: String, o: &oomscope_replay::replay::Outcome) -> Row {
-        let s = &o.dump.stats;
-        Row {
-            name,
-            ooms: o.failures,
-            peak_reserved: s.peak_pool_bytes,
-            peak_allocated: s.peak_bytes_in_use,
-            device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
-        }
+/// One line of a what-if table: how the replay under `settings` went.
+fn row(settings: &str, o: &oomscope_replay::replay::Outcome) -> dump::WhatIfRow {
+    let s = &o.dump.stats;
+    dump::WhatIfRow {
+        settings: settings.to_string(),
+        ooms: o.failures,
+        peak_reserved: s.peak_pool_bytes,
+        peak_allocated: s.peak_bytes_in_use,
+        device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
     }
-}
-
-/// The what-ifs side by side.
-pub(super) fn table(rows: &[Row], memory: Option<String>) -> String {
-    use oomscope_base::size::torch as size;
-    use std::fmt::Write;
-    let mut s = String::new();
-    let device = memory.unwrap_or_else(|| "a device as large as needed".to_string());
-    let _ = writeln!(s, "What if (the same requests, the allocator deciding everything, on {device}):");
-    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(8).max(8);
-    let _ = writeln!(
-        s,
-        "  {:<w$}  {:>14}  {:>14}  {:>14}  {:>13}",
-        "settings", "out of memory", "peak reserved", "peak allocated", "device allocs"
-    );
-    for r in rows {
-        let oom = if r.ooms > 0 { format!("yes ({})", r.ooms) } else { "no".into() };
-        let _ = writeln!(
-            s,
-            "  {:<w$}  {oom:>14}  {:>14}  {:>14}  {:>13}",
-            r.name,
-            size(r.peak_reserved),
-            size(r.peak_allocated),
-            r.device_allocs
-        );
-    }
-    s
 }

@@ -3,13 +3,10 @@
 
 use super::args::ReplayArgs;
 use super::output::{self, Progress};
-use super::replay::{Row, label, table};
 use super::{CliError, EXIT_OOM};
-use oomscope_base::size::torch as size;
 use oomscope_format as dump;
 use oomscope_report as render;
 use oomscope_sim::torch_replay::{self, Action, Limit, Options, Outcome, SettingsFrom, SnapshotTrace};
-use std::fmt::Write;
 
 pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     let t = SnapshotTrace::read(&a.trace, bytes, a.gpu).map_err(|e| CliError(e.to_string()))?;
@@ -64,37 +61,7 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }
-    let format: render::Format = a.format.into();
-    if format == render::Format::Json {
-        output::print(&render::render(&d, format))?;
-    } else {
-        let mut text = header(&t, &recorded, recorded_limit);
-        if let Some((name, _)) = runs.last() {
-            let rows: Vec<Row> = runs
-                .iter()
-                .map(|(name, o)| Row {
-                    name: label(name),
-                    ooms: o.ooms,
-                    peak_reserved: o.peak_reserved,
-                    peak_allocated: o.peak_allocated,
-                    device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
-                })
-                .collect();
-            text.push('\n');
-            text.push_str(&table(&rows, limit.map(describe)));
-            let moment = if shown.at_first_oom { "its first out-of-memory error" } else { "the end" };
-            let _ = writeln!(text, "\nThe state below is the replay under {} at {moment}.", label(name));
-        } else if recorded.at_first_oom {
-            let _ = writeln!(
-                text,
-                "The state below is at the first of its {} out-of-memory errors; the program went on after it.",
-                recorded.ooms
-            );
-        }
-        text.push('\n');
-        text.push_str(&render::render(&d, format));
-        output::print(&text)?;
-    }
+    output::print(&render::render(&d, a.format.into()))?;
     eprintln!("{}", one_line(&t, &recorded));
     if let Some(path) = &a.output {
         eprintln!("oomscope: dump written to {}", path.display());
@@ -112,18 +79,6 @@ fn one_line(t: &SnapshotTrace, o: &Outcome) -> String {
         o.final_segments_equal,
         o.final_segments
     )
-}
-
-/// The memory a what-if table ran on, in words.
-fn describe(l: Limit) -> String {
-    match l {
-        Limit::Device(b) => format!("a device with {} for PyTorch", size(b)),
-        Limit::DeviceAtOom(b) => {
-            format!("a device with {} for PyTorch (what it held and what was free at the recorded OOM)", size(b))
-        }
-        Limit::Fraction(b) => format!("{} allowed (the memory fraction the recorded OOM shows)", size(b)),
-        Limit::PeakReserved(b) => format!("a device with {} for PyTorch (the most the run reserved)", size(b)),
-    }
 }
 
 /// The replay's account for machines: placements, the limit, the what-ifs.
@@ -163,41 +118,3 @@ fn replay_info(
     }
 }
 
-fn header(t: &SnapshotTrace, o: &Outcome, limit: Option<Limit>) -> String {
-    let mut s = String::new();
-    let from = match t.settings_from {
-        SettingsFrom::Recorded => "as the snapshot records them",
-        SettingsFrom::Inferred => "the snapshot records none; read from its segments",
-    };
-    let _ = writeln!(
-        s,
-        "Replayed {} trace entries of cuda:{} through PyTorch's caching allocator (settings: {}, {from}).",
-        t.entries.len(),
-        t.device,
-        label(&t.settings.text)
-    );
-    if o.starts_empty {
-        let _ = writeln!(s, "The trace starts from an empty allocator.");
-    } else {
-        let _ = writeln!(
-            s,
-            "The trace starts mid-run: {} segments with {} live blocks were rebuilt from the final snapshot.",
-            o.restored_segments, o.restored_blocks
-        );
-    }
-    let _ = writeln!(
-        s,
-        "{} of {} allocations placed at the address PyTorch gave them; {} of {} final segments reproduced block for block.",
-        o.placed, o.allocs, o.final_segments_equal, o.final_segments
-    );
-    let _ = writeln!(s, "Peak reserved {}, peak allocated {}.", size(o.peak_reserved), size(o.peak_allocated));
-    if let Some(Limit::Fraction(b)) = limit {
-        let _ = writeln!(
-            s,
-            "At its first OOM the device had room for the segment PyTorch wanted, so a memory fraction refused it: \
-             about {} allowed (set_per_process_memory_fraction).",
-            size(b)
-        );
-    }
-    s
-}

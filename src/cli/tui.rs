@@ -26,7 +26,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
             let (mut d, what) = load(&path)?;
             oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
             term::check_terminal().map_err(CliError)?;
-            let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::post_mortem(&d));
+            let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::view_report(&d));
             let (_tx, rx) = mpsc::channel();
             let app = oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
             Ok(exit_code(&app))

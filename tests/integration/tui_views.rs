@@ -4,7 +4,7 @@
 
 use crate::common::{assert_golden, oomscope, root, stderr, temp_dir};
 use oomscope_format as dump;
-use oomscope_report::post_mortem;
+use oomscope_report::view_report;
 use oomscope_tui::ratatui::Terminal;
 use oomscope_tui::ratatui::backend::TestBackend;
 use oomscope_tui::ratatui::buffer::Buffer;
@@ -40,7 +40,7 @@ fn press(app: &mut App, keys: &[KeyCode]) {
 
 fn unet() -> App {
     let d = dump::read(&root().join("fixtures/dumps/unet-b2.dump.json")).unwrap();
-    App::new(vec![from_dump(&d, "dump fixtures/dumps/unet-b2.dump.json", post_mortem(&d))])
+    App::new(vec![from_dump(&d, "dump fixtures/dumps/unet-b2.dump.json", view_report(&d))])
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn a_partial_tf_log_shows_what_it_has_and_says_what_it_lacks() {
     let o = oomscope(&["import", "fixtures/logs/seed-003-unet.txt", "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let d = dump::read(&out).unwrap();
-    let mut app = App::new(vec![from_dump(&d, "dump seed-003.dump.json", post_mortem(&d))]);
+    let mut app = App::new(vec![from_dump(&d, "dump seed-003.dump.json", view_report(&d))]);
     let overview = screen(&app, 80, 24);
     assert!(overview.contains("no history in this source"), "{overview}");
     assert!(overview.contains("imported from a TensorFlow log"), "{overview}");
@@ -165,7 +165,7 @@ fn every_kind_of_dump_opens_in_the_ui() {
     }
     for path in &made {
         let d = dump::read(path).unwrap();
-        let mut app = App::new(vec![from_dump(&d, &path.display().to_string(), post_mortem(&d))]);
+        let mut app = App::new(vec![from_dump(&d, &path.display().to_string(), view_report(&d))]);
         for v in View::ALL {
             app.update(oomscope_tui::Action::Show(v));
             for keys in [&[][..], &[KeyCode::Down, KeyCode::Right, KeyCode::End, KeyCode::Enter][..]] {
@@ -206,7 +206,7 @@ fn footer(screen: &str) -> &str {
 
 fn live_unet() -> oomscope_tui::Device {
     let d = dump::read(&root().join("fixtures/dumps/unet-b2.dump.json")).unwrap();
-    let mut device = from_dump(&d, "a live process", post_mortem(&d));
+    let mut device = from_dump(&d, "a live process", view_report(&d));
     device.status = oomscope_tui::Status::Live;
     device
 }

@@ -914,6 +914,7 @@ mod tests {
             workload: None,
             verdict: None,
             replay: None,
+            what_ifs: None,
             imported: None,
         };
         d.usage_by_node = oomscope_format::NodeUsage::rank(

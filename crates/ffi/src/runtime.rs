@@ -9,7 +9,7 @@ use oomscope_core::config::{AllocatorChoice, Config, DeviceChoice};
 use oomscope_core::device::cuda::StreamEvent;
 use oomscope_core::device::{CudaDevice, Device, SimDevice};
 use oomscope_core::{Allocator, Engine, Oom, Recording, Request};
-use oomscope_format::{self as dump, Source, SourceKind};
+use oomscope_format::{self as dump, DeviceTag, DumpName, Moment, Source, SourceKind};
 use oomscope_live::{self as live, Publisher, Sampler};
 use oomscope_report as render;
 use std::collections::HashMap;
@@ -544,7 +544,7 @@ impl Runtime {
         };
         if first {
             lock(&self.steps_missed).retain(|&s| s != step);
-            self.dump_moment(&format!("step{step:05}"), &format!("at step {step}"));
+            self.dump_moment(Moment::Step(step), &format!("at step {step}"));
         }
     }
 
@@ -557,17 +557,16 @@ impl Runtime {
         if !self.config.dump_at_exit || self.all().is_empty() || self.exit_dumped.swap(true, Ordering::AcqRel) {
             return false;
         }
-        self.dump_moment("exit", "at exit");
+        self.dump_moment(Moment::Exit, "at exit");
         true
     }
 
     /// Writes each device's dump into the dump directory as
     /// `oomscope-PID-gpuN-WHAT.dump.json` and says where on stderr; `moment` says when
     /// (`at step 20`, `at exit`).
-    fn dump_moment(&self, what: &str, moment: &str) {
+    fn dump_moment(&self, what: Moment, moment: &str) {
         for s in self.all() {
-            let path =
-                self.config.dump_dir.join(format!("oomscope-{}-gpu{}-{what}.dump.json", std::process::id(), s.device));
+            let path = self.dump_path(s.device, what);
             let d = s.allocator.dump(Source {
                 kind: SourceKind::Run,
                 command: Some(self.command.clone()),
@@ -593,7 +592,7 @@ impl Runtime {
             let target = match &path {
                 Some(p) if slots.len() == 1 => p.clone(),
                 Some(p) => with_device_suffix(p, s.device),
-                None => self.dump_path(s.device, "state"),
+                None => self.dump_path(s.device, Moment::State(self.ooms.load(Ordering::Relaxed))),
             };
             let d = s.allocator.dump(Source {
                 kind: SourceKind::Run,
@@ -609,9 +608,10 @@ impl Runtime {
         Ok(written)
     }
 
-    fn dump_path(&self, device: i32, what: &str) -> PathBuf {
-        let n = self.ooms.load(Ordering::Relaxed);
-        self.config.dump_dir.join(format!("oomscope-{}-gpu{device}-{what}{n}.dump.json", std::process::id()))
+    /// Where this process's dump of `device` at `moment` goes.
+    fn dump_path(&self, device: i32, moment: Moment) -> PathBuf {
+        let name = DumpName { rank: None, pid: std::process::id(), device: DeviceTag::gpu(device as u32), moment };
+        self.config.dump_dir.join(name.to_string())
     }
 
     /// At an OOM: the verdict attached, the dump written, the report on stderr (whole the
@@ -623,9 +623,11 @@ impl Runtime {
         if n > self.config.max_dumps {
             return self.count_oom(slot, &oom, n);
         }
-        oomscope_report::verdict::attach(&mut oom.dump, &mut oomscope_replay::what_if::from_history);
-        let path = self.dump_path(slot.device, "oom");
-        let written = self.write_dump(&path, &oom.dump);
+        let path = self.dump_path(slot.device, Moment::Oom(n));
+        let oomscope_report::PostMortem { report, written } =
+            oomscope_report::post_mortem(&mut oom.dump, &mut oomscope_replay::what_if::from_history, |d| {
+                self.write_dump(&path, d)
+            });
         if written.is_ok() {
             self.dumps_written.fetch_add(1, Ordering::Relaxed);
         }
@@ -636,7 +638,6 @@ impl Runtime {
         let d = &oom.dump;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
         let message = self.caller_message(slot, &oom, &format!("{verdict} ({where_}; the report is on stderr)"));
-        let report = render::render(d, render::Format::Tf);
         let mut err = std::io::stderr().lock();
         if n == 1 && !self.config.quiet {
             let _ = err.write_all(report.as_bytes());
@@ -739,7 +740,7 @@ fn dumps_size(dir: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("oomscope-") && n.ends_with(".dump.json")))
+        .filter(|e| e.file_name().to_str().is_some_and(DumpName::matches))
         .filter_map(|e| e.metadata().ok())
         .filter(|m| m.is_file())
         .map(|m| m.len())

@@ -13,12 +13,14 @@
 //! reader refuses versions newer than it knows.
 
 pub mod atomic;
+pub mod feed;
 mod imported;
 mod input_error;
 mod io;
 mod kind;
 pub mod live;
 mod message;
+pub mod name;
 mod stats;
 
 pub use imported::{
@@ -28,6 +30,7 @@ pub use input_error::InputError;
 pub use io::{DumpError, read, read_str, write_atomic};
 pub use kind::{EventKind, Kind, StepMark};
 pub use message::{CallSite, Framework, Message, MessageFormat, NOT_NAMED, ProcessMemory, XlaProgram};
+pub use name::{DeviceTag, DumpName, Moment};
 pub use stats::{Refusal, Stats};
 
 use serde::{Deserialize, Serialize};
@@ -93,6 +96,10 @@ pub struct Dump {
     /// How a replay of a PyTorch snapshot's trace went (`oomscope replay SNAPSHOT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayInfo>,
+    /// A trace replayed under several settings of PyTorch's caching allocator (`oomscope
+    /// replay TRACE --set ...`): the replays side by side; the dump's state is the last one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_ifs: Option<WhatIfTable>,
 }
 
 /// A PyTorch snapshot's trace replayed: how closely the replayed allocator followed the
@@ -163,6 +170,16 @@ pub enum LimitKind {
     Fraction,
     /// The run gave segments back without an OOM: the most it reserved.
     PeakReserved,
+}
+
+/// Replays of the same requests under several settings, side by side.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhatIfTable {
+    /// The memory they ran on (absent: as much as they needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<ReplayLimit>,
+    /// The settings in force first, then each change.
+    pub rows: Vec<WhatIfRow>,
 }
 
 /// One row of a what-if table.

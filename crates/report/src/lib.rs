@@ -1,13 +1,14 @@
 //! Every renderer, reading dumps only, so a report looks the same live, replayed or
 //! re-rendered: TF's text ([`tf`]), PyTorch's words ([`torch`]), the short summary
 //! ([`summary`]), the verdict's words ([`verdict`], from a diagnosis of `oomscope-diagnose`)
-//! and a pasted message's ([`message`]), JSON; exports for other viewers ([`export`]) and
+//! and a pasted message's ([`message`]), a replay's account of itself ([`replay`]), JSON; exports for other viewers ([`export`]) and
 //! what grew between two dumps ([`diff`]).
 
 pub mod diff;
 pub mod export;
 pub mod message;
 pub mod pickle;
+pub mod replay;
 pub mod summary;
 pub mod tf;
 pub mod torch;
@@ -50,9 +51,35 @@ impl fmt::Display for Format {
     }
 }
 
+/// What an OOM leaves behind: the report to print and to hand to the live feed, and how
+/// writing the dump went.
+#[derive(Debug)]
+pub struct PostMortem<E> {
+    /// TF's text (or PyTorch's words for its allocator), then the verdict.
+    pub report: String,
+    pub written: Result<(), E>,
+}
+
+/// The one post-mortem sequence, the same wherever an OOM is met (the library inside a
+/// training process, `oomscope run` reading a framework's log, the demo): the verdict is
+/// attached to the dump (`replay` tries a fix of the allocator's settings, as
+/// [`verdict::attach`] says), the dump is written by `write` with its verdict, and the report
+/// is rendered from what was written, so that what is printed now and `oomscope report` of
+/// the dump later are the same bytes. The caller prints the report and hands the dump and it
+/// to the live feed.
+pub fn post_mortem<E>(
+    dump: &mut Dump,
+    replay: &mut dyn FnMut(&Dump, &str) -> Option<oomscope_format::WhatIf>,
+    write: impl FnOnce(&Dump) -> Result<(), E>,
+) -> PostMortem<E> {
+    verdict::attach(dump, replay);
+    let written = write(dump);
+    PostMortem { report: render(dump, Format::Tf), written }
+}
+
 /// The report a post-mortem view shows (TF's text and the verdict), when the dump has
 /// something to report: an OOM, or an imported log or snapshot.
-pub fn post_mortem(dump: &Dump) -> Option<String> {
+pub fn view_report(dump: &Dump) -> Option<String> {
     (dump.oom.is_some() || dump.imported.is_some()).then(|| render(dump, Format::Tf))
 }
 
@@ -72,19 +99,21 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
     }
     match format {
         Format::Tf => {
-            let mut s = match tf_style {
+            // A replay says first how it went and what it compared.
+            let mut s = replay::account(dump);
+            s.push_str(&match tf_style {
                 // PyTorch's allocator made this dump: its words, not TF's.
                 _ if dump.allocator.caching.is_some() => torch::render(dump),
                 Some(v) => tf::render_variant(dump, v),
                 None => tf::render(dump),
-            };
+            });
             if let Some(v) = &dump.verdict {
                 s.push('\n');
                 s.push_str(&verdict::render(v));
             }
             s
         }
-        Format::Summary => summary::render(dump),
+        Format::Summary => replay::account(dump) + &summary::render(dump),
         Format::Json => {
             // Serializing plain data to a String cannot fail (no maps with non-string keys).
             let mut s = serde_json::to_string(dump).unwrap_or_default();

@@ -5,8 +5,11 @@
 //! and, when the program ends, a verdict after its own error. The memory the framework
 //! reports while it runs (`oomscope_tf.py`) becomes the live view's state.
 
+use oomscope_format::feed::FrameworkSample;
 use oomscope_format::live::{Hello, Message, OomEvent, PROTOCOL, State};
-use oomscope_format::{AllocatorInfo, DeviceInfo, DeviceKind, Dump, Source, SourceKind, Stats};
+use oomscope_format::{
+    AllocatorInfo, DeviceInfo, DeviceKind, DeviceTag, Dump, DumpName, Moment, Source, SourceKind, Stats,
+};
 use oomscope_ingest::import::tf_log;
 use oomscope_live::{self as live, Publisher};
 use oomscope_report as render;
@@ -128,11 +131,19 @@ impl Frameworks {
         let path = e
             .path
             .get_or_insert_with(|| {
-                let device = device_key(&d).replace(':', "").to_lowercase();
+                let device = DeviceTag::from_framework(&device_key(&d)).unwrap_or_else(|| DeviceTag::gpu(0));
                 // Named as PyTorch's are; a program that also loaded oomscope's allocator
                 // may have taken the name already, and then the next number is used.
                 (e.number..)
-                    .map(|k| self.dump_dir.join(format!("oomscope-{}-{device}-oom{k}.dump.json", self.pid)))
+                    .map(|k| {
+                        let name = DumpName {
+                            rank: None,
+                            pid: self.pid,
+                            device: device.clone(),
+                            moment: Moment::Oom(k as u64),
+                        };
+                        self.dump_dir.join(name.to_string())
+                    })
                     .find(|p| !p.exists())
                     .unwrap_or_default()
             })
@@ -143,15 +154,16 @@ impl Frameworks {
             command: Some(self.command.clone()),
             created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok().map(|t| t.as_secs()),
         };
-        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
-        if let Err(err) = oomscope_format::write_atomic(&path, &d) {
+        let pm = render::post_mortem(&mut d, &mut oomscope_replay::what_if::from_history, |d| {
+            oomscope_format::write_atomic(&path, d)
+        });
+        if let Err(err) = pm.written {
             eprintln!("oomscope: warning: {err}");
         }
         if !last {
             let device = device_key(&d);
             if let Some(p) = self.publisher(&device) {
-                let report = render::render(&d, render::Format::Tf);
-                p.send(&Message::Oom(Box::new(OomEvent { dump: d.clone(), report })));
+                p.send(&Message::Oom(Box::new(OomEvent { dump: d.clone(), report: pm.report })));
             }
         }
         match self.dumps.iter_mut().find(|(p, _)| *p == path) {
@@ -161,11 +173,9 @@ impl Frameworks {
     }
 
     /// A memory sample from the program's framework (a JSON line from `oomscope_tf.py`).
-    pub fn sample(&mut self, line: &str) {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return };
-        let (Some(device), Some(current)) = (v["device"].as_str(), v["current"].as_u64()) else { return };
-        let peak = v["peak"].as_u64().unwrap_or(current);
-        let limit = v["limit"].as_u64().unwrap_or(0);
+    pub fn sample(&mut self, s: &FrameworkSample) {
+        let (device, current, limit) = (s.device.as_str(), s.current, s.limit);
+        let peak = s.peak.unwrap_or(current);
         let t_ns = self.started_at.elapsed().as_nanos() as u64;
         let Some(p) = self.publisher(device) else { return };
         let state = State {

@@ -17,6 +17,8 @@ use super::CliError;
 use super::args::RunArgs;
 use frameworks::Frameworks;
 use oomscope_core::device::cuda;
+use oomscope_format::feed::FeedLine;
+use oomscope_format::{DumpName, Moment};
 use oomscope_tui::model::Update;
 use relay::Relay;
 use std::collections::HashMap;
@@ -339,7 +341,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     }
     // The dumps asked for at steps and at exit: what `oomscope diff` compares.
     let mut asked = dumps_named(&dump_dir, &before, |n| moment(n).is_some());
-    asked.sort_by_key(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).and_then(|n| moment(&n)));
+    asked.sort_by_key(|p| name_of(p).map(|n| (n.rank, n.pid, n.device.to_string(), moment(&n))));
     if !asked.is_empty() {
         eprintln!(
             "oomscope: {} dump{} written at the steps and exit asked for:",
@@ -353,8 +355,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
             eprintln!("  what grew between two: oomscope diff {} {}", quoted(a), quoted(b));
         }
     }
-    let dumped: Vec<i64> =
-        asked.iter().filter_map(|p| moment(&p.file_name()?.to_string_lossy())).map(|(_, order)| order).collect();
+    let dumped: Vec<i64> = asked.iter().filter_map(|p| moment(&name_of(p)?)).collect();
     if let Some(line) = steps_without_dumps(&a.dump_at_step, &dumped) {
         eprintln!("{line}");
     }
@@ -482,13 +483,15 @@ fn relay_stderr(
 fn read_feed(from: std::fs::File, min_level: Arc<AtomicU8>, frameworks: Arc<Mutex<Frameworks>>) {
     let _ = std::thread::Builder::new().name("oomscope-feed".into()).spawn(move || {
         for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
-            if let Some(level) =
-                line.strip_prefix("{\"min_log_level\":").and_then(|r| r.trim_end_matches('}').trim().parse::<u8>().ok())
-            {
-                min_level.store(level.min(3), AtomicOrdering::Relaxed);
-                continue;
+            match FeedLine::parse(&line) {
+                Some(FeedLine::LogLevel { min_log_level }) => {
+                    min_level.store(min_log_level.min(3), AtomicOrdering::Relaxed)
+                }
+                Some(FeedLine::Sample(s)) => {
+                    frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&s)
+                }
+                None => {}
             }
-            frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&line);
         }
     });
 }
@@ -532,40 +535,42 @@ fn dump_files(dir: &Path) -> HashMap<PathBuf, SystemTime> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let modified = e.metadata().ok()?.modified().ok()?;
-            (name.starts_with("oomscope-") && name.ends_with(".dump.json")).then(|| (e.path(), modified))
+            DumpName::matches(&name).then(|| (e.path(), modified))
         })
         .collect()
 }
 
 /// OOM dumps written since `before` was taken, oldest first.
 fn new_dumps(dir: &Path, before: &HashMap<PathBuf, SystemTime>) -> Vec<PathBuf> {
-    dumps_named(dir, before, |n| n.contains("-oom"))
+    dumps_named(dir, before, |n| n.moment.is_oom())
 }
 
 /// The library's dumps whose names `pick` takes, written or rewritten since `before` was
 /// taken, oldest first.
-fn dumps_named(dir: &Path, before: &HashMap<PathBuf, SystemTime>, pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+fn dumps_named(dir: &Path, before: &HashMap<PathBuf, SystemTime>, pick: impl Fn(&DumpName) -> bool) -> Vec<PathBuf> {
     let mut found: Vec<(SystemTime, PathBuf)> = dump_files(dir)
         .into_iter()
-        .filter(|(path, modified)| {
-            before.get(path) != Some(modified) && path.file_name().is_some_and(|n| pick(&n.to_string_lossy()))
-        })
+        .filter(|(path, modified)| before.get(path) != Some(modified) && name_of(path).is_some_and(|n| pick(&n)))
         .map(|(path, modified)| (modified, path))
         .collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
 }
 
+/// The name of one of oomscope's dump files, read back.
+fn name_of(path: &Path) -> Option<DumpName> {
+    path.file_name()?.to_str()?.parse().ok()
+}
+
 /// For a dump asked for at a step or at exit (`oomscope-PID-gpuN-step00020.dump.json`,
-/// `oomscope-PID-gpuN-exit.dump.json`): its process and device, and its order among theirs
-/// (the steps, then exit).
-fn moment(name: &str) -> Option<(String, i64)> {
-    let (owner, what) = name.strip_suffix(".dump.json")?.rsplit_once('-')?;
-    let order = match what {
-        "exit" => i64::MAX,
-        _ => what.strip_prefix("step")?.parse().ok()?,
-    };
-    Some((owner.to_string(), order))
+/// `oomscope-PID-gpuN-exit.dump.json`): its order among its allocator's (the steps, then
+/// exit).
+fn moment(name: &DumpName) -> Option<i64> {
+    match name.moment {
+        Moment::Step(s) => Some(s),
+        Moment::Exit => Some(i64::MAX),
+        _ => None,
+    }
 }
 
 /// The steps asked for (`--dump-at-step`) that no process wrote a dump at (`dumped`: the
@@ -598,10 +603,9 @@ fn quoted(p: &Path) -> String {
 /// The first and last dump of the first process's device with two or more among `dumps`
 /// (asked for at steps and exit, in [`moment`] order): a pair worth comparing.
 fn first_pair(dumps: &[PathBuf]) -> Option<(&PathBuf, &PathBuf)> {
-    let owner = |p: &PathBuf| moment(&p.file_name()?.to_string_lossy()).map(|(owner, _)| owner);
     dumps.iter().find_map(|first| {
-        let o = owner(first)?;
-        let last = dumps.iter().rev().find(|d| owner(d).as_ref() == Some(&o))?;
+        let o = name_of(first)?;
+        let last = dumps.iter().rev().find(|d| name_of(d).is_some_and(|n| n.same_owner(&o)))?;
         (last != first).then_some((first, last))
     })
 }

@@ -84,6 +84,7 @@ impl Bfc {
             workload: None,
             verdict: None,
             replay: None,
+            what_ifs: None,
             imported: None,
         }
     }

@@ -274,6 +274,7 @@ impl Caching {
             workload: None,
             verdict: None,
             replay: None,
+            what_ifs: None,
             imported: None,
         }
     }

@@ -876,6 +876,7 @@ fn build(
         workload: None,
         verdict: None,
         replay: None,
+        what_ifs: None,
         imported: Some(Imported {
             from: ImportedFrom::Message,
             absent,

@@ -333,6 +333,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         workload: None,
         verdict: None,
         replay: None,
+        what_ifs: None,
         imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
     };
     Ok((dump, built))

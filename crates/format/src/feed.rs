@@ -1,0 +1,65 @@
+//! What the Python hook of a TensorFlow or JAX program tells `oomscope run` on the file
+//! descriptor in `OOMSCOPE_FEED_FD`: one JSON object a line. The framework's allocator is
+//! its own (oomscope reads its OOM report from stderr); these lines carry only the log
+//! level the program asked for and memory samples for the live view.
+//!
+//! ```text
+//! {"min_log_level":2}
+//! {"framework": "tensorflow", "device": "GPU:0", "current": 123, "peak": 456, "limit": 0}
+//! ```
+
+use serde::Deserialize;
+
+/// One line of the feed.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FeedLine {
+    /// The TF log level the program asked for (`TF_CPP_MIN_LOG_LEVEL`), sent before the
+    /// framework loads: `oomscope run` hides what TF would have hidden.
+    LogLevel { min_log_level: u8 },
+    Sample(FrameworkSample),
+}
+
+/// What the framework says of one device's memory.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct FrameworkSample {
+    /// `tensorflow` or `jax`.
+    #[serde(default)]
+    pub framework: String,
+    /// The framework's name for the device: `GPU:0`.
+    pub device: String,
+    /// Bytes in use now.
+    pub current: u64,
+    /// The peak so far (missing: `current`).
+    #[serde(default)]
+    pub peak: Option<u64>,
+    /// The framework's limit (0: not known).
+    #[serde(default)]
+    pub limit: u64,
+}
+
+impl FeedLine {
+    /// A line of the feed; `None` for one that is not (the feed is best effort: a line the
+    /// hook garbled is dropped, not an error).
+    pub fn parse(line: &str) -> Option<FeedLine> {
+        serde_json::from_str(line).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hooks_lines_are_read() {
+        assert_eq!(FeedLine::parse("{\"min_log_level\":2}"), Some(FeedLine::LogLevel { min_log_level: 2 }));
+        let s = FeedLine::parse(r#"{"framework": "jax", "device": "GPU:1", "current": 5, "peak": 9, "limit": 16}"#);
+        let Some(FeedLine::Sample(s)) = s else { panic!("{s:?}") };
+        assert_eq!((s.device.as_str(), s.current, s.peak, s.limit), ("GPU:1", 5, Some(9), 16));
+        let Some(FeedLine::Sample(s)) = FeedLine::parse(r#"{"device": "GPU:0", "current": 5}"#) else { panic!() };
+        assert_eq!((s.peak, s.limit), (None, 0));
+        for bad in ["", "{}", "{\"device\": 3, \"current\": 1}", "{\"current\": 1}", "not json", "{\"min_log_level\": -1}"] {
+            assert_eq!(FeedLine::parse(bad), None, "{bad}");
+        }
+    }
+}
