@@ -117,4 +117,3 @@ fn replay_info(
             .collect(),
     }
 }
-

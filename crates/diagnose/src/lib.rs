@@ -19,19 +19,27 @@
 //! hand, `oomscope_sim::workload::fit::refine` replaces them with replayed answers.
 
 use oomscope_format::Kind;
-use oomscope_format::{
-    Dump, Framework, ImportedFrom, KindBytes, MessageFormat, Mode, OomRecord, ProcessMemory, Section, VerdictKind,
-    WhatIf, XlaProgram,
-};
+use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, VerdictKind, WhatIf};
 
 mod message;
-pub use message::Budget;
+pub use message::{Budget, MessageCause, MessageDiagnosis, MessageFix};
 use std::collections::BTreeMap;
 
-/// The cause of an OOM (or of its absence), the change that fixes it, and the live bytes
-/// by kind at the failure (at the end when nothing failed), largest first.
+/// What a diagnosis found: from an allocator's state (a dump with chunks, a log, a replay),
+/// or from the figures of a pasted out-of-memory message. The two read different evidence
+/// and propose different fixes, so each has its own causes and fixes, and a renderer
+/// matches each exhaustively.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Diagnosis {
+pub enum Diagnosis {
+    State(StateDiagnosis),
+    Message(MessageDiagnosis),
+}
+
+/// The cause of an OOM (or of its absence) in an allocator's state, the change that fixes
+/// it, and the live bytes by kind at the failure (at the end when nothing failed), largest
+/// first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateDiagnosis {
     pub cause: Cause,
     pub fix: Fix,
     pub breakdown: Vec<KindBytes>,
@@ -39,14 +47,36 @@ pub struct Diagnosis {
 
 impl Diagnosis {
     pub fn kind(&self) -> VerdictKind {
-        self.cause.kind()
+        match self {
+            Diagnosis::State(s) => s.cause.kind(),
+            Diagnosis::Message(m) => m.cause.kind(),
+        }
+    }
+
+    /// Live bytes by kind, largest first.
+    pub fn breakdown(&self) -> &[KindBytes] {
+        match self {
+            Diagnosis::State(s) => &s.breakdown,
+            Diagnosis::Message(m) => &m.breakdown,
+        }
     }
 
     /// The fix, tried by replay.
     pub fn what_if(&self) -> Option<&WhatIf> {
-        match &self.fix {
-            Fix::ExpandableSegments { what_if } | Fix::MaxSplitSize { what_if } => what_if.as_ref(),
+        match self {
+            Diagnosis::State(StateDiagnosis {
+                fix: Fix::ExpandableSegments { what_if } | Fix::MaxSplitSize { what_if },
+                ..
+            }) => what_if.as_ref(),
             _ => None,
+        }
+    }
+
+    /// The diagnosis of an allocator's state, when it is one.
+    pub fn state(&self) -> Option<&StateDiagnosis> {
+        match self {
+            Diagnosis::State(s) => Some(s),
+            Diagnosis::Message(_) => None,
         }
     }
 }
@@ -171,36 +201,6 @@ pub enum Cause {
     ManyOfOneSize { request: Request, size: u64, count: u64, bytes: u64, in_use: u64 },
     /// Nothing failed, but live bytes grow every step.
     GrowingNoOom { first: StepBytes, last: StepBytes, per_step: u64, limit: u64, pool_peak: u64, reached_near: i64 },
-    /// From a message: one request larger than all this process could ever have.
-    MessageTooLarge { budget: Budget, can_ever: u64 },
-    /// From a message: other processes hold what the request lacks.
-    MessageOthers { budget: Budget, short: u64 },
-    /// From a message: the framework's cache holds enough free memory, but in pieces.
-    MessageCacheInPieces { budget: Budget },
-    /// From a message: live tensors and the request need more than this process can have.
-    MessagePeak { budget: Budget, needed: u64, can_have: u64 },
-    /// From a message whose figures say the request should have fit (free memory larger
-    /// than the request, or free larger than the device).
-    MessageFiguresDisagree { budget: Budget },
-    /// From XLA's account of a program: it needs `needed`, the device has `capacity` (0:
-    /// the message does not say); `top`: its largest buffers.
-    XlaProgram {
-        format: MessageFormat,
-        request: Option<u64>,
-        program: XlaProgram,
-        top: Vec<(String, u64)>,
-        single: bool,
-    },
-    /// A TPU's runtime OOM: the request against what was free (and the largest free piece).
-    DeviceBuffer { format: MessageFormat, request: u64, free: u64, largest: Option<u64>, total: Option<u64> },
-    /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
-    /// runtime, XLA or TF without their breakdown).
-    MessageWithoutFigures {
-        format: MessageFormat,
-        framework: Framework,
-        request: Option<Request>,
-        site: Option<String>,
-    },
     /// Nothing failed.
     Fits {
         peak: u64,
@@ -229,17 +229,6 @@ impl Cause {
             Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
             Cause::Peak { .. } => VerdictKind::Peak,
             Cause::Fits { .. } => VerdictKind::Fits,
-            Cause::MessageTooLarge { .. } => VerdictKind::SingleTensor,
-            Cause::MessageOthers { .. } => VerdictKind::Others,
-            Cause::MessageCacheInPieces { .. } => VerdictKind::Fragmentation,
-            Cause::MessagePeak { .. } => VerdictKind::Peak,
-            Cause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
-            Cause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
-            Cause::XlaProgram { .. } => VerdictKind::Peak,
-            Cause::MessageFiguresDisagree { .. } | Cause::MessageWithoutFigures { .. } => VerdictKind::Undetermined,
-            Cause::DeviceBuffer { request, total: Some(t), .. } if request > t => VerdictKind::SingleTensor,
-            Cause::DeviceBuffer { request, free, .. } if request <= free => VerdictKind::Fragmentation,
-            Cause::DeviceBuffer { .. } => VerdictKind::Peak,
         }
     }
 }
@@ -305,46 +294,6 @@ pub enum Fix {
     EvalInChunks { chunk: u64, samples: u64, free_at_peak: u64 },
     /// Replayed: not even batch 1 fits (`needed` at batch 1, `capacity` to be had).
     NothingFits { needed: u64, capacity: u64 },
-    /// From a message, one request too large: it (the batch, the sequence, the resolution
-    /// behind it) must shrink to `share` of its size; `absurd`: many times the device, which
-    /// usually means a shape that is not what the code meant.
-    ShrinkRequest { request: u64, can_ever: u64, share: f64, absurd: bool, format: MessageFormat },
-    /// From a message, a true peak: live tensors and the request must shrink by `need`
-    /// bytes, to `share` of them if all of it scales with the batch.
-    ShrinkLive { need: u64, share: f64, format: MessageFormat },
-    /// Other processes hold the memory: free it (`listed` when the message names them), or
-    /// use another device.
-    FreeOthers { others: u64, listed: Vec<ProcessMemory>, format: MessageFormat },
-    /// PyTorch fragmentation, 2.1 and later: expandable segments, under the settings
-    /// variable the message names.
-    ExpandableSegmentsIn { conf_var: String },
-    /// PyTorch fragmentation, 1.10 to 2.0: `max_split_size_mb`.
-    MaxSplitSizeMb { mb: u64, conf_var: String },
-    /// cudaMallocAsync's pool holds the memory in pieces: PyTorch's own allocator with
-    /// expandable segments instead.
-    NativeAllocator,
-    /// PyTorch fragmentation before 1.10: no allocator setting for it; upgrade, or make the
-    /// request fit in what is free.
-    UpgradeForFragmentation { free: u64, request: u64 },
-    /// The limit the user set is what ran out (`set_per_process_memory_fraction`, MPS's
-    /// high watermark): raise it, or shrink.
-    RaiseLimit { limit: u64, total: u64, format: MessageFormat },
-    /// From XLA's account: what to shrink or share (`donate`: outputs as large as the
-    /// parameters, so the input buffers can be reused; `dominant`: one buffer is most of it).
-    XlaShrink {
-        format: MessageFormat,
-        donate: bool,
-        dominant: Option<(String, u64)>,
-        needed: u64,
-        capacity: u64,
-        arguments: u64,
-        temporaries: u64,
-    },
-    /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
-    /// what was missing; `fragmented`: enough was free, in pieces).
-    TpuBuffer { short: u64, fragmented: bool },
-    /// What to run to find out.
-    FindOut { format: MessageFormat, framework: Framework },
     /// Replayed with growth on: the pool peaks at `peak_pool`; a cap at `fraction` of the
     /// device (`bytes`) also replays without an OOM, when it does.
     GrowthReplayed { peak_pool: u64, cap: Option<(f64, u64)> },
@@ -406,9 +355,14 @@ fn bytes_of(b: &[KindBytes], kinds: &[Kind]) -> u64 {
 /// caller without the requests passes `&mut |_| None`.
 pub fn analyze(d: &Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> Diagnosis {
     let b = breakdown(d);
-    if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
-        return message::analyze(d, m, b);
+    match d.imported.as_ref().and_then(|i| i.message.as_ref()) {
+        Some(m) => Diagnosis::Message(message::analyze(d, m, b)),
+        None => Diagnosis::State(state(d, b, replay)),
     }
+}
+
+/// The diagnosis of an allocator's state (a dump, a log, a replay).
+fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> StateDiagnosis {
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
         return partial_log(d, b);
     }
@@ -465,10 +419,10 @@ fn growth_or_fraction(d: &Dump, need: u64) -> Fix {
     }
 }
 
-fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
     let a = &d.allocator;
     if o.outside {
-        return Some(Diagnosis {
+        return Some(StateDiagnosis {
             cause: Cause::OutsideRequest {
                 request: Request::of(o),
                 device_free: o.device_free,
@@ -485,7 +439,7 @@ fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
     let grow = growable(o);
     let seg = growth_needed(o);
     if grow < seg && o.limit_headroom >= seg && o.largest_free_block < o.rounded {
-        return Some(Diagnosis {
+        return Some(StateDiagnosis {
             cause: Cause::DeviceRefused {
                 request: Request::of(o),
                 limit: a.limit,
@@ -510,7 +464,7 @@ fn complete_log(d: &Dump) -> bool {
 
 /// What a partial TF log allows: the preallocation story when the device refused regions,
 /// else what the usage listing or the request show, said to be partial.
-fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
+fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
     let o = d.oom.as_ref();
     let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
     let card = d.allocator.limit;
@@ -519,7 +473,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
         // after the last logged one is the one the device gave.
         let taken = oomscope_base::bins::rounded_bytes((last as f32 * 0.9f32) as u64);
         let fraction = if card > 0 { (taken as f64 * 0.9 / card as f64 * 20.0).floor() / 20.0 } else { 0.7 };
-        return Diagnosis {
+        return StateDiagnosis {
             cause: Cause::PoolTookDevice {
                 op: o.map(|o| o.op.clone()),
                 outside: o.is_some_and(|o| o.outside),
@@ -539,7 +493,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
         let layout: u64 = d.usage_by_node.iter().filter(|n| n.op.contains("LayoutOptimizer")).map(|n| n.bytes).sum();
         let dominant = b.first().map(|k| k.kind);
         let layout_copies = (layout * 10 > live).then_some(layout);
-        return Diagnosis {
+        return StateDiagnosis {
             cause: Cause::PartialUsage {
                 request,
                 live,
@@ -559,7 +513,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> Diagnosis {
         .map(|n| SplitFirst { n, rows: n as u64 / 10, part: o.map_or(0, |o| o.requested) / 10 });
     let state_first =
         d.imported.as_ref().and_then(|i| i.variant).is_some_and(|v| v.header == oomscope_format::HeaderStyle::Old);
-    Diagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split, state_first }, breakdown: b }
+    StateDiagnosis { cause: Cause::PartialRequest { request }, fix: Fix::WholeLog { split, state_first }, breakdown: b }
 }
 
 /// The data came from a PyTorch snapshot: fixes are PyTorch's.
@@ -574,7 +528,7 @@ fn fixed_bytes(b: &[KindBytes]) -> u64 {
     bytes_of(b, &[Kind::Weight, Kind::Optimizer, Kind::Input])
 }
 
-fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
     let cap = capacity(o);
     let fixed = fixed_bytes(b);
     let room = cap.saturating_sub(fixed);
@@ -596,7 +550,7 @@ fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> 
         None => Fix::ShrinkTensor { below: room },
     };
     let known = b.iter().any(|k| k.kind != Kind::Unknown && k.bytes > 0);
-    Some(Diagnosis {
+    Some(StateDiagnosis {
         cause: Cause::SingleTensor { request: Request::of(o), capacity: cap, fixed: known.then_some(fixed) },
         fix,
         breakdown: b.to_vec(),
@@ -659,11 +613,11 @@ fn survivors(d: &Dump, current: i64) -> Vec<Survivor> {
     v
 }
 
-fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> Diagnosis {
+fn growth_verdict(d: &Dump, o: &OomRecord, b: Vec<KindBytes>, g: Growth) -> StateDiagnosis {
     let current = o.step.max(d.steps.last().map_or(0, |s| s.step));
     let survivors = survivors(d, current);
     let culprit = survivors.first().map(|s| s.op.clone());
-    Diagnosis {
+    StateDiagnosis {
         cause: Cause::Growth {
             first: g.first,
             last: g.last,
@@ -681,7 +635,7 @@ fn fragmentation(
     o: &OomRecord,
     b: &[KindBytes],
     replay: &mut dyn FnMut(&str) -> Option<WhatIf>,
-) -> Option<Diagnosis> {
+) -> Option<StateDiagnosis> {
     let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
     let grow = growable(o);
     // Growing takes a whole segment under PyTorch's caching allocator (20 MiB for a 6 MiB
@@ -721,7 +675,7 @@ fn fragmentation(
     } else {
         Fix::Reorder { pinning: pins.iter().find_map(|p| p.0.clone()), rounded: o.rounded }
     };
-    Some(Diagnosis {
+    Some(StateDiagnosis {
         cause: Cause::Fragmentation {
             request: Request::of(o),
             pool_free,
@@ -739,7 +693,7 @@ fn fragmentation(
 pub const EXPANDABLE: &str = "expandable_segments:True";
 pub const MAX_SPLIT: &str = "max_split_size_mb:128";
 
-fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
+fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);
     let need = o.bytes_in_use + o.rounded;
     let fixed = bytes_of(&b, &[Kind::Weight, Kind::Optimizer]);
@@ -764,7 +718,7 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
         Some((n, false)) if fraction < 1.0 && (n as f64 * fraction).floor() >= 1.0 => reduce(n, false),
         _ => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
     };
-    Diagnosis {
+    StateDiagnosis {
         cause: Cause::Peak {
             request: Request::of(o),
             in_use: o.bytes_in_use,
@@ -782,7 +736,7 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> Diagnosis {
 const MANY_CHUNKS: u64 = 50;
 const MANY_SHARE: f64 = 0.75;
 
-fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosis> {
+fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
     let mut by_size: BTreeMap<u64, u64> = BTreeMap::new();
     for c in d.live_chunks() {
         *by_size.entry(c.size).or_default() += 1;
@@ -794,7 +748,7 @@ fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<Diagnosi
     if count < MANY_CHUNKS || (bytes as f64) < MANY_SHARE * in_use as f64 || !one_more {
         return None;
     }
-    Some(Diagnosis {
+    Some(StateDiagnosis {
         cause: Cause::ManyOfOneSize { request: Request::of(o), size, count, bytes, in_use: o.bytes_in_use },
         fix: Fix::KeepLess { size },
         breakdown: b.to_vec(),
@@ -806,7 +760,7 @@ fn rounded_chunk(n: u64) -> u64 {
     n.div_ceil(256) * 256
 }
 
-fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
+fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> StateDiagnosis {
     let s = &d.stats;
     let limit = d.allocator.limit;
     match growth {
@@ -814,7 +768,7 @@ fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
             let steps_left =
                 if g.per_step > 0.0 { (limit.saturating_sub(g.last.bytes) as f64 / g.per_step) as i64 } else { 0 };
             let culprit = survivors(d, g.last.step + 1).first().map(|s| s.op.clone());
-            Diagnosis {
+            StateDiagnosis {
                 cause: Cause::GrowingNoOom {
                     first: g.first,
                     last: g.last,
@@ -834,7 +788,7 @@ fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
             } else {
                 Fix::DeviceShort { allow_growth: d.allocator.allow_growth }
             };
-            Diagnosis {
+            StateDiagnosis {
                 cause: Cause::Fits {
                     peak: s.peak_bytes_in_use,
                     limit,
@@ -853,6 +807,14 @@ fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The diagnosis of an allocator's state, without a replay.
+    fn state(d: &Dump) -> StateDiagnosis {
+        match analyze(d, &mut |_| None) {
+            Diagnosis::State(s) => s,
+            m => panic!("{m:?}"),
+        }
+    }
     use oomscope_format::{AllocatorInfo, ChunkInfo, DeviceInfo, RegionInfo, StepMark};
 
     const MIB: u64 = 1 << 20;
@@ -945,14 +907,14 @@ mod tests {
             &[(10 * MIB, true, "model/kernel", Kind::Weight), (80 * MIB, true, "model/Relu", Kind::Activation)],
             20 * MIB,
         );
-        let v = analyze(&d, &mut |_| None);
+        let v = state(&d);
         let Cause::Peak { in_use, capacity, ref request, .. } = v.cause else { panic!("{v:?}") };
         assert_eq!((in_use, capacity, request.rounded), (90 * MIB, 100 * MIB, 20 * MIB));
         // 100 - 10 fixed = 90 MiB for the 80 + 20 MiB that scale with the batch: 90%.
         let Fix::CutBatchSized { fraction, optimizer_dominates: false } = v.fix else { panic!("{v:?}") };
         assert!((fraction - 0.9).abs() < 1e-9, "{fraction}");
         assert_eq!(v.breakdown[0], KindBytes { kind: Kind::Activation, bytes: 80 * MIB });
-        assert_eq!(v.kind(), VerdictKind::Peak);
+        assert_eq!(v.cause.kind(), VerdictKind::Peak);
     }
 
     #[test]
@@ -968,7 +930,7 @@ mod tests {
             ],
             24 * MIB,
         );
-        let v = analyze(&d, &mut |_| None);
+        let v = state(&d);
         let Cause::Fragmentation { pool_free, pieces, largest_free, ref pinning, .. } = v.cause else {
             panic!("{v:?}")
         };
@@ -981,7 +943,7 @@ mod tests {
     fn a_request_larger_than_all_free_memory_is_a_single_tensor() {
         let mut d = dump(100 * MIB, &[(30 * MIB, true, "model/kernel", Kind::Weight)], 200 * MIB);
         d.oom.as_mut().unwrap().shape = Some(vec![1000, 200]);
-        let v = analyze(&d, &mut |_| None);
+        let v = state(&d);
         assert_eq!(
             v.cause,
             Cause::SingleTensor {
@@ -1014,7 +976,7 @@ mod tests {
         d.steps = (0..5)
             .map(|s| StepMark { step: s, t_ns: 0, bytes_in_use: s as u64 * 10 * MIB, pool_bytes: 0, live: 0 })
             .collect();
-        let v = analyze(&d, &mut |_| None);
+        let v = state(&d);
         let Cause::Growth { first, last, per_step, oom_step, ref survivors } = v.cause else { panic!("{v:?}") };
         assert_eq!((first.step, last.step, per_step, oom_step), (1, 4, 10 * MIB, 5));
         assert_eq!(survivors[0].op, "loss_history");
@@ -1035,13 +997,9 @@ mod tests {
         d.imported = Some(oomscope_format::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
         // The headroom to grow is gone: the pool is the device.
         d.oom.as_mut().unwrap().limit_headroom = 0;
-        assert_eq!(analyze(&d, &mut |_| None).fix, Fix::ExpandableSegments { what_if: None });
+        assert_eq!(state(&d).fix, Fix::ExpandableSegments { what_if: None });
         d.allocator.expandable_segments = true;
-        assert_eq!(
-            analyze(&d, &mut |_| None).fix,
-            Fix::MaxSplitSize { what_if: None },
-            "expandable segments are on already"
-        );
+        assert_eq!(state(&d).fix, Fix::MaxSplitSize { what_if: None }, "expandable segments are on already");
     }
 
     #[test]
@@ -1059,7 +1017,7 @@ mod tests {
         big.rounded = 200 * MIB;
         big.op = "model/conv/Relu".into();
         d.ooms = vec![small, big];
-        let v = analyze(&d, &mut |_| None);
+        let v = state(&d);
         let Cause::SingleTensor { ref request, .. } = v.cause else { panic!("{v:?}") };
         assert_eq!((request.op.as_str(), request.requested), ("model/conv/Relu", 200 * MIB));
     }
@@ -1067,8 +1025,8 @@ mod tests {
     #[test]
     fn nothing_failed_fits() {
         let d = dump(64 * MIB, &[(16 * MIB, true, "x", Kind::Activation)], 0);
-        let v = analyze(&d, &mut |_| None);
-        assert_eq!(v.kind(), VerdictKind::Fits);
+        let v = state(&d);
+        assert_eq!(v.cause.kind(), VerdictKind::Fits);
         assert_eq!(v.fix, Fix::Nothing);
     }
 }

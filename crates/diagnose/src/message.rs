@@ -29,9 +29,9 @@
 //! buffers); messages without figures (cuBLAS, cuDNN, the CUDA runtime) say only that the
 //! device was full, and the verdict says what to run to find out why.
 
-use super::{Cause, Diagnosis, Fix, Request};
+use super::Request;
 use oomscope_format::NOT_NAMED;
-use oomscope_format::{Dump, KindBytes, Message, MessageFormat, ProcessMemory};
+use oomscope_format::{Dump, Framework, KindBytes, Message, MessageFormat, ProcessMemory, VerdictKind, XlaProgram};
 
 /// Memory a CUDA context, cuBLAS and cuDNN typically take in a process, beyond which memory
 /// outside the framework's cache is taken to be other processes'.
@@ -46,6 +46,108 @@ const ROUNDING: u64 = 32 << 20;
 
 /// A request this many times the device is not a batch that is a little too large.
 const ABSURD: u64 = 4;
+
+/// The cause of an OOM as a pasted message's figures show it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessageCause {
+    /// one request larger than all this process could ever have.
+    TooLarge { budget: Budget, can_ever: u64 },
+    /// other processes hold what the request lacks.
+    Others { budget: Budget, short: u64 },
+    /// the framework's cache holds enough free memory, but in pieces.
+    CacheInPieces { budget: Budget },
+    /// live tensors and the request need more than this process can have.
+    Peak { budget: Budget, needed: u64, can_have: u64 },
+    /// A message whose figures say the request should have fit (free memory larger
+    /// than the request, or free larger than the device).
+    FiguresDisagree { budget: Budget },
+    /// From XLA's account of a program: it needs `needed`, the device has `capacity` (0:
+    /// the message does not say); `top`: its largest buffers.
+    XlaProgram {
+        format: MessageFormat,
+        request: Option<u64>,
+        program: XlaProgram,
+        top: Vec<(String, u64)>,
+        single: bool,
+    },
+    /// A TPU's runtime OOM: the request against what was free (and the largest free piece).
+    DeviceBuffer { format: MessageFormat, request: u64, free: u64, largest: Option<u64>, total: Option<u64> },
+    /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
+    /// runtime, XLA or TF without their breakdown).
+    WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
+}
+
+impl MessageCause {
+    /// The class a dump's `verdict.kind` names.
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            MessageCause::TooLarge { .. } => VerdictKind::SingleTensor,
+            MessageCause::Others { .. } => VerdictKind::Others,
+            MessageCause::CacheInPieces { .. } => VerdictKind::Fragmentation,
+            MessageCause::Peak { .. } => VerdictKind::Peak,
+            MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
+            MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
+            MessageCause::XlaProgram { .. } => VerdictKind::Peak,
+            MessageCause::FiguresDisagree { .. } | MessageCause::WithoutFigures { .. } => VerdictKind::Undetermined,
+            MessageCause::DeviceBuffer { request, total: Some(t), .. } if request > t => VerdictKind::SingleTensor,
+            MessageCause::DeviceBuffer { request, free, .. } if request <= free => VerdictKind::Fragmentation,
+            MessageCause::DeviceBuffer { .. } => VerdictKind::Peak,
+        }
+    }
+}
+
+/// What to change, from a message's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessageFix {
+    /// From a message, one request too large: it (the batch, the sequence, the resolution
+    /// behind it) must shrink to `share` of its size; `absurd`: many times the device, which
+    /// usually means a shape that is not what the code meant.
+    ShrinkRequest { request: u64, can_ever: u64, share: f64, absurd: bool, format: MessageFormat },
+    /// From a message, a true peak: live tensors and the request must shrink by `need`
+    /// bytes, to `share` of them if all of it scales with the batch.
+    ShrinkLive { need: u64, share: f64, format: MessageFormat },
+    /// Other processes hold the memory: free it (`listed` when the message names them), or
+    /// use another device.
+    FreeOthers { others: u64, listed: Vec<ProcessMemory>, format: MessageFormat },
+    /// PyTorch fragmentation, 2.1 and later: expandable segments, under the settings
+    /// variable the message names.
+    ExpandableSegmentsIn { conf_var: String },
+    /// PyTorch fragmentation, 1.10 to 2.0: `max_split_size_mb`.
+    MaxSplitSizeMb { mb: u64, conf_var: String },
+    /// cudaMallocAsync's pool holds the memory in pieces: PyTorch's own allocator with
+    /// expandable segments instead.
+    NativeAllocator,
+    /// PyTorch fragmentation before 1.10: no allocator setting for it; upgrade, or make the
+    /// request fit in what is free.
+    UpgradeForFragmentation { free: u64, request: u64 },
+    /// The limit the user set is what ran out (`set_per_process_memory_fraction`, MPS's
+    /// high watermark): raise it, or shrink.
+    RaiseLimit { limit: u64, total: u64, format: MessageFormat },
+    /// From XLA's account: what to shrink or share (`donate`: outputs as large as the
+    /// parameters, so the input buffers can be reused; `dominant`: one buffer is most of it).
+    XlaShrink {
+        format: MessageFormat,
+        donate: bool,
+        dominant: Option<(String, u64)>,
+        needed: u64,
+        capacity: u64,
+        arguments: u64,
+        temporaries: u64,
+    },
+    /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
+    /// what was missing; `fragmented`: enough was free, in pieces).
+    TpuBuffer { short: u64, fragmented: bool },
+    /// What to run to find out.
+    FindOut { format: MessageFormat, framework: Framework },
+}
+
+/// A message's cause, its fix, and the live bytes by kind the message shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageDiagnosis {
+    pub cause: MessageCause,
+    pub fix: MessageFix,
+    pub breakdown: Vec<KindBytes>,
+}
 
 /// The figures of a message, in bytes. The renderer prints them in the message's style.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -115,30 +217,30 @@ impl Budget {
     }
 }
 
-pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
+pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagnosis {
     let request = d.oom.as_ref().map(Request::of);
     let site = m.site.as_ref().map(ToString::to_string);
-    let without = |b: Vec<KindBytes>| Diagnosis {
-        cause: Cause::MessageWithoutFigures {
+    let without = |b: Vec<KindBytes>| MessageDiagnosis {
+        cause: MessageCause::WithoutFigures {
             format: m.format,
             framework: m.framework,
             request: request.clone(),
             site: site.clone(),
         },
-        fix: Fix::FindOut { format: m.format, framework: m.framework },
+        fix: MessageFix::FindOut { format: m.format, framework: m.framework },
         breakdown: b,
     };
     if let (Some(r), Some(free), MessageFormat::TpuRuntime) = (&request, m.free, m.format) {
         let fragmented = r.requested <= free;
-        return Diagnosis {
-            cause: Cause::DeviceBuffer {
+        return MessageDiagnosis {
+            cause: MessageCause::DeviceBuffer {
                 format: m.format,
                 request: r.requested,
                 free,
                 largest: m.largest_free,
                 total: m.total,
             },
-            fix: Fix::TpuBuffer { short: r.requested.saturating_sub(free), fragmented },
+            fix: MessageFix::TpuBuffer { short: r.requested.saturating_sub(free), fragmented },
             breakdown: b,
         };
     }
@@ -154,9 +256,15 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
             total: m.total.unwrap_or(0),
             ..Budget::default()
         };
-        return Diagnosis {
-            fix: Fix::ShrinkRequest { request: r.requested, can_ever: 0, share: 0.0, absurd: true, format: m.format },
-            cause: Cause::MessageTooLarge { budget, can_ever: m.total.unwrap_or(0) },
+        return MessageDiagnosis {
+            fix: MessageFix::ShrinkRequest {
+                request: r.requested,
+                can_ever: 0,
+                share: 0.0,
+                absurd: true,
+                format: m.format,
+            },
+            cause: MessageCause::TooLarge { budget, can_ever: m.total.unwrap_or(0) },
             breakdown: b,
         };
     }
@@ -208,23 +316,23 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
     let can_ever = budget.can_ever();
     if q > can_ever {
         let share = can_ever as f64 / q as f64;
-        return Diagnosis {
-            fix: Fix::ShrinkRequest {
+        return MessageDiagnosis {
+            fix: MessageFix::ShrinkRequest {
                 request: q,
                 can_ever,
                 share,
                 absurd: q > ABSURD.saturating_mul(total.max(can_ever)),
                 format: m.format,
             },
-            cause: Cause::MessageTooLarge { budget, can_ever },
+            cause: MessageCause::TooLarge { budget, can_ever },
             breakdown: b,
         };
     }
     let free_now = budget.usable_free();
     if free > total || free_now >= segment(m.format, q) {
-        return Diagnosis {
-            cause: Cause::MessageFiguresDisagree { budget },
-            fix: Fix::FindOut { format: m.format, framework: m.framework },
+        return MessageDiagnosis {
+            cause: MessageCause::FiguresDisagree { budget },
+            fix: MessageFix::FindOut { format: m.format, framework: m.framework },
             breakdown: b,
         };
     }
@@ -254,7 +362,7 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
     }
     if q + slack <= free_now + cached {
         let fix = fragmentation_fix(m, q, free_now);
-        return Diagnosis { cause: Cause::MessageCacheInPieces { budget }, fix, breakdown: b };
+        return MessageDiagnosis { cause: MessageCause::CacheInPieces { budget }, fix, breakdown: b };
     }
     if others_hold {
         return others_verdict(budget, m, free_now, b);
@@ -280,16 +388,20 @@ fn segment(format: MessageFormat, q: u64) -> u64 {
     }
 }
 
-fn others_verdict(budget: Budget, m: &Message, free_now: u64, b: Vec<KindBytes>) -> Diagnosis {
+fn others_verdict(budget: Budget, m: &Message, free_now: u64, b: Vec<KindBytes>) -> MessageDiagnosis {
     let short = budget.request.saturating_sub(free_now + budget.cached);
-    Diagnosis {
-        fix: Fix::FreeOthers { others: budget.others.unwrap_or(0), listed: budget.listed.clone(), format: m.format },
-        cause: Cause::MessageOthers { budget, short },
+    MessageDiagnosis {
+        fix: MessageFix::FreeOthers {
+            others: budget.others.unwrap_or(0),
+            listed: budget.listed.clone(),
+            format: m.format,
+        },
+        cause: MessageCause::Others { budget, short },
         breakdown: b,
     }
 }
 
-fn peak(budget: Budget, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
+fn peak(budget: Budget, m: &Message, b: Vec<KindBytes>) -> MessageDiagnosis {
     let (q, live, total) = (budget.request, budget.live, budget.total);
     let free_now = budget.usable_free();
     let can_have = budget.can_have();
@@ -297,31 +409,31 @@ fn peak(budget: Budget, m: &Message, b: Vec<KindBytes>) -> Diagnosis {
     // When the sum would just fit, packed perfectly, what this request lacked is the measure.
     let need = if needed > can_have { needed - can_have } else { q.saturating_sub(free_now) };
     let fix = if budget.limited() || m.format == MessageFormat::TorchMps {
-        Fix::RaiseLimit { limit: budget.limit.unwrap_or(0), total, format: m.format }
+        MessageFix::RaiseLimit { limit: budget.limit.unwrap_or(0), total, format: m.format }
     } else {
-        Fix::ShrinkLive { need, share: 1.0 - need as f64 / needed.max(1) as f64, format: m.format }
+        MessageFix::ShrinkLive { need, share: 1.0 - need as f64 / needed.max(1) as f64, format: m.format }
     };
-    Diagnosis { cause: Cause::MessagePeak { budget, needed, can_have }, fix, breakdown: b }
+    MessageDiagnosis { cause: MessageCause::Peak { budget, needed, can_have }, fix, breakdown: b }
 }
 
 /// The setting against fragmentation that the message's PyTorch has.
-fn fragmentation_fix(m: &Message, request: u64, free: u64) -> Fix {
+fn fragmentation_fix(m: &Message, request: u64, free: u64) -> MessageFix {
     let conf_var = m.conf_var.clone().unwrap_or_else(|| "PYTORCH_CUDA_ALLOC_CONF".into());
     match m.format {
-        MessageFormat::TorchCapacity | MessageFormat::TorchCapacty => Fix::ExpandableSegmentsIn { conf_var },
-        MessageFormat::TorchAsync => Fix::NativeAllocator,
+        MessageFormat::TorchCapacity | MessageFormat::TorchCapacty => MessageFix::ExpandableSegmentsIn { conf_var },
+        MessageFormat::TorchAsync => MessageFix::NativeAllocator,
         MessageFormat::TorchMaxSplitHint => {
             // Blocks this size and larger are then never split for smaller requests.
             let mb = if request < 1 << 30 { 128 } else { 512 };
-            Fix::MaxSplitSizeMb { mb, conf_var }
+            MessageFix::MaxSplitSizeMb { mb, conf_var }
         }
-        _ => Fix::UpgradeForFragmentation { free, request },
+        _ => MessageFix::UpgradeForFragmentation { free, request },
     }
 }
 
 /// XLA's account: the program's needs against the device's memory (a TPU's message gives
 /// both; a GPU's only the program's).
-fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<Diagnosis, Vec<KindBytes>> {
+fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<MessageDiagnosis, Vec<KindBytes>> {
     let top: Vec<(String, u64)> = d.usage_by_node.iter().take(5).map(|n| (n.op.clone(), n.bytes)).collect();
     let Some(program) = m.xla.filter(|x| x.needed > 0).or_else(|| {
         // A paste of the buffers alone: their sum is what is known of the program.
@@ -341,8 +453,8 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<Diagnosis, Vec<KindBy
     let donate = program.parameters > 0
         && program.outputs * 10 >= program.parameters * 9
         && program.parameters * 4 >= program.needed;
-    Ok(Diagnosis {
-        fix: Fix::XlaShrink {
+    Ok(MessageDiagnosis {
+        fix: MessageFix::XlaShrink {
             format: m.format,
             donate,
             dominant: dominant.map(|n| (n.op.clone(), n.bytes)),
@@ -351,7 +463,7 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<Diagnosis, Vec<KindBy
             arguments: program.parameters,
             temporaries: program.temporaries,
         },
-        cause: Cause::XlaProgram { format: m.format, request, program, top, single },
+        cause: MessageCause::XlaProgram { format: m.format, request, program, top, single },
         breakdown: b,
     })
 }

@@ -16,7 +16,9 @@ use serde::Deserialize;
 pub enum FeedLine {
     /// The TF log level the program asked for (`TF_CPP_MIN_LOG_LEVEL`), sent before the
     /// framework loads: `oomscope run` hides what TF would have hidden.
-    LogLevel { min_log_level: u8 },
+    LogLevel {
+        min_log_level: u8,
+    },
     Sample(FrameworkSample),
 }
 
@@ -58,7 +60,9 @@ mod tests {
         assert_eq!((s.device.as_str(), s.current, s.peak, s.limit), ("GPU:1", 5, Some(9), 16));
         let Some(FeedLine::Sample(s)) = FeedLine::parse(r#"{"device": "GPU:0", "current": 5}"#) else { panic!() };
         assert_eq!((s.peak, s.limit), (None, 0));
-        for bad in ["", "{}", "{\"device\": 3, \"current\": 1}", "{\"current\": 1}", "not json", "{\"min_log_level\": -1}"] {
+        for bad in
+            ["", "{}", "{\"device\": 3, \"current\": 1}", "{\"current\": 1}", "not json", "{\"min_log_level\": -1}"]
+        {
             assert_eq!(FeedLine::parse(bad), None, "{bad}");
         }
     }

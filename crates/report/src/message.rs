@@ -2,7 +2,7 @@
 //! framework prints them: PyTorch's `22.78 GiB`, XLA's `6.00MiB`, a TPU's `17.47G`.
 
 use oomscope_base::size::{human, human_bytes_driver, torch};
-use oomscope_diagnose::{Budget, Cause, Fix, Request};
+use oomscope_diagnose::{Budget, MessageCause, MessageFix, Request};
 use oomscope_format::{Dump, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
 use std::fmt::Write;
 
@@ -30,9 +30,9 @@ fn framework_name(format: MessageFormat) -> &'static str {
 
 /// The headline and the evidence of a message's cause (other causes have theirs in
 /// [`super::verdict`]).
-pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
+pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
     match c {
-        Cause::MessageTooLarge { budget: b, can_ever } => {
+        MessageCause::TooLarge { budget: b, can_ever } => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
                 "{} requested > {} this process could ever have ({})",
@@ -58,7 +58,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        Cause::MessageOthers { budget: b, short } => {
+        MessageCause::Others { budget: b, short } => {
             let s = |n| size(b.format, n);
             let others = b.others.unwrap_or(0);
             let mut evidence = vec![format!(
@@ -98,7 +98,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        Cause::MessageCacheInPieces { budget: b } if b.format == MessageFormat::TorchAsync => {
+        MessageCause::CacheInPieces { budget: b } if b.format == MessageFormat::TorchAsync => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
                 "{} total - {} free - {} allocated leaves {} that PyTorch's tensors do not hold; a CUDA context takes \
@@ -123,7 +123,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        Cause::MessageCacheInPieces { budget: b } => {
+        MessageCause::CacheInPieces { budget: b } => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
                 "{} free{} + {} free in the cache = {} >= {} requested",
@@ -162,7 +162,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        Cause::MessagePeak { budget: b, needed, can_have } => {
+        MessageCause::Peak { budget: b, needed, can_have } => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
                 "{} live + {} requested = {} > {} free + {} in {}'s cache = {}",
@@ -219,7 +219,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
             };
             (headline, evidence)
         }
-        Cause::MessageFiguresDisagree { budget: b } => {
+        MessageCause::FiguresDisagree { budget: b } => {
             let s = |n| size(b.format, n);
             let headline = if b.free > b.total {
                 format!(
@@ -244,7 +244,7 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
             evidence.extend(site(b));
             (headline, evidence)
         }
-        Cause::DeviceBuffer { format, request, free, largest, total } => {
+        MessageCause::DeviceBuffer { format, request, free, largest, total } => {
             let s = |n| size(*format, n);
             if total.is_some_and(|t| *request > t) {
                 (
@@ -273,17 +273,16 @@ pub(super) fn cause(c: &Cause) -> (String, Vec<String>) {
                 )
             }
         }
-        Cause::XlaProgram { format, request, program, top, single } => {
+        MessageCause::XlaProgram { format, request, program, top, single } => {
             xla_cause(*format, *request, program, top, *single)
         }
-        Cause::MessageWithoutFigures { format, framework, request, site } => {
+        MessageCause::WithoutFigures { format, framework, request, site } => {
             let (headline, mut evidence) = without(*format, *framework, request.as_ref());
             if let Some(s) = site.as_ref().filter(|_| request.is_none()) {
                 evidence.push(format!("it came from {s}"));
             }
             (headline, evidence)
         }
-        _ => (String::new(), Vec::new()),
     }
 }
 
@@ -413,9 +412,9 @@ fn without(format: MessageFormat, framework: Framework, request: Option<&Request
 }
 
 /// The words of a message's fix (other fixes have theirs in [`super::verdict`]).
-pub(super) fn fix(f: &Fix) -> String {
+pub(super) fn fix(f: &MessageFix) -> String {
     match f {
-        Fix::ShrinkRequest { request, can_ever, share, absurd, format } => {
+        MessageFix::ShrinkRequest { request, can_ever, share, absurd, format } => {
             let s = |n| size(*format, n);
             if *absurd && *can_ever == 0 {
                 format!(
@@ -444,7 +443,7 @@ pub(super) fn fix(f: &Fix) -> String {
                 )
             }
         }
-        Fix::ShrinkLive { need, share, format } => format!(
+        MessageFix::ShrinkLive { need, share, format } => format!(
             "cut at least {} from the peak: a batch (or sequence length, or resolution) at least {:.0}% smaller if \
              all of it scales with the batch, more where weights and optimizer state take part of it; gradient \
              accumulation keeps the effective batch, and activation checkpointing or mixed precision shrink what \
@@ -452,7 +451,7 @@ pub(super) fn fix(f: &Fix) -> String {
             size(*format, *need),
             ((1.0 - share) * 100.0).ceil().max(1.0)
         ),
-        Fix::FreeOthers { others, listed, format } => {
+        MessageFix::FreeOthers { others, listed, format } => {
             let pids: Vec<String> = listed.iter().filter(|p| !p.this).map(|p| p.pid.to_string()).collect();
             format!(
                 "free the {} other processes hold{}: stop them (nvidia-smi lists them{}), or run on a GPU of your \
@@ -462,15 +461,15 @@ pub(super) fn fix(f: &Fix) -> String {
                 if pids.is_empty() { "" } else { " too" }
             )
         }
-        Fix::ExpandableSegmentsIn { conf_var } => format!(
+        MessageFix::ExpandableSegmentsIn { conf_var } => format!(
             "{conf_var}=expandable_segments:True (PyTorch 2.1 and later): segments then grow in place, and freed \
              pieces next to each other merge; if it is already set, reduce the batch"
         ),
-        Fix::MaxSplitSizeMb { mb, conf_var } => format!(
+        MessageFix::MaxSplitSizeMb { mb, conf_var } => format!(
             "{conf_var}=max_split_size_mb:{mb}: blocks of {mb} MiB and larger are then never split for smaller \
              requests (this PyTorch, 1.10 to 2.0, has no expandable_segments; PyTorch 2.1 and later has)"
         ),
-        Fix::UpgradeForFragmentation { free, request } => format!(
+        MessageFix::UpgradeForFragmentation { free, request } => format!(
             "this PyTorch has no allocator setting against fragmentation (max_split_size_mb came in 1.10, \
              expandable_segments in 2.1): upgrade and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or keep \
              tensor sizes steady across steps (pad variable-length batches to a few fixed sizes), or make the \
@@ -478,7 +477,7 @@ pub(super) fn fix(f: &Fix) -> String {
             torch(*free),
             (100.0 - pct(*free, *request)).max(1.0).ceil()
         ),
-        Fix::RaiseLimit { limit, total, format } => match format {
+        MessageFix::RaiseLimit { limit, total, format } => match format {
             MessageFormat::TorchMps => format!(
                 "raise PYTORCH_MPS_HIGH_WATERMARK_RATIO (the {} allowed is its share of the memory; 0.0 lifts the \
                  limit, at the risk of the system running out), or reduce the batch",
@@ -491,7 +490,7 @@ pub(super) fn fix(f: &Fix) -> String {
                 size(*format, *total)
             ),
         },
-        Fix::XlaShrink { format, donate, dominant, needed, capacity, arguments, temporaries } => {
+        MessageFix::XlaShrink { format, donate, dominant, needed, capacity, arguments, temporaries } => {
             let s = |n| size(*format, n);
             let mut steps = Vec::new();
             if *donate {
@@ -537,11 +536,11 @@ pub(super) fn fix(f: &Fix) -> String {
             }
             steps.join("; ")
         }
-        Fix::NativeAllocator => "go back to PyTorch's own allocator (remove backend:cudaMallocAsync from \
+        MessageFix::NativeAllocator => "go back to PyTorch's own allocator (remove backend:cudaMallocAsync from \
              PYTORCH_CUDA_ALLOC_CONF) with expandable_segments:True, whose segments grow in place; or reduce the batch. \
              If nvidia-smi shows other processes on the GPU, free them first"
             .to_string(),
-        Fix::TpuBuffer { short, fragmented } => {
+        MessageFix::TpuBuffer { short, fragmented } => {
             if *fragmented {
                 "delete arrays that are no longer needed before this step (del x, or let them go out of scope), \
                  donate inputs that are replaced (jax.jit(f, donate_argnums=...)), or reduce the batch so the \
@@ -555,8 +554,7 @@ pub(super) fn fix(f: &Fix) -> String {
                 )
             }
         }
-        Fix::FindOut { format, framework } => find_out(*format, *framework),
-        _ => String::new(),
+        MessageFix::FindOut { format, framework } => find_out(*format, *framework),
     }
 }
 

@@ -23,13 +23,16 @@ pub fn attach(d: &mut Dump, replay: &mut dyn FnMut(&Dump, &str) -> Option<WhatIf
 
 /// The diagnosis in words: the headline, the evidence and the fix, as the dump keeps them.
 pub fn words(d: &Diagnosis) -> Verdict {
-    let (headline, evidence) = cause(&d.cause, &d.breakdown);
+    let ((headline, evidence), fix) = match d {
+        Diagnosis::State(s) => (cause(&s.cause, &s.breakdown), fix(&s.fix)),
+        Diagnosis::Message(m) => (super::message::cause(&m.cause), super::message::fix(&m.fix)),
+    };
     Verdict {
         kind: d.kind(),
         headline,
         evidence,
-        fix: fix(&d.fix),
-        breakdown: d.breakdown.clone(),
+        fix,
+        breakdown: d.breakdown().to_vec(),
         what_if: d.what_if().cloned(),
     }
 }
@@ -122,14 +125,6 @@ fn node_lines(top: &[(String, u64)]) -> impl Iterator<Item = String> + '_ {
 /// The headline and the evidence.
 fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
     match c {
-        Cause::MessageTooLarge { .. }
-        | Cause::MessageOthers { .. }
-        | Cause::MessageCacheInPieces { .. }
-        | Cause::MessagePeak { .. }
-        | Cause::MessageFiguresDisagree { .. }
-        | Cause::XlaProgram { .. }
-        | Cause::MessageWithoutFigures { .. }
-        | Cause::DeviceBuffer { .. } => super::message::cause(c),
         Cause::OutsideRequest { request, device_free, pool, pool_free, preallocated, elsewhere: e } => {
             let mut evidence = vec![format!(
                 "the allocator's pool holds {} ({} of it free){}",
@@ -411,17 +406,6 @@ fn eval_chunks(samples: u64, chunk: u64) -> String {
 fn fix(f: &Fix) -> String {
     let dominates = |on: bool| if on { OPTIMIZER_DOMINATES } else { "" };
     match f {
-        Fix::ShrinkRequest { .. }
-        | Fix::ShrinkLive { .. }
-        | Fix::FreeOthers { .. }
-        | Fix::ExpandableSegmentsIn { .. }
-        | Fix::MaxSplitSizeMb { .. }
-        | Fix::UpgradeForFragmentation { .. }
-        | Fix::RaiseLimit { .. }
-        | Fix::XlaShrink { .. }
-        | Fix::TpuBuffer { .. }
-        | Fix::NativeAllocator
-        | Fix::FindOut { .. } => super::message::fix(f),
         Fix::Nothing => "nothing to change".to_string(),
         Fix::DeviceShort { allow_growth: true } => {
             "nothing failed, but the device is short: keep in mind that other processes share it".to_string()
@@ -653,7 +637,7 @@ mod tests {
         let d = seven_mib_tensors("", 10_000);
         let v = oomscope_diagnose::analyze(&d, &mut |set| oomscope_replay::what_if::from_history(&d, set));
         assert_eq!(v.kind(), oomscope_format::VerdictKind::Fragmentation, "{v:?}");
-        let Fix::ExpandableSegments { what_if: Some(w) } = &v.fix else { panic!("{v:?}") };
+        let Some(Fix::ExpandableSegments { what_if: Some(w) }) = v.state().map(|s| &s.fix) else { panic!("{v:?}") };
         assert!(!w.changed.out_of_memory);
         let words = words(&v);
         assert!(
@@ -687,7 +671,7 @@ mod tests {
 
     #[test]
     fn the_words_carry_the_figures() {
-        let d = Diagnosis {
+        let d = Diagnosis::State(oomscope_diagnose::StateDiagnosis {
             cause: Cause::Peak {
                 request: Request { op: "x".into(), requested: 450 << 20, rounded: 450 << 20, shape: None },
                 in_use: 7 << 30,
@@ -696,7 +680,7 @@ mod tests {
             },
             fix: Fix::ReduceBatch { from: 8, to: 6, fraction: 0.7999, optimizer_dominates: true, known: true },
             breakdown: vec![KindBytes { kind: Kind::Activation, bytes: 7 << 30 }],
-        };
+        });
         let v = words(&d);
         assert_eq!(v.kind, VerdictKind::Peak);
         assert!(v.headline.contains("7.44GiB is needed at this point and 8.00GiB can be had"), "{}", v.headline);

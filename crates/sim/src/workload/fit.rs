@@ -263,8 +263,10 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
 /// Replaces an estimated fix with one checked by replay, when the workload is at hand: the
 /// figures change, the renderer writes the words.
 pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Result<(), ModelError> {
+    // A message's diagnosis has no workload behind it.
+    let Diagnosis::State(v) = v else { return Ok(()) };
     let eval = w.model.mode == Mode::Eval;
-    match v.kind() {
+    match v.cause.kind() {
         VerdictKind::Peak | VerdictKind::SingleTensor if batch > 1 => {
             let f = largest_batch(w, s, batch - 1)?;
             v.fix = match &f.largest {
