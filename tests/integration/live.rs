@@ -98,7 +98,7 @@ fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
     assert_eq!(steps, [0, 1, 2], "every step mark, once");
     let ooms: Vec<_> = msgs.iter().filter_map(|m| if let Message::Oom(o) = m { Some(o) } else { None }).collect();
     assert_eq!(ooms.len(), 1);
-    assert_eq!(ooms[0].dump.oom.as_ref().unwrap().op, "model/head/MatMul");
+    assert_eq!(ooms[0].dump.oom.as_ref().unwrap().op.as_deref(), Some("model/head/MatMul"));
     assert_eq!(ooms[0].dump, *oom.dump, "the feed carries the dump the caller got");
     assert!(ooms[0].report.contains("12.00MiB from model/layer1/Conv2D"), "{}", ooms[0].report);
     assert!(matches!(msgs.last(), Some(Message::Bye { .. })));
@@ -109,7 +109,7 @@ fn a_viewer_follows_states_steps_and_the_oom_then_the_goodbye() {
         view.apply(m);
     }
     let d = view.device();
-    assert_eq!(d.oom.as_ref().unwrap().op, "model/head/MatMul");
+    assert_eq!(d.oom.as_ref().unwrap().op.as_deref(), Some("model/head/MatMul"));
     assert!(d.verdict.is_some() && d.report.is_some());
     assert!(matches!(d.status, Status::Disconnected(_)));
     assert!(d.timeline.samples.len() >= 3 && d.timeline.steps.len() == 3);

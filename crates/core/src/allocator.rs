@@ -338,7 +338,7 @@ impl fmt::Display for Oom {
                 "OOM when allocating {} (rounded to {}) for {} on {}: {} in use, limit {}; out of memory",
                 human(oom.requested),
                 oom.rounded,
-                oom.op,
+                oomscope_format::op_text(&oom.op),
                 a.name,
                 human(oom.bytes_in_use),
                 human(a.limit)

@@ -11,8 +11,7 @@ use std::hash::Hash;
 
 pub use oomscope_format::{EventKind, Kind, StepMark};
 
-/// The name printed for allocations that came with no op name and no scope.
-pub const UNNAMED_OP: &str = "unknown";
+pub use oomscope_format::UNNAMED_OP;
 
 /// The node of memory that was already allocated when recording began: blocks of a PyTorch
 /// snapshot without frames, and the state a replay starts from, as the moment it peaked.

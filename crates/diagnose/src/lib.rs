@@ -84,7 +84,8 @@ impl Diagnosis {
 /// A failed request as a verdict names it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Request {
-    pub op: String,
+    /// The op that asked, when the input names one.
+    pub op: Option<String>,
     pub requested: u64,
     pub rounded: u64,
     pub shape: Option<Vec<i64>>,
@@ -475,7 +476,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         let fraction = if card > 0 { (taken as f64 * 0.9 / card as f64 * 20.0).floor() / 20.0 } else { 0.7 };
         return StateDiagnosis {
             cause: Cause::PoolTookDevice {
-                op: o.map(|o| o.op.clone()),
+                op: o.and_then(|o| o.op.clone()),
                 outside: o.is_some_and(|o| o.outside),
                 refused,
                 taken,
@@ -485,7 +486,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             breakdown: b,
         };
     }
-    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op != "unknown").map(Request::of);
+    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op.is_some()).map(Request::of);
     if !d.usage_by_node.is_empty() {
         let nodes =
             d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
@@ -885,7 +886,7 @@ mod tests {
         );
         if request > 0 {
             d.oom = Some(OomRecord {
-                op: "model/next".into(),
+                op: Some("model/next".into()),
                 requested: request,
                 rounded: request,
                 bytes_in_use: in_use,
@@ -948,7 +949,7 @@ mod tests {
             v.cause,
             Cause::SingleTensor {
                 request: Request {
-                    op: "model/next".into(),
+                    op: Some("model/next".into()),
                     requested: 200 * MIB,
                     rounded: 200 * MIB,
                     shape: Some(vec![1000, 200])
@@ -1015,11 +1016,11 @@ mod tests {
         let mut big = small.clone();
         big.requested = 200 * MIB;
         big.rounded = 200 * MIB;
-        big.op = "model/conv/Relu".into();
+        big.op = Some("model/conv/Relu".into());
         d.ooms = vec![small, big];
         let v = state(&d);
         let Cause::SingleTensor { ref request, .. } = v.cause else { panic!("{v:?}") };
-        assert_eq!((request.op.as_str(), request.requested), ("model/conv/Relu", 200 * MIB));
+        assert_eq!((request.op.as_deref().unwrap_or(""), request.requested), ("model/conv/Relu", 200 * MIB));
     }
 
     #[test]

@@ -30,7 +30,6 @@
 //! device was full, and the verdict says what to run to find out why.
 
 use super::Request;
-use oomscope_format::NOT_NAMED;
 use oomscope_format::{Dump, Framework, KindBytes, Message, MessageFormat, ProcessMemory, VerdictKind, XlaProgram};
 
 /// Memory a CUDA context, cuBLAS and cuDNN typically take in a process, beyond which memory
@@ -299,7 +298,7 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         format: m.format,
         device: m.device.clone().unwrap_or_else(|| "the device".into()),
         request: r.requested,
-        site: (r.op != NOT_NAMED).then(|| r.op.clone()),
+        site: r.op.clone(),
         total,
         free,
         live,

@@ -29,11 +29,36 @@ pub use imported::{
 pub use input_error::InputError;
 pub use io::{DumpError, read, read_str, write_atomic};
 pub use kind::{EventKind, Kind, StepMark};
-pub use message::{CallSite, Framework, Message, MessageFormat, NOT_NAMED, ProcessMemory, XlaProgram};
+pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
 pub use name::{DeviceTag, DumpName, Moment};
 pub use stats::{Refusal, Stats};
 
 use serde::{Deserialize, Serialize};
+
+/// How a dump's JSON and TF's text spell the op of a request that names none.
+pub const UNNAMED_OP: &str = "unknown";
+
+/// An op's name as reports print it: the name, or [`UNNAMED_OP`].
+pub fn op_text(op: &Option<String>) -> &str {
+    op.as_deref().unwrap_or(UNNAMED_OP)
+}
+
+/// A request's op in the dump's JSON: a string, `"unknown"` when there is none (dumps of
+/// pasted messages written before this type read back the same way).
+mod op_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    const NOT_NAMED_BEFORE: &str = "(not named in the message)";
+
+    pub fn serialize<S: Serializer>(op: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(super::op_text(op))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok((name != super::UNNAMED_OP && name != NOT_NAMED_BEFORE).then_some(name))
+    }
+}
 
 /// The dump format version this build writes and reads.
 pub const DUMP_VERSION: u32 = 1;
@@ -311,7 +336,9 @@ pub struct OomRecord {
     pub seq: u64,
     pub requested: u64,
     pub rounded: u64,
-    pub op: String,
+    /// The op that asked, when the input names one (written `"unknown"` otherwise).
+    #[serde(with = "op_name")]
+    pub op: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<Vec<i64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -134,9 +134,6 @@ impl fmt::Display for CallSite {
     }
 }
 
-/// The op of a request whose message (and traceback) does not name one, as a dump keeps it.
-pub const NOT_NAMED: &str = "(not named in the message)";
-
 /// XLA's account of a program's memory: from the `BufferAssignment` stats (GPU) or the
 /// `hbm` usage (TPU).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -365,7 +365,7 @@ fn xla_cause(
 
 fn without(format: MessageFormat, framework: Framework, request: Option<&Request>) -> (String, Vec<String>) {
     let what = request.map(|r| {
-        let op = if r.op == oomscope_format::NOT_NAMED { String::new() } else { format!(" for {}", r.op) };
+        let op = r.op.as_ref().map_or(String::new(), |op| format!(" for {op}"));
         format!("{}{op}", size(format, r.requested))
     });
     let headline = match format {
@@ -385,7 +385,7 @@ fn without(format: MessageFormat, framework: Framework, request: Option<&Request
         ),
         MessageFormat::TfTensor => format!(
             "TensorFlow could not allocate memory{}: the message has none of its allocator's figures",
-            request.map_or(String::new(), |r| format!(" for {}", r.op))
+            request.and_then(|r| r.op.as_ref()).map_or(String::new(), |op| format!(" for {op}"))
         ),
         MessageFormat::XlaRuntime => format!(
             "XLA could not allocate {}: the message has no account of the program's memory",
@@ -612,8 +612,8 @@ pub fn summary(d: &Dump, m: &Message) -> String {
     }
     if let Some(oom) = &d.oom {
         let _ = write!(o, ": {} requested", s(oom.requested));
-        if oom.op != oomscope_format::NOT_NAMED {
-            let _ = write!(o, " by {}", oom.op);
+        if let Some(op) = &oom.op {
+            let _ = write!(o, " by {op}");
         }
     }
     o.push('\n');

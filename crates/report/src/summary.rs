@@ -3,6 +3,7 @@
 //! log showed, and a line that says what it did not.
 
 use oomscope_base::size::human;
+use oomscope_format::op_text;
 use oomscope_format::{Dump, ImportedFrom, NodeUsage, OomRecord, PeakInfo, Section};
 use std::fmt::Write;
 
@@ -58,7 +59,11 @@ pub fn render(d: &Dump) -> String {
             } else {
                 String::new()
             };
-            let _ = writeln!(o, "  outside request  {} asked the device directly (outside the pool){free}", oom.op);
+            let _ = writeln!(
+                o,
+                "  outside request  {} asked the device directly (outside the pool){free}",
+                op_text(&oom.op)
+            );
         } else if has_totals && a.limit > 0 && chunks_known {
             let _ = writeln!(o, "{}", headroom_line(oom));
         }
@@ -222,11 +227,11 @@ fn peak_line(p: &PeakInfo) -> String {
 /// `957.03MiB (rounded to 1003520000) for Conv2D, shape [10000,32,28,28] float32, step 0`
 pub fn request_line(oom: &OomRecord) -> String {
     let mut s = match (oom.outside, oom.requested, oom.rounded) {
-        (true, 0, _) => format!("memory outside the pool for {}", oom.op),
-        (true, r, _) => format!("{} outside the pool for {}", human(r), oom.op),
-        (false, 0, 0) => format!("a tensor of unknown size for {}", oom.op),
-        (false, r, 0) => format!("{} for {}", human(r), oom.op),
-        (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), oom.op),
+        (true, 0, _) => format!("memory outside the pool for {}", op_text(&oom.op)),
+        (true, r, _) => format!("{} outside the pool for {}", human(r), op_text(&oom.op)),
+        (false, 0, 0) => format!("a tensor of unknown size for {}", op_text(&oom.op)),
+        (false, r, 0) => format!("{} for {}", human(r), op_text(&oom.op)),
+        (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), op_text(&oom.op)),
     };
     if let Some(shape) = &oom.shape {
         let _ = write!(s, ", shape {}", oomscope_base::shape::text(shape));

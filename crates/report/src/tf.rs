@@ -14,6 +14,7 @@
 
 use oomscope_base::bins::{bin_for_size, bin_size};
 use oomscope_base::size::{Rounding, human_bytes_driver, human_with};
+use oomscope_format::op_text;
 use oomscope_format::{
     BinStyle, ChunkInfo, ChunkStyle, Dump, HeaderStyle, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
 };
@@ -124,7 +125,7 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
                  Current allocation summary follows.",
                 o.h(oom.requested),
                 oom.rounded,
-                oom.op
+                op_text(&oom.op)
             );
             if v.header == HeaderStyle::Repeated {
                 text.push_str("\nCurrent allocation summary follows.");

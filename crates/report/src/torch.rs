@@ -3,6 +3,7 @@
 //! with their blocks (active, pending free, inactive), and the usage by op.
 
 use oomscope_base::size::torch as size;
+use oomscope_format::op_text;
 use oomscope_format::{Dump, SegmentPool};
 use std::fmt::Write;
 
@@ -85,7 +86,7 @@ pub fn render(d: &Dump) -> String {
     if let Some(message) = oom_message(d) {
         let _ = writeln!(s, "torch.OutOfMemoryError: {message}");
         if let Some(o) = &d.oom {
-            let _ = writeln!(s, "  the request: {} bytes by {}", o.requested, o.op);
+            let _ = writeln!(s, "  the request: {} bytes by {}", o.requested, op_text(&o.op));
         }
         s.push('\n');
     }

@@ -4,6 +4,7 @@
 use oomscope_base::shape;
 use oomscope_base::size::{human, human_bytes_driver};
 use oomscope_diagnose::{Cause, Diagnosis, Elsewhere, Fix, Request, SplitFirst};
+use oomscope_format::op_text;
 use oomscope_format::{Dump, Kind, KindBytes, Verdict, WhatIf};
 use std::fmt::Write;
 
@@ -79,9 +80,9 @@ fn shape_text(shape: &Option<Vec<i64>>) -> String {
 fn request_text(r: &Request) -> String {
     if r.requested == 0 {
         // A log that names the tensor but not its type: its size is not known.
-        return format!("a tensor for {}{}", r.op, shape_text(&r.shape));
+        return format!("a tensor for {}{}", op_text(&r.op), shape_text(&r.shape));
     }
-    format!("{} for {}{}", human(r.requested), r.op, shape_text(&r.shape))
+    format!("{} for {}{}", human(r.requested), op_text(&r.op), shape_text(&r.shape))
 }
 
 /// `activations 7.47GiB (99%), inputs 84.38MiB (1%)`
@@ -137,7 +138,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 format!(
                     "{} asked the device for {} outside the allocator's pool, and the device had only {} free: \
                      the pool and other processes had taken the rest",
-                    request.op,
+                    op_text(&request.op),
                     human(request.requested),
                     human(*device_free)
                 ),
@@ -156,7 +157,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 format!(
                     "{} for {} was refused by the device, not by the allocator's limit: memory is held outside this allocator",
                     human(request.requested),
-                    request.op
+                    op_text(&request.op)
                 ),
                 evidence,
             )
@@ -216,7 +217,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             format!(
                 "One tensor of {} ({}{}) is larger than all the memory this process can ever have free: {}",
                 human(request.requested),
-                request.op,
+                op_text(&request.op),
                 shape_text(&request.shape),
                 human(capacity.saturating_sub(fixed.unwrap_or(0)))
             ),
@@ -305,7 +306,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 human(*bytes),
                 human(*in_use),
                 human(request.requested),
-                request.op
+                op_text(&request.op)
             ),
             vec![format!(
                 "{count} Chunks of size {size} totalling {} ({:.0}% of what is in use)",
@@ -673,7 +674,7 @@ mod tests {
     fn the_words_carry_the_figures() {
         let d = Diagnosis::State(oomscope_diagnose::StateDiagnosis {
             cause: Cause::Peak {
-                request: Request { op: "x".into(), requested: 450 << 20, rounded: 450 << 20, shape: None },
+                request: Request { op: Some("x".into()), requested: 450 << 20, rounded: 450 << 20, shape: None },
                 in_use: 7 << 30,
                 capacity: 8 << 30,
                 top: vec![("a".into(), 1 << 30)],

@@ -144,7 +144,7 @@ pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
         seq: f.seq,
         requested: f.requested,
         rounded: f.rounded,
-        op: names.op(f.meta.op).to_string(),
+        op: names.ops.get(f.meta.op).cloned(),
         shape: names.shapes.get(f.meta.shape).cloned(),
         dtype: names.dtypes.get(f.meta.dtype).cloned(),
         kind: (f.meta.kind != Kind::Unknown).then_some(f.meta.kind),

@@ -19,8 +19,6 @@ use oomscope_format::{
 };
 use std::path::Path;
 
-pub use oomscope_format::NOT_NAMED;
-
 /// Lines after a message's first that may still be part of it (wrapped by the user or a
 /// terminal, or the lines of a multi-line message).
 const MESSAGE_LINES: usize = 12;
@@ -800,7 +798,7 @@ fn build(
     let oom = request.map(|r| OomRecord {
         requested: r,
         rounded: r,
-        op: op.clone().unwrap_or_else(|| NOT_NAMED.into()),
+        op: op.clone(),
         shape: shape.clone(),
         step: -1,
         bytes_in_use: allocated,

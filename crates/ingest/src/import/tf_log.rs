@@ -1012,8 +1012,7 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
             .op
             .clone()
             .or_else(|| tensor.and_then(|t| t.node.clone()))
-            .or_else(|| outside.then(|| "cudnn/create_handle".to_string()))
-            .unwrap_or_else(|| "unknown".into()),
+            .or_else(|| outside.then(|| "cudnn/create_handle".to_string())),
         shape: tensor.and_then(|t| t.shape.clone()),
         dtype: tensor.and_then(|t| t.dtype.clone()),
         outside,

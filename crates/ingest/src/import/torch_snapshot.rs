@@ -266,7 +266,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     let oom = oom.map(|(size, device_free, op, t_ns)| OomRecord {
         requested: size,
         rounded: size,
-        op: op.unwrap_or_else(|| "unknown".into()),
+        op,
         t_ns,
         step: -1,
         bytes_in_use: in_use,

@@ -34,7 +34,7 @@ pub fn draw(frame: &mut Frame, _app: &App, d: &Device, area: Rect) {
     draw_stats(frame, d, stats);
     draw_gauge(frame, d, gauge);
     if let Some(o) = &d.oom {
-        let mut text = format!(" OOM: {} requested by {}", fmt::bytes(o.requested), o.op);
+        let mut text = format!(" OOM: {} requested by {}", fmt::bytes(o.requested), oomscope_format::op_text(&o.op));
         if let Some(shape) = &o.shape {
             text.push_str(&format!(" shape {}", oomscope_base::shape::text(shape)));
         }
