@@ -60,8 +60,8 @@ def _load():
         lib.oomscope_last_error.restype = ctypes.c_size_t
         lib.oomscope_empty_cache.argtypes = []
         lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
-        lib.oomscope_format_at_exit.argtypes = []
-        lib.oomscope_format_at_exit.restype = ctypes.c_int
+        lib.oomscope_dump_at_exit.argtypes = []
+        lib.oomscope_dump_at_exit.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -167,7 +167,7 @@ def _install_exit_dump(lib):
 
     def dump_at_exit():
         try:
-            lib.oomscope_format_at_exit()
+            lib.oomscope_dump_at_exit()
         except Exception:  # never break the program's exit
             pass
 

@@ -89,8 +89,8 @@ def run_one(name, out_dir):
             import ctypes
 
             c = ctypes.CDLL(lib)
-            c.oomscope_format.argtypes = [ctypes.c_char_p]
-            c.oomscope_format(os.path.join(out_dir, name + ".dump.json").encode())
+            c.oomscope_dump.argtypes = [ctypes.c_char_p]
+            c.oomscope_dump(os.path.join(out_dir, name + ".dump.json").encode())
         else:
             torch.cuda.memory._dump_snapshot(os.path.join(out_dir, name + ".pickle"))
 

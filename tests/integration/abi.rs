@@ -646,19 +646,19 @@ fn a_pytorch_programs_exit_dump_holds_what_its_globals_held() {
 
 /// The library alone: a step asked for that is marked before anything is allocated is not
 /// done (its next mark dumps it), and one never marked again is said at exit;
-/// `oomscope_format_at_exit` writes the exit dump once (the destructor then writes none), and
+/// `oomscope_dump_at_exit` writes the exit dump once (the destructor then writes none), and
 /// nothing in a process that never allocated.
 #[test]
 #[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     let py = python();
     let script = "from oomscope_ctypes import lib\n\
-        assert lib.oomscope_format_at_exit() == 0, 'nothing allocated'\n\
+        assert lib.oomscope_dump_at_exit() == 0, 'nothing allocated'\n\
         lib.oomscope_step(1)\n\
         lib.oomscope_step(3)\n\
         p = lib.oomscope_malloc(8 << 20, 0, None)\n\
         lib.oomscope_step(3)\n\
-        print('exit dump:', lib.oomscope_format_at_exit(), lib.oomscope_format_at_exit())\n\
+        print('exit dump:', lib.oomscope_dump_at_exit(), lib.oomscope_dump_at_exit())\n\
         lib.oomscope_free(p, 0, 0, None)\n";
     let dir = temp_dir("abi-step-early");
     let dumps = dir.join("dumps");
@@ -691,7 +691,7 @@ fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     assert!(!err.contains("step 3:"), "{err}");
     // Nothing allocated: no dump, not a word.
     std::fs::remove_dir_all(&dumps).unwrap();
-    let o = run("from oomscope_ctypes import lib\nlib.oomscope_step(1)\nprint(lib.oomscope_format_at_exit())\n");
+    let o = run("from oomscope_ctypes import lib\nlib.oomscope_step(1)\nprint(lib.oomscope_dump_at_exit())\n");
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert_eq!((out.as_str(), err.as_str()), ("0\n", ""));

@@ -30,7 +30,7 @@ check(s.limit == 1 << 30, f"limit = the simulated device's free memory: {s.limit
 
 # A dump on request names the scoped ops.
 out = os.environ["TEST_OUT"]
-check(lib.oomscope_format(os.path.join(out, "state.dump.json").encode()) == 0, "dump: " + last_error())
+check(lib.oomscope_dump(os.path.join(out, "state.dump.json").encode()) == 0, "dump: " + last_error())
 d = json.load(open(os.path.join(out, "state.dump.json")))
 ops = {n["op"]: n["bytes"] for n in d["usage_by_node"]}
 check(ops == {"model/layer1": 64 * MiB, "model/layer2": 32 * MiB}, f"usage by node: {ops}")
@@ -68,7 +68,7 @@ small.size = 8
 check(lib.oomscope_stats(0, ctypes.byref(small)) == -1 and "size" in last_error(), "a struct too small")
 check(stats(5) is None and "device 5" in last_error(), "stats of an unused device")
 check(lib.oomscope_malloc(1, -4, None) is None and "not a device" in last_error(), "a negative device")
-check(lib.oomscope_format(os.path.join(out, "no/such/dir/x.json").encode()) == 0, "dump creates missing directories")
+check(lib.oomscope_dump(os.path.join(out, "no/such/dir/x.json").encode()) == 0, "dump creates missing directories")
 check(lib.oomscope_last_error(None, 0) > 0, "the length of the last error")
 check(stats().bytes_in_use == 64 * MiB, "after the garbage, only `a` is live")
 
@@ -109,7 +109,7 @@ for t in threads:
 for t in threads:
     t.join()
 check(not errors, errors)
-check(lib.oomscope_format(os.path.join(out, "threads.dump.json").encode()) == 0, last_error())
+check(lib.oomscope_dump(os.path.join(out, "threads.dump.json").encode()) == 0, last_error())
 d = json.load(open(os.path.join(out, "threads.dump.json")))
 named = {n["op"]: n["count"] for n in d["usage_by_node"]}
 check(named.get("unknown") == 8 * 20, f"each thread's last 20 allocations are unscoped: {named}")

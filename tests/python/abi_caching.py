@@ -18,7 +18,7 @@ S1, S2, S3 = ctypes.c_void_p(0x51), ctypes.c_void_p(0x52), ctypes.c_void_p(0x53)
 
 def dump(name):
     path = os.path.join(out, name)
-    check(lib.oomscope_format(path.encode()) == 0, last_error())
+    check(lib.oomscope_dump(path.encode()) == 0, last_error())
     return json.load(open(path))
 
 

@@ -46,7 +46,7 @@ call(model, forward)
 step(Adam(), lambda: ptrs.append(lib.oomscope_malloc(3 << 20, 0, None)))
 ptrs.append(lib.oomscope_malloc(4 << 20, 0, None))
 out = os.path.join(os.environ["TEST_OUT"], "fake.dump.json")
-check(lib.oomscope_format(out.encode()) == 0, "dump")
+check(lib.oomscope_dump(out.encode()) == 0, "dump")
 d = json.load(open(out))
 names = {n["op"]: n["requested"] for n in d["usage_by_node"]}
 check(names == {

@@ -9,14 +9,14 @@ lib.oomscope_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, c
 lib.oomscope_record_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 lib.oomscope_scope_push.argtypes = [ctypes.c_char_p]
 lib.oomscope_step.argtypes = [ctypes.c_long]
-lib.oomscope_format.argtypes = [ctypes.c_char_p]
+lib.oomscope_dump.argtypes = [ctypes.c_char_p]
 lib.oomscope_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 lib.oomscope_last_error.restype = ctypes.c_size_t
 lib.oomscope_version.restype = ctypes.c_char_p
 lib.oomscope_empty_cache.argtypes = []
 lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
-lib.oomscope_format_at_exit.argtypes = []
-lib.oomscope_format_at_exit.restype = ctypes.c_int
+lib.oomscope_dump_at_exit.argtypes = []
+lib.oomscope_dump_at_exit.restype = ctypes.c_int
 
 
 class Stats(ctypes.Structure):

@@ -8,7 +8,7 @@
 //! | `OOMSCOPE_LIMIT_FRACTION` | the limit as a fraction of the device's total memory (`0.8`) |
 //! | `OOMSCOPE_DUMP_DIR` | where dumps are written (default `oomscope-formats` in the working directory) |
 //! | `OOMSCOPE_DUMP_AT_STEPS` | steps at whose mark a dump is written, as `10,20` (a program marks steps with `oomscope_step`; the PyTorch hook step 0 at the first forward, step N after the N-th optimizer step) |
-//! | `OOMSCOPE_DUMP_AT_EXIT` | `1`: a dump is written when the process exits normally (or when it calls `oomscope_format_at_exit`, as the PyTorch hook does from `atexit`), if it allocated on a GPU |
+//! | `OOMSCOPE_DUMP_AT_EXIT` | `1`: a dump is written when the process exits normally (or when it calls `oomscope_dump_at_exit`, as the PyTorch hook does from `atexit`), if it allocated on a GPU |
 //! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
 //! | `OOMSCOPE_QUIET` | `1`: at OOM, one line on stderr instead of the whole report |
 //! | `OOMSCOPE_MAX_DUMPS` | OOMs that get a dump, per process (default 5); later ones are counted, a line every 10 s |

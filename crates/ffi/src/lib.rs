@@ -13,8 +13,8 @@
 //! void   oomscope_scope_pop(void);
 //! void   oomscope_scope_clear(void);              // leaves every scope of this thread
 //! void   oomscope_step(long step);
-//! int    oomscope_format(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
-//! int    oomscope_format_at_exit(void);               // OOMSCOPE_DUMP_AT_EXIT's dump, now (once)
+//! int    oomscope_dump(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
+//! int    oomscope_dump_at_exit(void);               // OOMSCOPE_DUMP_AT_EXIT's dump, now (once)
 //! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
 //! size_t oomscope_last_error(char* buf, size_t len);  // this thread's last error; its length
 //! const char* oomscope_version(void);
@@ -238,13 +238,13 @@ pub extern "C" fn oomscope_step(step: c_long) {
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn oomscope_format(path: *const c_char) -> c_int {
+pub unsafe extern "C" fn oomscope_dump(path: *const c_char) -> c_int {
     guard(-1, || {
         let target = if path.is_null() {
             None
         } else {
             // SAFETY: the ABI's contract: NULL or a C string.
-            match unsafe { text(path, "oomscope_format") } {
+            match unsafe { text(path, "oomscope_dump") } {
                 Ok(p) => Some(std::path::PathBuf::from(p.into_owned())),
                 Err(e) => {
                     set_error(&e);
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn oomscope_format(path: *const c_char) -> c_int {
 /// Returns 1 when it was written now, else 0 (not asked for, written already, nothing
 /// allocated); a dump that could not be written is said on stderr, as at a step.
 #[unsafe(no_mangle)]
-pub extern "C" fn oomscope_format_at_exit() -> c_int {
+pub extern "C" fn oomscope_dump_at_exit() -> c_int {
     guard(0, || runtime::started().map_or(0, |rt| c_int::from(rt.dump_at_exit())))
 }
 

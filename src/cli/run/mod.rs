@@ -71,7 +71,7 @@ const SYMBOLS: [&str; 11] = [
     "oomscope_scope_pop",
     "oomscope_scope_clear",
     "oomscope_step",
-    "oomscope_format_at_exit",
+    "oomscope_dump_at_exit",
 ];
 
 /// Refuses a library that lacks the functions this oomscope uses: one left by an older
