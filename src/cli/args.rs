@@ -344,7 +344,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FRACTION", value_parser = fraction, conflicts_with = "limit")]
     pub limit_fraction: Option<f64>,
     /// Where dumps are written (at OOM, and the ones asked for below)
-    #[arg(long, value_name = "DIR", default_value = "oomscope-formats")]
+    #[arg(long, value_name = "DIR", default_value = "oomscope-dumps")]
     pub dump_dir: PathBuf,
     /// Also write a dump when the program marks step N (PyTorch: after N optimizer steps);
     /// several as 10,20 (compare two with `oomscope diff`)

@@ -9,10 +9,10 @@ use crate::bfc::{AllocFailure, Bfc, FreeError, Options};
 use crate::caching::Caching;
 use crate::clock::Clock;
 use crate::device::Device;
-use crate::record::{History, Meta, Names};
+use crate::record::{History, Kind, Meta, Names};
 use crate::{scope, stack};
 use oomscope_base::size::human;
-use oomscope_format::{AllocatorInfo, DeviceInfo, Dump, Source, SourceKind, Stats};
+use oomscope_format::{AllocatorInfo, DeviceInfo, Dump, ProcessInfo, Source, SourceKind, Stats};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -279,6 +279,8 @@ pub struct Request<'a> {
     pub step: Option<i64>,
     /// The CUDA stream it is for (the caching allocator keeps each stream's blocks apart).
     pub stream: u64,
+    /// What it is for; the thread's kind ([`scope::set_kind`]) when not given.
+    pub kind: Option<Kind>,
 }
 
 impl<'a> Request<'a> {
@@ -307,6 +309,10 @@ impl<'a> Request<'a> {
     }
     pub fn stream(mut self, stream: u64) -> Self {
         self.stream = stream;
+        self
+    }
+    pub fn kind(mut self, kind: Kind) -> Self {
+        self.kind = Some(kind);
         self
     }
 }
@@ -357,6 +363,8 @@ pub struct Allocator {
     recording: Recording,
     /// What OOM dumps say they come from.
     source: Source,
+    /// The process and its place in a job, put in every dump taken.
+    process: Option<ProcessInfo>,
 }
 
 impl fmt::Debug for Allocator {
@@ -383,7 +391,23 @@ impl Allocator {
             clock: Clock::start(),
             recording,
             source: Source { kind: SourceKind::Api, ..Source::default() },
+            process: None,
         }
+    }
+
+    /// Names the process (and its place in a job) in every dump taken.
+    pub fn with_process(mut self, process: ProcessInfo) -> Allocator {
+        self.process = Some(process);
+        self
+    }
+
+    /// A dump of this allocator: its process named, with the time it was taken.
+    fn stamped(&self, mut dump: Dump) -> Dump {
+        if let Some(p) = &self.process {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            dump.process = Some(ProcessInfo { dumped_unix_ms: now.ok().map(|d| d.as_millis() as u64), ..p.clone() });
+        }
+        dump
     }
 
     /// Names where OOM dumps come from (`run` and the command, for a wrapped process).
@@ -408,7 +432,8 @@ impl Allocator {
         let ips = if self.recording.stacks { Some(stack::capture(1)) } else { None };
         let t_ns = if self.recording.ops { self.clock.now_ns() } else { 0 };
         let mut engine = self.lock();
-        let mut meta = Meta { t_ns, step: engine.current_step(), ..Meta::default() };
+        let mut meta =
+            Meta { t_ns, step: engine.current_step(), kind: req.kind.unwrap_or_else(scope::kind), ..Meta::default() };
         if self.recording.ops {
             let names = engine.names_mut();
             meta.op = match req.op_id {
@@ -427,7 +452,7 @@ impl Allocator {
         match engine.allocate(req.bytes, req.stream, meta) {
             Ok(addr) => Ok(addr),
             Err(failure) => {
-                let dump = engine.oom_dump(&failure, &self.source);
+                let dump = self.stamped(engine.oom_dump(&failure, &self.source));
                 drop(engine);
                 Err(self.finish_oom(dump))
             }
@@ -461,9 +486,21 @@ impl Allocator {
         self.lock().stats()
     }
 
+    /// Says what the live allocation at `addr` is, learned after it was made (a parameter
+    /// moved to the GPU, a gradient, optimizer state): its op becomes `op` when given (not
+    /// scoped), its kind `kind`. False when nothing is allocated there.
+    pub fn tag(&self, addr: u64, op: Option<&str>, kind: Kind) -> bool {
+        let mut engine = self.lock();
+        let op = op.map(|name| engine.names_mut().ops.intern(name));
+        match &mut *engine {
+            Engine::Bfc(b) => b.retag(addr, op, kind),
+            Engine::Caching(c) => c.retag(addr, op, kind),
+        }
+    }
+
     /// The whole state, symbolized, as a dump.
     pub fn dump(&self, source: Source) -> Dump {
-        let mut dump = self.lock().snapshot(source);
+        let mut dump = self.stamped(self.lock().snapshot(source));
         stack::symbolize(&mut dump);
         dump
     }

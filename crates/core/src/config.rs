@@ -6,7 +6,7 @@
 //! | `OOMSCOPE_DEVICE` | `cuda` (default) or `sim:SIZE` / `sim:CARD` (`sim:16GiB`, `sim:a100-80`): a simulated GPU per device number |
 //! | `OOMSCOPE_LIMIT` | the allocator's limit per device (`12GiB`); default: the device's free memory at start |
 //! | `OOMSCOPE_LIMIT_FRACTION` | the limit as a fraction of the device's total memory (`0.8`) |
-//! | `OOMSCOPE_DUMP_DIR` | where dumps are written (default `oomscope-formats` in the working directory) |
+//! | `OOMSCOPE_DUMP_DIR` | where dumps are written (default `oomscope-dumps` in the working directory) |
 //! | `OOMSCOPE_DUMP_AT_STEPS` | steps at whose mark a dump is written, as `10,20` (a program marks steps with `oomscope_step`; the PyTorch hook step 0 at the first forward, step N after the N-th optimizer step) |
 //! | `OOMSCOPE_DUMP_AT_EXIT` | `1`: a dump is written when the process exits normally (or when it calls `oomscope_dump_at_exit`, as the PyTorch hook does from `atexit`), if it allocated on a GPU |
 //! | `OOMSCOPE_LIVE` | `1`: publish the live feed (`docs/live-protocol.md`) in `OOMSCOPE_LIVE_DIR` or the default directory |
@@ -138,7 +138,7 @@ impl Config {
             torch_settings,
             limit,
             fraction,
-            dump_dir: get("OOMSCOPE_DUMP_DIR").map_or_else(|| PathBuf::from("oomscope-formats"), PathBuf::from),
+            dump_dir: get("OOMSCOPE_DUMP_DIR").map_or_else(|| PathBuf::from("oomscope-dumps"), PathBuf::from),
             live: flag("OOMSCOPE_LIVE")?,
             quiet: flag("OOMSCOPE_QUIET")?,
             history,
@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(c.device, DeviceChoice::Cuda);
         assert_eq!(c.allocator, AllocatorChoice::Caching, "PyTorch's own allocator by default");
         assert_eq!(c.torch_settings, Settings::default());
-        assert_eq!(c.dump_dir, PathBuf::from("oomscope-formats"));
+        assert_eq!(c.dump_dir, PathBuf::from("oomscope-dumps"));
         assert_eq!(c.limit_for(80 << 30, 70 << 30), 70 << 30, "default: what is free");
         let c = cfg(&[("OOMSCOPE_DEVICE", "sim:16GiB"), ("OOMSCOPE_LIMIT", "1.5GiB"), ("OOMSCOPE_LIVE", "1")]).unwrap();
         assert_eq!(c.device, DeviceChoice::Sim { total: 16 << 30, model: "simulated GPU".into() });

@@ -320,6 +320,15 @@ impl PeakTracker {
         self.change(Change { op, alloc: false, size, requested });
     }
 
+    /// A live chunk's op renamed (`from` to `to`): the bytes move between ops, none are
+    /// allocated or freed.
+    pub fn rename(&mut self, size: u64, requested: u64, from: u32, to: u32) {
+        if from != to {
+            self.change(Change { op: from, alloc: false, size, requested });
+            self.change(Change { op: to, alloc: true, size, requested });
+        }
+    }
+
     #[inline]
     fn change(&mut self, c: Change) {
         let i = c.op as usize;

@@ -1,6 +1,8 @@
 //! A thread-local stack of name scopes, so callers that cannot pass an op name with each
 //! allocation still get one: inside `model/layer1`, an allocation for `Conv2D` is recorded as
-//! `model/layer1/Conv2D`, and one with no name as `model/layer1`.
+//! `model/layer1/Conv2D`, and one with no name as `model/layer1`. Beside the names, each
+//! thread has a current [`Kind`]: what its allocations are for when the request does not
+//! say (the PyTorch hook sets `activation` in a module's forward, `optimizer` in a step).
 //!
 //! ```
 //! use oomscope_core::scope;
@@ -12,7 +14,8 @@
 //! assert_eq!(scope::current(), "");
 //! ```
 
-use std::cell::RefCell;
+use oomscope_format::Kind;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 
 /// Separator between scopes, as in TF's name scopes.
@@ -30,6 +33,18 @@ struct Stack {
 
 thread_local! {
     static STACK: RefCell<Stack> = RefCell::new(Stack::default());
+    static KIND: Cell<Kind> = const { Cell::new(Kind::Unknown) };
+}
+
+/// Sets what this thread's allocations are for until it is set again; returns the kind it
+/// replaces, for the caller to put back. (A thread whose locals are gone keeps none.)
+pub fn set_kind(kind: Kind) -> Kind {
+    KIND.try_with(|k| k.replace(kind)).unwrap_or(Kind::Unknown)
+}
+
+/// What this thread's allocations are for, when the request does not say.
+pub fn kind() -> Kind {
+    KIND.try_with(Cell::get).unwrap_or(Kind::Unknown)
 }
 
 /// Pops its scope when dropped. Not `Send`: a scope belongs to the thread that pushed it.
@@ -150,6 +165,15 @@ mod tests {
         }
         assert_eq!(current(), "");
         assert!(!pop(), "popping an empty stack reports it");
+    }
+
+    #[test]
+    fn each_thread_has_its_kind() {
+        assert_eq!(kind(), Kind::Unknown);
+        assert_eq!(set_kind(Kind::Activation), Kind::Unknown);
+        let other = std::thread::spawn(kind).join().unwrap();
+        assert_eq!(other, Kind::Unknown);
+        assert_eq!(set_kind(Kind::Unknown), Kind::Activation);
     }
 
     #[test]

@@ -346,10 +346,6 @@ pub fn breakdown(d: &Dump) -> Vec<KindBytes> {
     v
 }
 
-fn bytes_of(b: &[KindBytes], kinds: &[Kind]) -> u64 {
-    b.iter().filter(|k| kinds.contains(&k.kind)).map(|k| k.bytes).sum()
-}
-
 /// The diagnosis of a dump. `replay(set)` answers what the caching allocator would have done
 /// with the requests that led to the dump under its settings with `set` changed (the caller
 /// replays them: `oomscope_replay::what_if`); a fix of the settings quotes the answer. A
@@ -524,9 +520,10 @@ fn torch(d: &Dump) -> bool {
     d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot) || d.allocator.caching.is_some()
 }
 
-/// Live bytes that do not shrink with the batch: weights, optimizer state, inputs.
+/// Live bytes that do not shrink with the batch: weights, their gradients, optimizer
+/// state, collective buffers ([`Kind::scales_with_batch`]).
 fn fixed_bytes(b: &[KindBytes]) -> u64 {
-    bytes_of(b, &[Kind::Weight, Kind::Optimizer, Kind::Input])
+    b.iter().filter(|k| !k.kind.scales_with_batch()).map(|k| k.bytes).sum()
 }
 
 fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
@@ -697,10 +694,10 @@ pub const MAX_SPLIT: &str = "max_split_size_mb:128";
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);
     let need = o.bytes_in_use + o.rounded;
-    let fixed = bytes_of(&b, &[Kind::Weight, Kind::Optimizer]);
+    let fixed = fixed_bytes(&b);
     let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
-    // Activations, gradients, inputs and temporaries scale with the batch; weights and
-    // optimizer state do not.
+    // Activations, inputs, the backward pass's tensors and temporaries scale with the
+    // batch; weights, their gradients, optimizer state and collective buffers do not.
     let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
     // The batch: the workload's, else (a log, a recording) the failed tensor's first
     // dimension, said to be a guess.
@@ -878,6 +875,7 @@ mod tests {
             verdict: None,
             replay: None,
             what_ifs: None,
+            process: None,
             imported: None,
         };
         d.usage_by_node = oomscope_format::NodeUsage::rank(

@@ -18,15 +18,30 @@ pub enum Kind {
     Input,
     /// Forward outputs, kept while backward still needs them.
     Activation,
-    /// Gradients of activations and weights.
+    /// Gradients of the weights (`.grad`): as large as the weights, whatever the batch.
     Gradient,
     /// Scratch memory freed by the op that made it (cuDNN workspaces).
     Temporary,
+    /// The backward pass's own tensors: gradients of activations and what autograd keeps
+    /// between nodes (PyTorch's profiler calls them autograd detail). They scale with the
+    /// batch.
+    Backward,
+    /// Buffers of collective communication: DDP's gradient buckets, FSDP's all-gather and
+    /// reduce-scatter buffers.
+    Collective,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] =
-        [Kind::Activation, Kind::Gradient, Kind::Weight, Kind::Optimizer, Kind::Input, Kind::Temporary];
+    pub const ALL: [Kind; 8] = [
+        Kind::Activation,
+        Kind::Backward,
+        Kind::Gradient,
+        Kind::Weight,
+        Kind::Optimizer,
+        Kind::Input,
+        Kind::Temporary,
+        Kind::Collective,
+    ];
 
     /// The name used in traces, dumps and reports.
     pub fn name(self) -> &'static str {
@@ -38,7 +53,49 @@ impl Kind {
             Kind::Activation => "activation",
             Kind::Gradient => "gradient",
             Kind::Temporary => "temporary",
+            Kind::Backward => "backward",
+            Kind::Collective => "collective",
         }
+    }
+
+    /// Whether a smaller batch (or sequence, or resolution) shrinks it: activations, inputs,
+    /// the backward pass's tensors and scratch memory do; weights, their gradients,
+    /// optimizer state and collective buffers do not. Memory of no known kind is counted as
+    /// scaling, as it mostly is.
+    pub fn scales_with_batch(self) -> bool {
+        !matches!(self, Kind::Weight | Kind::Gradient | Kind::Optimizer | Kind::Collective)
+    }
+
+    /// The kind's number in the C ABI (`oomscope_kind_set`, `oomscope_tag`): stable.
+    pub fn code(self) -> i32 {
+        match self {
+            Kind::Unknown => 0,
+            Kind::Weight => 1,
+            Kind::Gradient => 2,
+            Kind::Optimizer => 3,
+            Kind::Input => 4,
+            Kind::Activation => 5,
+            Kind::Temporary => 6,
+            Kind::Backward => 7,
+            Kind::Collective => 8,
+        }
+    }
+
+    /// The kind of a C ABI number; `None` for a number that names none.
+    pub fn from_code(code: i32) -> Option<Kind> {
+        [
+            Kind::Unknown,
+            Kind::Weight,
+            Kind::Gradient,
+            Kind::Optimizer,
+            Kind::Input,
+            Kind::Activation,
+            Kind::Temporary,
+            Kind::Backward,
+            Kind::Collective,
+        ]
+        .into_iter()
+        .find(|k| k.code() == code)
     }
 
     /// The kind in prose: `activations`, `optimizer state`.
@@ -51,6 +108,8 @@ impl Kind {
             Kind::Activation => "activations",
             Kind::Gradient => "gradients",
             Kind::Temporary => "temporaries",
+            Kind::Backward => "backward-pass tensors",
+            Kind::Collective => "collective buffers",
         }
     }
 
@@ -63,20 +122,23 @@ impl Kind {
             "activation" => Kind::Activation,
             "gradient" => Kind::Gradient,
             "temporary" => Kind::Temporary,
+            "backward" => Kind::Backward,
+            "collective" => Kind::Collective,
             "unknown" => Kind::Unknown,
             _ => return None,
         })
     }
 
     /// A guess from TensorFlow's naming conventions, for data that did not say:
-    /// `gradients/...` and `..._grad/...` are gradients; slot names (`/Adam`, `/Momentum`,
+    /// `gradients/...` and `..._grad/...` are the backward pass's tensors (gradients of
+    /// activations and of weights alike: the name does not tell them apart); slot names (`/Adam`, `/Momentum`,
     /// `/RMSProp`) optimizer state; variables (`kernel`, `bias`, `weights`, `Variable`,
     /// `embeddings`, batch-norm statistics) weights; `workspace` temporaries; the rest
     /// activations.
     pub fn infer(op: &str) -> Kind {
         let last = op.rsplit('/').next().unwrap_or(op);
         if op.starts_with("gradients") || op.contains("_grad/") {
-            Kind::Gradient
+            Kind::Backward
         } else if ["Adam", "Adam_1", "Momentum", "RMSProp", "RMSProp_1", "Adagrad", "Ftrl", "Ftrl_1"].contains(&last)
             || op.contains("/Adam/")
         {

@@ -125,6 +125,47 @@ pub struct Dump {
     /// replay TRACE --set ...`): the replays side by side; the dump's state is the last one's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_ifs: Option<WhatIfTable>,
+    /// The process that wrote it and its place in a job (a dump written under `oomscope
+    /// run`, or by a program loading the library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessInfo>,
+}
+
+/// A process and its place in a job, from the launcher's environment (torchrun,
+/// `torch.distributed.launch`, accelerate, DeepSpeed, SLURM, Open MPI). A field the launcher
+/// does not give is null.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// The host's name.
+    pub host: String,
+    /// The process's rank in the job (`RANK`, `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`).
+    pub rank: Option<u32>,
+    /// Its rank on its node (`LOCAL_RANK`, `SLURM_LOCALID`, `OMPI_COMM_WORLD_LOCAL_RANK`).
+    pub local_rank: Option<u32>,
+    /// Processes in the job (`WORLD_SIZE`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`).
+    pub world_size: Option<u32>,
+    /// Processes on its node (`LOCAL_WORLD_SIZE`, `SLURM_NTASKS_PER_NODE`,
+    /// `OMPI_COMM_WORLD_LOCAL_SIZE`).
+    pub local_world_size: Option<u32>,
+    /// Its node's rank (`GROUP_RANK`, `SLURM_NODEID`, `OMPI_COMM_WORLD_NODE_RANK`).
+    pub node_rank: Option<u32>,
+    /// What names the job, the same on every node: torchrun's run id, SLURM's job id, the
+    /// rendezvous address (`MASTER_ADDR:MASTER_PORT`).
+    pub job: Option<String>,
+    /// What launched it: `torchrun`, `slurm`, `mpi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
+    /// When the dump was taken, milliseconds since the Unix epoch: orders the ranks' dumps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dumped_unix_ms: Option<u64>,
+}
+
+impl ProcessInfo {
+    /// Whether the process has a place in a job (a rank).
+    pub fn in_job(&self) -> bool {
+        self.rank.is_some()
+    }
 }
 
 /// A PyTorch snapshot's trace replayed: how closely the replayed allocator followed the

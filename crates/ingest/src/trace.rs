@@ -341,7 +341,7 @@ impl Parser<'_> {
                         self.error(
                             line,
                             format!(
-                                "unknown kind {k:?}; expected one of weight, optimizer, input, activation, gradient, temporary"
+                                "unknown kind {k:?}; expected one of weight, optimizer, input, activation, gradient, temporary, backward, collective"
                             ),
                         )
                     })?,

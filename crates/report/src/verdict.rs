@@ -432,7 +432,7 @@ fn fix(f: &Fix) -> String {
         ),
         Fix::FromUsage { dominant, layout_copies } => {
             let mut fix = match dominant {
-                Some(Kind::Activation) | Some(Kind::Gradient) | None => {
+                Some(Kind::Activation) | Some(Kind::Backward) | Some(Kind::Input) | None => {
                     "reduce the batch: activations and gradients scale with it".to_string()
                 }
                 Some(Kind::Optimizer) => {

@@ -85,6 +85,7 @@ impl Bfc {
             verdict: None,
             replay: None,
             what_ifs: None,
+            process: None,
             imported: None,
         }
     }

@@ -275,6 +275,7 @@ impl Caching {
             verdict: None,
             replay: None,
             what_ifs: None,
+            process: None,
             imported: None,
         }
     }

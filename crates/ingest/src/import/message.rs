@@ -875,6 +875,7 @@ fn build(
         verdict: None,
         replay: None,
         what_ifs: None,
+        process: None,
         imported: Some(Imported {
             from: ImportedFrom::Message,
             absent,

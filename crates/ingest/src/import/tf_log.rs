@@ -1193,6 +1193,7 @@ fn build(path: &Path, log: Log) -> Dump {
         verdict: None,
         replay: None,
         what_ifs: None,
+        process: None,
         imported: Some(Imported {
             from: ImportedFrom::TfLog,
             variant: Some(variant),

@@ -334,6 +334,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         verdict: None,
         replay: None,
         what_ifs: None,
+        process: None,
         imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
     };
     Ok((dump, built))

@@ -767,7 +767,8 @@ impl Out<'_> {
     fn alloc(&mut self, op: &str, shape: &[u64], kind: Kind, outside: bool) -> usize {
         // Every shape was checked when the graph was built: nothing saturates here.
         let bytes = tensor_bytes(shape, self.model.dtype).unwrap_or(u64::MAX);
-        let shown = self.shape_for_report(shape, matches!(kind, Kind::Activation | Kind::Gradient | Kind::Input));
+        let shown = self
+            .shape_for_report(shape, matches!(kind, Kind::Activation | Kind::Backward | Kind::Gradient | Kind::Input));
         let alloc = self.trace.alloc(bytes, op, Some(&shown), Some(self.model.dtype.name()), kind, outside);
         self.buffers.push((alloc, 1));
         self.live += 1;
@@ -909,7 +910,7 @@ pub(crate) fn try_expand(model: &Model, batch: u64, steps: u32, path: &Path) -> 
         if train {
             // grad[t]: a buffer holding one reference to the gradient of tensor t.
             let mut grad: Vec<Option<usize>> = vec![None; g.tensors.len()];
-            grad[g.fetch] = Some(out.alloc("gradients/Fill", &[], Kind::Gradient, false));
+            grad[g.fetch] = Some(out.alloc("gradients/Fill", &[], Kind::Backward, false));
             let mut addn = 0u32;
             for n in g.nodes.iter().rev() {
                 if out.trace.len() > MAX_EVENTS {
@@ -929,7 +930,7 @@ pub(crate) fn try_expand(model: &Model, batch: u64, steps: u32, path: &Path) -> 
                             }
                             InputGrad::New(op) => {
                                 let name = format!("gradients/{}_grad/{op}", n.name);
-                                out.alloc(&name, &g.tensors[i].shape, Kind::Gradient, false)
+                                out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false)
                             }
                         };
                         input_grads.push((i, gb));
@@ -951,7 +952,7 @@ pub(crate) fn try_expand(model: &Model, batch: u64, steps: u32, path: &Path) -> 
                                     format!("gradients/AddN_{addn}")
                                 };
                                 addn += 1;
-                                let sum = out.alloc(&name, &g.tensors[i].shape, Kind::Gradient, false);
+                                let sum = out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false);
                                 out.release(prev);
                                 out.release(gb);
                                 sum
