@@ -11,6 +11,16 @@ writes the dump at exit from an `atexit` handler, while the program's globals st
 their tensors (the interpreter frees them as it shuts down, before the library's own
 destructor runs).
 
+What each allocation is for is recorded with it (its kind): a module's forward makes
+activations, a backward pass its own tensors (gradients of activations) and the weights'
+gradients, an optimizer step optimizer state, DDP's and FSDP's communication collective
+buffers, and what the training loop brings to the GPU outside all of these inputs. What is
+known only later is said then, by tensor: at each forward of a root module its parameters
+and buffers are named `Net.head/weight` (kind weight), whatever function allocated them
+(initialisation, `.to()`, `load_state_dict`, FSDP's sharding); before each optimizer step
+the gradients `Net.head/weight.grad`; after it the optimizer's state
+`AdamW.state/Net.head/weight.exp_avg`.
+
 Op names come from a torch function mode (`TorchFunctionMode`): the torch function the
 program called (`linear`, `conv2d`, `zeros_like`), which changes nothing PyTorch does in
 training. The backward pass is named by the autograd node (`AddmmBackward0`) through hooks
@@ -30,6 +40,7 @@ tests' stand-in torch: install even on the simulated device).
 
 import atexit
 import ctypes
+import functools
 import importlib.abc
 import importlib.util
 import os
@@ -39,6 +50,12 @@ import weakref
 
 _lib = None
 _installed = False
+
+# What an allocation is for: the C ABI's numbers (oomscope_kind_set, oomscope_tag).
+UNKNOWN, WEIGHT, GRADIENT, OPTIMIZER, INPUT, ACTIVATION, TEMPORARY, BACKWARD, COLLECTIVE = range(9)
+# Under emulation, the GPU each process stands for: its local rank in a job, as a real job
+# puts each rank on `cuda:LOCAL_RANK`.
+_EMULATED_DEVICE = int(os.environ.get("LOCAL_RANK", "0") or 0)
 
 
 def _say(message):
@@ -62,6 +79,10 @@ def _load():
         lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
         lib.oomscope_dump_at_exit.argtypes = []
         lib.oomscope_dump_at_exit.restype = ctypes.c_int
+        lib.oomscope_kind_set.argtypes = [ctypes.c_int]
+        lib.oomscope_kind_set.restype = ctypes.c_int
+        lib.oomscope_tag.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        lib.oomscope_tag.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -152,9 +173,14 @@ def _install(torch):
     else:
         _install_emulated_cache_calls(torch, lib)
     _install_exit_dump(lib)
+    # The training loop's own allocations (outside modules, backward passes and optimizer
+    # steps) bring data to the GPU.
+    lib.oomscope_kind_set(INPUT)
     _install_names(torch, lib, ops=ops, emulate=emulate)
     _install_backward_errors(torch)
     _install_steps(torch, lib)
+    _install_weights(torch, lib)
+    _install_fsdp(torch, lib)
 
 
 def _install_exit_dump(lib):
@@ -285,15 +311,17 @@ class _NodeScopes(threading.local):
 _node_scopes = _NodeScopes()
 
 
-def _enter_node(lib, name):
-    """A node (or a gradient's accumulation) begins on this thread: the previous one on it is
-    over, whether it ended or raised. One hook per node, before it: what the engine does
-    between two nodes (summing gradients for the next) is named by the one before."""
+def _enter_node(lib, name, kind=BACKWARD):
+    """A node (or a gradient's accumulation, `kind` GRADIENT) begins on this thread: the
+    previous one on it is over, whether it ended or raised. One hook per node, before it:
+    what the engine does between two nodes (summing gradients for the next) is named by the
+    one before."""
     ns = _node_scopes
     while ns.pushed:
         ns.pushed -= 1
         lib.oomscope_scope_pop()
     lib.oomscope_scope_push(name)
+    lib.oomscope_kind_set(kind)
     ns.pushed = 1
 
 
@@ -353,7 +381,7 @@ def _hook_parameters(module, path):
         name = f"{path}/{pname}.grad".encode()
 
         def before(grad, name=name):
-            _enter_node(lib, name)
+            _enter_node(lib, name, GRADIENT)
 
         try:
             p.register_hook(before)
@@ -374,6 +402,7 @@ def _install_backward_errors(torch):
         def run(*args, **kwargs):
             if _names_nodes[0] and args:
                 _tag_outside_modules(args[0])
+            restore = _lib.oomscope_kind_set(BACKWARD) if _lib is not None else None
             try:
                 return original(*args, **kwargs)
             except RuntimeError as e:
@@ -384,6 +413,8 @@ def _install_backward_errors(torch):
             finally:
                 if _lib is not None:
                     _leave_nodes(_lib)
+                    if restore is not None:
+                        _lib.oomscope_kind_set(restore)
 
         run.__wrapped__ = original
         run.__name__ = getattr(original, "__name__", "backward")
@@ -405,15 +436,23 @@ def _install_names(torch, lib, ops, emulate):
             name = _name_in(stack[-1][0], module) or type(module).__name__
             path = f"{parent_path}.{name}"
             lib.oomscope_scope_pop()
+            restore = None
         else:
             # A root module: start from a clean slate, whatever an exception left behind.
             path = type(module).__name__
             lib.oomscope_scope_clear()
             if not _steps_started[0]:
                 _start_steps(lib)
+            _tag_module_state(module, path)
+            restore = lib.oomscope_kind_set(ACTIVATION)
+        # A wrapper that communicates (DDP) allocates its buckets in its own forward.
+        collective = type(module).__name__ in _COLLECTIVE_WRAPPERS
+        scope = f"{path}/buckets" if collective else path
+        kind = COLLECTIVE if collective else ACTIVATION
         boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
-        stack.append((module, path, boundary))
-        lib.oomscope_scope_push(path.encode())
+        stack.append((module, path, boundary, scope, kind, restore))
+        lib.oomscope_scope_push(scope.encode())
+        lib.oomscope_kind_set(kind)
         if ops == "functions" and id(module) not in _grads_named:
             _grads_named.add(id(module))
             _hook_parameters(module, path)
@@ -422,10 +461,13 @@ def _install_names(torch, lib, ops, emulate):
         stack = _modules.stack
         if not stack or stack[-1][0] is not module:
             return
-        _, path, boundary = stack.pop()
+        _, path, boundary, _, _, restore = stack.pop()
         lib.oomscope_scope_pop()
         if stack:
-            lib.oomscope_scope_push(stack[-1][1].encode())
+            lib.oomscope_scope_push(stack[-1][3].encode())
+            lib.oomscope_kind_set(stack[-1][4])
+        elif restore is not None:
+            lib.oomscope_kind_set(restore)
         if torch.is_grad_enabled():
             _tag_backward(output, path, boundary, hooks=ops == "functions")
 
@@ -437,6 +479,8 @@ def _install_names(torch, lib, ops, emulate):
         mode = _OpNames(torch, lib, ops == "aten", emulate)
         mode.__enter__()  # for the rest of the program
         _keep.append(mode)
+        if emulate:
+            _emulator.append(mode)
     if ops == "functions":
         _names_nodes[0] = True
         try:
@@ -510,7 +554,7 @@ def _make_mode_class(torch):
                     continue
                 entry = self.live.get(key)
                 if entry is None:
-                    ptr = self.lib.oomscope_malloc(nbytes, 0, None)
+                    ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
                     if not ptr:
                         buf = ctypes.create_string_buffer(4096)
                         self.lib.oomscope_last_error(buf, 4096)
@@ -528,7 +572,7 @@ def _make_mode_class(torch):
             entry[0] -= 1
             if entry[0] == 0:
                 del self.live[key]
-                self.lib.oomscope_free(entry[1], 0, 0, None)
+                self.lib.oomscope_free(entry[1], 0, _EMULATED_DEVICE, None)
 
     return OpNames
 
@@ -593,6 +637,182 @@ def _make_function_mode_class(torch):
     return FunctionNames
 
 
+# ---- what the memory is: tags by tensor --------------------------------------------------
+
+# Wrappers whose own forward allocates communication buffers (DDP's gradient buckets).
+_COLLECTIVE_WRAPPERS = {"DistributedDataParallel"}
+# The emulated device's allocations by CPU storage (set when emulating).
+_emulator = []
+# id(tensor) -> (the allocation's address, the name and kind it was tagged with).
+_tagged = {}
+# id(parameter) -> its name, from the root modules seen: names gradients and optimizer state.
+_param_names = {}
+
+
+class _StepKind(threading.local):
+    restore = None
+
+
+_step_kind = _StepKind()
+
+
+def _allocation(t):
+    """(address, device) of the allocation holding tensor `t` on the GPU oomscope serves,
+    or None (a CPU tensor, a tensor of no storage)."""
+    local = getattr(t, "_local_tensor", None)  # a DTensor (FSDP2): its shard
+    if local is not None:
+        t = local
+    try:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+    except Exception:
+        return None
+    if not ptr:
+        return None
+    if _emulator:
+        entry = _emulator[0].live.get(ptr)
+        return (entry[1], _EMULATED_DEVICE) if entry else None
+    device = getattr(t, "device", None)
+    if getattr(device, "type", None) != "cuda":
+        return None
+    return ptr, device.index or 0
+
+
+def _tag(t, name, kind):
+    """Tells the library what tensor `t`'s allocation is, once per (allocation, name)."""
+    where = _allocation(t)
+    if where is None or _lib is None:
+        return
+    key = (where[0], name, kind)
+    if _tagged.get(id(t)) == key:
+        return
+    _tagged[id(t)] = key
+    _lib.oomscope_tag(where[0], where[1], name.encode(), kind)
+
+
+def _state_name(path, qualified):
+    """`Net.head/weight` for parameter `head.weight` of root module `Net`."""
+    module, _, leaf = qualified.rpartition(".")
+    return f"{path}.{module}/{leaf}" if module else f"{path}/{leaf}"
+
+
+def _tag_module_state(module, path):
+    """The parameters and buffers of root module `module` (named `path`), as weights."""
+    try:
+        params = list(module.named_parameters())
+        buffers = list(module.named_buffers())
+    except Exception:
+        return
+    for qualified, p in params:
+        name = _state_name(path, qualified)
+        _param_names[id(p)] = name
+        _tag(p, name, WEIGHT)
+    for qualified, b in buffers:
+        _tag(b, _state_name(path, qualified), WEIGHT)
+
+
+def _params_of(optimizer):
+    for group in getattr(optimizer, "param_groups", ()):
+        for p in group.get("params", ()):
+            yield p
+
+
+def _tag_gradients(optimizer):
+    """Before a step: the gradients it reads, as the weights' gradients."""
+    for p in _params_of(optimizer):
+        g = getattr(p, "grad", None)
+        if g is not None:
+            _tag(g, _param_names.get(id(p), "parameter") + ".grad", GRADIENT)
+
+
+def _tag_optimizer_state(optimizer):
+    """After a step: the state it keeps for each parameter (`exp_avg`, `momentum_buffer`)."""
+    import torch
+
+    prefix = type(optimizer).__name__
+    state = getattr(optimizer, "state", {})
+    for p in _params_of(optimizer):
+        for key, value in (state.get(p) or {}).items():
+            if isinstance(value, torch.Tensor):
+                _tag(value, f"{prefix}.state/{_param_names.get(id(p), 'parameter')}.{key}", OPTIMIZER)
+
+
+def _with_kind(fn, kind, scope=None):
+    """`fn`, its allocations of `kind` (in scope `scope`, when given) on the calling thread."""
+
+    def run(*args, **kwargs):
+        lib = _lib
+        if lib is None:
+            return fn(*args, **kwargs)
+        restore = lib.oomscope_kind_set(kind)
+        if scope:
+            lib.oomscope_scope_push(scope(*args).encode() if callable(scope) else scope.encode())
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if scope:
+                lib.oomscope_scope_pop()
+            lib.oomscope_kind_set(restore)
+
+    # The wrapped function's attributes too (FSDP's `fully_shard.state`).
+    return functools.update_wrapper(run, fn)
+
+
+def _install_weights(torch, lib):
+    """What moves or loads a model's state allocates weights: `Module.to()`/`.cuda()`/
+    `.half()` (through `_apply`), `load_state_dict`, DDP's construction (its buckets are
+    collective buffers); a parameter or buffer registered on a module is a weight at once."""
+    import torch.nn as nn
+
+    for name in ("_apply", "load_state_dict"):
+        original = getattr(nn.Module, name, None)
+        if original is not None and not hasattr(original, "__wrapped__"):
+            setattr(nn.Module, name, _with_kind(original, WEIGHT))
+    hooks = torch.nn.modules.module
+    def registered(module, name, tensor):
+        # Returns None: a registration hook that returns a value replaces the tensor.
+        if tensor is not None:
+            _tag(tensor, f"{type(module).__name__}/{name}", WEIGHT)
+
+    for hook in ("register_module_parameter_registration_hook", "register_module_buffer_registration_hook"):
+        register = getattr(hooks, hook, None)
+        if register is not None:
+            register(registered)
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    except Exception:
+        return
+    if not hasattr(DDP.__init__, "__wrapped__"):
+        DDP.__init__ = _with_kind(DDP.__init__, COLLECTIVE, "DistributedDataParallel/buckets")
+
+
+def _install_fsdp(torch, lib):
+    """FSDP2 (`fully_shard`): sharding allocates the shards (weights); unsharding before a
+    forward or backward allocates all-gather buffers, and a backward's reduce-scatter its
+    own (collective buffers), named by what they do."""
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_param_group as group_module
+        from torch.distributed.fsdp._fully_shard import _fully_shard as shard_module
+    except Exception:
+        return
+    for owner, name in ((shard_module, "fully_shard"),):
+        fn = getattr(owner, name, None)
+        if fn is not None and not hasattr(fn, "__wrapped__"):
+            wrapped = _with_kind(fn, WEIGHT)
+            setattr(owner, name, wrapped)
+            for public in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+                mod = sys.modules.get(public)
+                if mod is not None and getattr(mod, name, None) is fn:
+                    setattr(mod, name, wrapped)
+    group = getattr(group_module, "FSDPParamGroup", None)
+    if group is None:
+        return
+    for method, what in (("unshard", "all-gather"), ("wait_for_unshard", "all-gather"), ("post_backward", "reduce-scatter")):
+        fn = getattr(group, method, None)
+        if fn is not None and not hasattr(fn, "__wrapped__"):
+            setattr(group, method, _with_kind(fn, COLLECTIVE, f"FSDP/{what}"))
+
+
 # ---- steps ----------------------------------------------------------------------------
 
 _steps = [0]
@@ -615,14 +835,21 @@ def _install_steps(torch, lib):
 
     def before_step(optimizer, args, kwargs):
         _start_steps(lib)
+        _tag_gradients(optimizer)
         if not _modules.stack:
             lib.oomscope_scope_clear()
             lib.oomscope_scope_push(type(optimizer).__name__.encode())
+            _step_kind.restore = lib.oomscope_kind_set(OPTIMIZER)
 
     def after_step(optimizer, args, kwargs):
         _start_steps(lib)
         if not _modules.stack:
             lib.oomscope_scope_clear()
+            restore = getattr(_step_kind, "restore", None)
+            if restore is not None:
+                lib.oomscope_kind_set(restore)
+                _step_kind.restore = None
+        _tag_optimizer_state(optimizer)
         _steps[0] += 1
         lib.oomscope_step(_steps[0])
 

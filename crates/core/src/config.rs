@@ -16,10 +16,14 @@
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
 //! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
 //! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
+//! | `OOMSCOPE_JOB_DUMPS` | `0`: in a job, a rank does not write its state when another rank runs out of memory (default: it does) |
+//!
+//! A process's place in a job comes from its launcher's variables ([`process_from_vars`]).
 
 use crate::caching::Settings;
 use crate::device::parse_device;
 use oomscope_base::size::parse_size;
+use oomscope_format::ProcessInfo;
 use std::path::PathBuf;
 
 /// Where regions come from.
@@ -62,6 +66,11 @@ pub struct Config {
     pub dump_at_steps: Vec<i64>,
     /// A dump is written when the process exits.
     pub dump_at_exit: bool,
+    /// This process and its place in a job, from the launcher's environment.
+    pub process: ProcessInfo,
+    /// When another rank of the job runs out of memory, this one writes its state
+    /// (`OOMSCOPE_JOB_DUMPS`, default on in a job).
+    pub job_dumps: bool,
 }
 
 impl Config {
@@ -128,7 +137,10 @@ impl Config {
             None => Vec::new(),
             Some(s) => parse_steps(&s).map_err(|e| format!("OOMSCOPE_DUMP_AT_STEPS={s}: {e}"))?,
         };
+        let process = process_from_vars(&get);
         Ok(Config {
+            job_dumps: process.in_job() && !matches!(get("OOMSCOPE_JOB_DUMPS").as_deref(), Some("0" | "false" | "no")),
+            process,
             dump_at_steps,
             dump_at_exit: flag("OOMSCOPE_DUMP_AT_EXIT")?,
             max_dumps,
@@ -157,6 +169,87 @@ impl Config {
         // TF's rounding of the limit: down to the allocation unit.
         limit & !(crate::bfc::MIN_ALLOCATION_SIZE - 1)
     }
+}
+
+/// This process and its place in a job, read from what launchers set: torchrun and
+/// `torch.distributed.launch` (also under accelerate and DeepSpeed: `RANK`, `LOCAL_RANK`,
+/// `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `GROUP_RANK`, `TORCHELASTIC_RUN_ID`), SLURM
+/// (`SLURM_PROCID`, `SLURM_LOCALID`, `SLURM_NTASKS`, `SLURM_NODEID`, `SLURM_JOB_ID`) and
+/// Open MPI (`OMPI_COMM_WORLD_*`). The job is named so that every node of one job names it
+/// the same: torchrun's run id (unless it is its default, `none`), SLURM's job and step, the
+/// rendezvous address, else what `oomscope run` set for the processes it started
+/// (`OOMSCOPE_RUN_ID`).
+pub fn process_from_vars(get: &dyn Fn(&str) -> Option<String>) -> ProcessInfo {
+    let num = |names: &[&str]| names.iter().find_map(|n| get(n)?.parse::<u32>().ok());
+    let torch = get("RANK").is_some() && get("WORLD_SIZE").is_some();
+    let slurm = !torch && get("SLURM_PROCID").is_some() && get("SLURM_NTASKS").is_some();
+    let mpi = !torch && !slurm && get("OMPI_COMM_WORLD_RANK").is_some();
+    let (launcher, rank, local_rank, world_size, local_world_size, node_rank) = if torch {
+        let launcher = if get("TORCHELASTIC_RUN_ID").is_some() { "torchrun" } else { "torch.distributed" };
+        (
+            Some(launcher),
+            num(&["RANK"]),
+            num(&["LOCAL_RANK"]),
+            num(&["WORLD_SIZE"]),
+            num(&["LOCAL_WORLD_SIZE"]),
+            num(&["GROUP_RANK", "NODE_RANK"]),
+        )
+    } else if slurm {
+        (
+            Some("slurm"),
+            num(&["SLURM_PROCID"]),
+            num(&["SLURM_LOCALID"]),
+            num(&["SLURM_NTASKS"]),
+            num(&["SLURM_NTASKS_PER_NODE"]),
+            num(&["SLURM_NODEID"]),
+        )
+    } else if mpi {
+        (
+            Some("mpi"),
+            num(&["OMPI_COMM_WORLD_RANK"]),
+            num(&["OMPI_COMM_WORLD_LOCAL_RANK"]),
+            num(&["OMPI_COMM_WORLD_SIZE"]),
+            num(&["OMPI_COMM_WORLD_LOCAL_SIZE"]),
+            num(&["OMPI_COMM_WORLD_NODE_RANK"]),
+        )
+    } else {
+        (None, None, None, None, None, None)
+    };
+    let rendezvous = match (get("MASTER_ADDR"), get("MASTER_PORT")) {
+        (Some(a), Some(p)) => Some(format!("{a}:{p}")),
+        _ => None,
+    };
+    let job = get("TORCHELASTIC_RUN_ID")
+        .filter(|id| id != "none")
+        .or_else(|| get("SLURM_JOB_ID").map(|j| get("SLURM_STEP_ID").map_or(j.clone(), |s| format!("{j}.{s}"))))
+        .or_else(|| get("OMPI_MCA_ess_base_jobid"))
+        .or(rendezvous)
+        .or_else(|| get("OOMSCOPE_RUN_ID"))
+        .filter(|_| rank.is_some());
+    ProcessInfo {
+        pid: std::process::id(),
+        host: host_name(),
+        rank,
+        local_rank,
+        world_size,
+        local_world_size,
+        node_rank,
+        job,
+        launcher: launcher.filter(|_| rank.is_some()).map(str::to_string),
+        dumped_unix_ms: None,
+    }
+}
+
+/// This machine's name (`gethostname`), empty when it has none.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that many bytes.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// Steps as `oomscope run --dump-at-step` and `OOMSCOPE_DUMP_AT_STEPS` take them: whole

@@ -13,6 +13,8 @@
 //! void   oomscope_scope_pop(void);
 //! void   oomscope_scope_clear(void);              // leaves every scope of this thread
 //! void   oomscope_step(long step);
+//! int    oomscope_kind_set(int kind);          // what this thread allocates for; returns the kind it replaces
+//! int    oomscope_tag(void* ptr, int device, const char* name, int kind);  // what a live allocation is; 0 when tagged
 //! int    oomscope_dump(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
 //! int    oomscope_dump_at_exit(void);               // OOMSCOPE_DUMP_AT_EXIT's dump, now (once)
 //! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
@@ -25,8 +27,10 @@
 //! error value or a warning on stderr: nothing unwinds across the boundary except the
 //! exception `oomscope_torch_malloc` throws on purpose, which only a C++ caller sees.
 
+pub mod job;
 pub mod runtime;
 
+use oomscope_format::Kind;
 use runtime::{Failure, runtime};
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
@@ -64,7 +68,10 @@ fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 
 fn malloc_inner(size: isize, device: c_int, stream: *mut c_void) -> Result<*mut c_void, Failure> {
     let rt = runtime()?;
-    rt.malloc(size, device, stream as usize).map(|a| a as *mut c_void)
+    let result = rt.malloc(size, device, stream as usize).map(|a| a as *mut c_void);
+    // A process that allocates on a GPU watches its job (one atomic load once it does).
+    rt.watch_job();
+    result
 }
 
 /// PyTorch's pluggable-allocator `malloc`. Returns NULL on failure, with the reason in
@@ -218,6 +225,62 @@ pub extern "C" fn oomscope_scope_pop() {
 #[unsafe(no_mangle)]
 pub extern "C" fn oomscope_scope_clear() {
     guard((), || while oomscope_core::scope::pop() {})
+}
+
+/// Sets what this thread's allocations are for until it is set again (the kinds'
+/// numbers: 0 unknown, 1 weight, 2 gradient, 3 optimizer state, 4 input, 5 activation,
+/// 6 temporary, 7 backward-pass tensor, 8 collective buffer); returns the kind it replaces,
+/// for the caller to put back. An unknown number is taken as 0, with a warning.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_kind_set(kind: c_int) -> c_int {
+    guard(0, || {
+        let k = match Kind::from_code(kind) {
+            Some(k) => k,
+            None => {
+                if let Ok(rt) = runtime() {
+                    rt.warn("kind", &format!("oomscope_kind_set({kind}): no such kind; taken as 0 (unknown)"));
+                }
+                Kind::Unknown
+            }
+        };
+        oomscope_core::scope::set_kind(k).code()
+    })
+}
+
+/// Says what the live allocation at `ptr` on `device` is, learned after it was allocated (a
+/// parameter moved to the GPU, a gradient, optimizer state): its name becomes `name` (NULL:
+/// kept) and its kind `kind`. 0 when tagged, 1 when nothing is allocated there, -1 on bad
+/// input.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_tag(ptr: *mut c_void, device: c_int, name: *const c_char, kind: c_int) -> c_int {
+    guard(-1, || {
+        let Some(kind) = Kind::from_code(kind) else {
+            set_error(&format!("oomscope_tag: {kind} is not a kind's number"));
+            return -1;
+        };
+        let name = if name.is_null() {
+            None
+        } else {
+            // SAFETY: the ABI's contract: NULL or a C string.
+            match unsafe { text(name, "oomscope_tag") } {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    set_error(&e);
+                    return -1;
+                }
+            }
+        };
+        match runtime() {
+            Ok(rt) => c_int::from(!rt.tag(ptr as u64, device, name.as_deref(), kind)),
+            Err(f) => {
+                set_error(f.message());
+                -1
+            }
+        }
+    })
 }
 
 /// Marks the start of training step `step` on every device.

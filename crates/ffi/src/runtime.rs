@@ -2,6 +2,7 @@
 //! environment's settings, and what happens at an OOM (the dump written, the report on
 //! stderr, the message the caller's exception carries).
 
+use crate::job;
 use oomscope_base::size::human;
 use oomscope_core::bfc::{Bfc, Options};
 use oomscope_core::caching::{Caching, CachingOptions};
@@ -129,6 +130,14 @@ pub struct Runtime {
     exit_dumped: AtomicBool,
     warnings: Mutex<HashMap<&'static str, u64>>,
     command: String,
+    /// The job's watcher was started ([`Runtime::watch_job`]).
+    watching: AtomicBool,
+    /// Dumps written because another rank of the job failed.
+    job_dumps: AtomicU64,
+    /// When this process last ran out of memory (ms since the epoch; 0: never).
+    last_oom_ms: AtomicU64,
+    /// The process is ending: the watcher stops.
+    ending: AtomicBool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -173,6 +182,10 @@ pub fn started() -> Option<&'static Runtime> {
     RUNTIME.get()?.as_ref().ok()
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 fn command_line() -> String {
     std::fs::read("/proc/self/cmdline")
         .map(|b| {
@@ -201,7 +214,83 @@ impl Runtime {
             exit_dumped: AtomicBool::new(false),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
+            watching: AtomicBool::new(false),
+            job_dumps: AtomicU64::new(0),
+            last_oom_ms: AtomicU64::new(0),
+            ending: AtomicBool::new(false),
         }
+    }
+
+    /// In a job, once this process has a device open: a thread that writes this rank's state
+    /// when another rank of the job runs out of memory, and a SIGTERM handler that gives it
+    /// the time to ([`crate::job`]).
+    pub fn watch_job(&'static self) {
+        if !self.config.job_dumps || self.watching.load(Ordering::Relaxed) || self.all().is_empty() {
+            return;
+        }
+        if self.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(job) = self.config.process.job.clone() else { return };
+        let path = job::failures_path(&self.config.dump_dir, &job);
+        // Failures written before this process started are another run's.
+        let start = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let pipes = job::install_term_handler();
+        let spawned = std::thread::Builder::new()
+            .name("oomscope-job".into())
+            .spawn(move || self.watch(&path, start, pipes.as_ref()));
+        if let Err(e) = spawned {
+            self.warn("job", &format!("this rank will not write its state when another fails: {e}"));
+        }
+    }
+
+    /// The watcher's loop: a new failure of another rank writes this rank's state.
+    fn watch(&self, path: &std::path::Path, mut at: u64, pipes: Option<&job::TermPipes>) {
+        let me = &self.config.process;
+        loop {
+            let term = match pipes {
+                Some(p) => job::wait_for_term(p, job::POLL),
+                None => {
+                    std::thread::sleep(job::POLL);
+                    false
+                }
+            };
+            let (lines, next) = job::read_from(path, at);
+            at = next;
+            let others: Vec<&job::FailureLine> =
+                lines.iter().filter(|l| !(l.pid == me.pid && l.host == me.host)).collect();
+            if let Some(first) = others.first() {
+                self.dump_for_job(first);
+            }
+            if let Some(p) = pipes.filter(|_| term) {
+                job::answer_term(p);
+            }
+            if self.ending.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+
+    /// Another rank failed: this rank's state at that moment, on every device it uses.
+    fn dump_for_job(&self, failed: &job::FailureLine) {
+        // A rank that has just run out of memory itself has its OOM dump for this moment.
+        let last_oom = self.last_oom_ms.load(Ordering::Relaxed);
+        if last_oom > 0 && now_ms().saturating_sub(last_oom) < 5_000 {
+            return;
+        }
+        let n = self.job_dumps.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > self.config.max_dumps {
+            return;
+        }
+        self.dump_moment(
+            Moment::Job(n),
+            &format!(
+                "when rank {} ran out of memory (host {}, GPU {})",
+                failed.rank,
+                if failed.host.is_empty() { "?" } else { &failed.host },
+                failed.gpu
+            ),
+        );
     }
 
     /// Prints a warning, the first few of each kind; later ones are counted.
@@ -248,6 +337,7 @@ impl Runtime {
     /// were marked before anything was allocated are said; OOMs that were counted, not
     /// dumped, are summed up.
     pub fn finish(&self) {
+        self.ending.store(true, Ordering::Relaxed);
         for slot in self.all() {
             let sampler = lock(&slot.sampler).take();
             drop(sampler);
@@ -314,7 +404,11 @@ impl Runtime {
             opts.device_name = format!("/job:localhost/replica:0/task:0/device:GPU:{ordinal}");
             Engine::Bfc(Bfc::new(opts, dev))
         };
-        let allocator = Arc::new(Allocator::from_engine(engine, Recording::default()).with_source(source));
+        let allocator = Arc::new(
+            Allocator::from_engine(engine, Recording::default())
+                .with_source(source)
+                .with_process(self.config.process.clone()),
+        );
         let step = self.step.load(Ordering::Relaxed);
         if step != NO_STEP {
             allocator.mark_step(step);
@@ -452,6 +546,12 @@ impl Runtime {
         Ok(())
     }
 
+    /// Says what the live allocation at `ptr` on `device` is ([`Allocator::tag`]); false
+    /// when nothing is allocated there.
+    pub fn tag(&self, ptr: u64, device: i32, name: Option<&str>, kind: oomscope_format::Kind) -> bool {
+        self.existing(device).is_some_and(|slot| slot.allocator.tag(ptr, name, kind))
+    }
+
     /// PyTorch's `record_stream`: `ptr` is in use on `stream` too.
     pub fn record_stream(&self, ptr: u64, stream: usize) {
         for slot in self.all() {
@@ -572,9 +672,10 @@ impl Runtime {
                 command: Some(self.command.clone()),
                 ..Source::default()
             });
+            let who = self.config.process.rank.map_or(String::new(), |r| format!("rank {r}: "));
             let said = match self.write_dump(&path, &d) {
-                Ok(()) => format!("oomscope: dump {moment} written to {}", path.display()),
-                Err(e) => format!("oomscope: the dump {moment} was not written: {e}"),
+                Ok(()) => format!("oomscope: {who}dump {moment} written to {}", path.display()),
+                Err(e) => format!("oomscope: {who}the dump {moment} was not written: {e}"),
             };
             let _ = writeln!(std::io::stderr().lock(), "{said}");
         }
@@ -610,7 +711,12 @@ impl Runtime {
 
     /// Where this process's dump of `device` at `moment` goes.
     fn dump_path(&self, device: i32, moment: Moment) -> PathBuf {
-        let name = DumpName { rank: None, pid: std::process::id(), device: DeviceTag::gpu(device as u32), moment };
+        let name = DumpName {
+            rank: self.config.process.rank,
+            pid: std::process::id(),
+            device: DeviceTag::gpu(device as u32),
+            moment,
+        };
         self.config.dump_dir.join(name.to_string())
     }
 
@@ -624,6 +730,8 @@ impl Runtime {
             return self.count_oom(slot, &oom, n);
         }
         let path = self.dump_path(slot.device, Moment::Oom(n));
+        self.last_oom_ms.store(now_ms(), Ordering::Relaxed);
+        self.tell_job(slot, &path);
         let oomscope_report::PostMortem { report, written } =
             oomscope_report::post_mortem(&mut oom.dump, &mut oomscope_replay::what_if::from_history, |d| {
                 self.write_dump(&path, d)
@@ -666,6 +774,24 @@ impl Runtime {
             sampler.oom(std::sync::Arc::from(oom.dump), report);
         }
         message
+    }
+
+    /// In a job: the other ranks are told at once, before this rank's report is made, that
+    /// this one ran out of memory (they write their state then).
+    fn tell_job(&self, slot: &Slot, path: &std::path::Path) {
+        let p = &self.config.process;
+        let (true, Some(rank), Some(job)) = (self.config.job_dumps, p.rank, p.job.as_deref()) else { return };
+        let line = job::FailureLine {
+            rank,
+            host: p.host.clone(),
+            pid: p.pid,
+            gpu: slot.device,
+            dump: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            unix_ms: now_ms(),
+        };
+        if let Err(e) = job::tell(&job::failures_path(&self.config.dump_dir, job), &line) {
+            self.warn("job", &format!("the other ranks could not be told of this OOM: {e}"));
+        }
     }
 
     /// An OOM past the dump budget: no verdict, no dump, no report; a line now and then.

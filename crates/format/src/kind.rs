@@ -130,15 +130,19 @@ impl Kind {
     }
 
     /// A guess from TensorFlow's naming conventions, for data that did not say:
-    /// `gradients/...` and `..._grad/...` are the backward pass's tensors (gradients of
-    /// activations and of weights alike: the name does not tell them apart); slot names (`/Adam`, `/Momentum`,
+    /// `gradients/...` and `..._grad/...` are the backward pass's tensors, but for the ops
+    /// that make a weight's gradient (`Conv2DBackpropFilter`, `BiasAddGrad`), gradients; slot names (`/Adam`, `/Momentum`,
     /// `/RMSProp`) optimizer state; variables (`kernel`, `bias`, `weights`, `Variable`,
     /// `embeddings`, batch-norm statistics) weights; `workspace` temporaries; the rest
     /// activations.
     pub fn infer(op: &str) -> Kind {
         let last = op.rsplit('/').next().unwrap_or(op);
         if op.starts_with("gradients") || op.contains("_grad/") {
-            Kind::Backward
+            if last.contains("BackpropFilter") || last.starts_with("BiasAddGrad") {
+                Kind::Gradient
+            } else {
+                Kind::Backward
+            }
         } else if ["Adam", "Adam_1", "Momentum", "RMSProp", "RMSProp_1", "Adagrad", "Ftrl", "Ftrl_1"].contains(&last)
             || op.contains("/Adam/")
         {
@@ -214,7 +218,8 @@ mod tests {
     fn kinds_are_inferred_from_tf_names() {
         for (op, kind) in [
             ("gradients/shared_model/unet_07/Conv2D_grad/Conv2DBackpropFilter", Kind::Gradient),
-            ("model/dense/MatMul_grad/MatMul", Kind::Gradient),
+            ("model/dense/MatMul_grad/MatMul", Kind::Backward),
+            ("gradients/model/dense/BiasAdd_grad/BiasAddGrad", Kind::Gradient),
             ("unet_conv_00_w/Adam_1", Kind::Optimizer),
             ("model/dense/kernel", Kind::Weight),
             ("Variable_3", Kind::Weight),

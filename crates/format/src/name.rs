@@ -165,6 +165,24 @@ impl FromStr for DumpName {
     }
 }
 
+/// The name of a job's failure file in the dump directory: `oomscope-job-JOB.failures`,
+/// the job's name kept where it is letters, digits, `.`, `_` and `-` (other characters, and
+/// names past 48 characters, are replaced and the name's hash added, so that two jobs never
+/// share a file).
+pub fn job_failures_name(job: &str) -> String {
+    let kept: String = job
+        .chars()
+        .take(48)
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    if kept == job && !kept.is_empty() && !kept.starts_with('.') {
+        return format!("{PREFIX}job-{kept}.failures");
+    }
+    // FNV-1a: stable across builds and machines, which every node must agree on.
+    let hash = job.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{PREFIX}job-{kept}-{hash:016x}.failures")
+}
+
 impl DumpName {
     /// Whether a file name is one of oomscope's dump names, of whatever moment.
     pub fn matches(file_name: &str) -> bool {
@@ -224,6 +242,18 @@ mod tests {
         ] {
             assert!(s.parse::<DumpName>().is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn job_failure_files_are_named_the_same_on_every_node_and_apart_for_two_jobs() {
+        assert_eq!(job_failures_name("3f2a-11"), "oomscope-job-3f2a-11.failures");
+        let a = job_failures_name("10.0.0.1:29500");
+        let b = job_failures_name("10.0.0.1_29500");
+        assert!(a.starts_with("oomscope-job-10.0.0.1_29500-") && a.ends_with(".failures"), "{a}");
+        assert_ne!(a, b);
+        assert_eq!(a, job_failures_name("10.0.0.1:29500"));
+        assert!(!job_failures_name("../../etc").contains('/'));
+        assert!(job_failures_name(&"x".repeat(500)).len() < 100);
     }
 
     #[test]
