@@ -83,6 +83,10 @@ def _load():
         lib.oomscope_kind_set.restype = ctypes.c_int
         lib.oomscope_tag.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         lib.oomscope_tag.restype = ctypes.c_int
+        lib.oomscope_tag_shape.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_char_p
+        ]
+        lib.oomscope_tag_shape.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -382,6 +386,8 @@ def _hook_parameters(module, path):
 
         def before(grad, name=name):
             _enter_node(lib, name, GRADIENT)
+            # Accumulation usually keeps the incoming gradient as `.grad`: it is the weight's.
+            _tag(grad, name.decode(), GRADIENT)
 
         try:
             p.register_hook(before)
@@ -624,14 +630,26 @@ def _make_function_mode_class(torch):
                 return func(*args, **(kwargs or {}))
             lib = self.lib
             lib.oomscope_scope_push(name)
+            # The training loop's own calls (outside every module, backward pass and step):
+            # what they make from the model's outputs (a loss) is an activation, the rest is
+            # data brought to the GPU, whose shapes are recorded.
+            outside = not _modules.stack and _step_kind.restore is None and not _node_scopes.pushed
+            restore = None
+            if outside and torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in _tensors(args)):
+                restore = lib.oomscope_kind_set(ACTIVATION)
             try:
-                return func(*args, **(kwargs or {}))
+                out = func(*args, **(kwargs or {}))
+                if outside and restore is None:
+                    _tag_shapes(out)
+                return out
             except RuntimeError as e:
                 oom = _oom_error(torch, e)
                 if oom is None:
                     raise
                 raise oom from None
             finally:
+                if restore is not None:
+                    lib.oomscope_kind_set(restore)
                 lib.oomscope_scope_pop()
 
     return FunctionNames
@@ -688,6 +706,20 @@ def _tag(t, name, kind):
         return
     _tagged[id(t)] = key
     _lib.oomscope_tag(where[0], where[1], name.encode(), kind)
+
+
+def _tag_shapes(out):
+    """Records the shapes of the tensors an op made: for what the training loop brings to the
+    GPU (its inputs), whose shapes set one rank apart from the others."""
+    lib = _lib
+    for t in _tensors(out):
+        where = _allocation(t)
+        if where is None:
+            continue
+        dims = tuple(t.shape)
+        array = (ctypes.c_int64 * len(dims))(*dims)
+        dtype = str(t.dtype).replace("torch.", "").encode()
+        lib.oomscope_tag_shape(where[0], where[1], array, len(dims), dtype)
 
 
 def _state_name(path, qualified):

@@ -262,7 +262,8 @@ pub struct ReplayArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// The dump (JSON)
+    /// The dump (JSON), or a directory of a job's dumps (its ranks side by side, the first
+    /// to fail, the job's verdict)
     pub dump: PathBuf,
     /// Report format
     #[arg(long, value_enum, default_value_t = FormatArg::Tf)]
@@ -478,10 +479,14 @@ pub enum DiffFormat {
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
-    /// The earlier dump
+    /// The earlier dump, or a directory of a job's dumps (two ranks compared)
     pub before: PathBuf,
-    /// The later dump
-    pub after: PathBuf,
+    /// The later dump (not with a directory)
+    pub after: Option<PathBuf>,
+    /// With a directory: the two ranks, as A,B (what B holds more than A) [default: the
+    /// rank nearest the others' median, then the first to fail]
+    #[arg(long, value_name = "A,B")]
+    pub ranks: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,

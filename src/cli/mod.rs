@@ -7,6 +7,7 @@ mod diff;
 mod export;
 mod fit;
 mod import;
+mod job;
 mod output;
 mod replay;
 mod replay_snapshot;

@@ -1,16 +1,38 @@
 //! `oomscope report DUMP`: re-render a saved dump.
 
-use super::args::ReportArgs;
+use super::args::{FormatArg, ReportArgs};
 use super::{CliError, output};
 use oomscope_format as dump;
 use oomscope_ingest::input_kind::{self, Reader};
 use oomscope_report as render;
 
 pub fn run(a: ReportArgs) -> Result<u8, CliError> {
+    if a.dump.is_dir() {
+        return job(&a);
+    }
     let kind = input_kind::check(&a.dump, Reader::Report).map_err(CliError)?;
     let mut d = dump::read(&a.dump).map_err(|e| CliError(input_kind::explain(e, &a.dump, kind)))?;
     // Dumps written without a verdict (older or foreign ones) get one now.
     oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
     output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
+    Ok(0)
+}
+
+/// `oomscope report DIR`: the job whose ranks wrote their dumps there.
+fn job(a: &ReportArgs) -> Result<u8, CliError> {
+    let job = super::job::load(&a.dump)?;
+    let report = super::job::report(&job);
+    let text = match a.format {
+        FormatArg::Json => serde_json::to_string(&report).map_err(|e| CliError(e.to_string()))? + "\n",
+        _ => {
+            let mut t = oomscope_report::job::render(&report, super::job::size_of(&job));
+            let dir = oomscope_base::shell::quoted(&a.dump.display().to_string());
+            t.push_str(&format!(
+                "\nEach rank's dump: oomscope tui {dir}; the failing rank against another: oomscope diff {dir}\n"
+            ));
+            t
+        }
+    };
+    output::print(&text)?;
     Ok(0)
 }

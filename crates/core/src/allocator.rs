@@ -9,7 +9,7 @@ use crate::bfc::{AllocFailure, Bfc, FreeError, Options};
 use crate::caching::Caching;
 use crate::clock::Clock;
 use crate::device::Device;
-use crate::record::{History, Kind, Meta, Names};
+use crate::record::{History, Kind, Meta, Names, Retag};
 use crate::{scope, stack};
 use oomscope_base::size::human;
 use oomscope_format::{AllocatorInfo, DeviceInfo, Dump, ProcessInfo, Source, SourceKind, Stats};
@@ -208,6 +208,11 @@ impl Engine {
     /// The block size of the live allocation at `addr`.
     pub fn allocated_size(&self, addr: u64) -> Option<u64> {
         each!(self, e => e.allocated_size(addr))
+    }
+
+    /// Changes what is recorded of the live allocation at `addr`; false when there is none.
+    pub fn retag(&mut self, addr: u64, r: Retag) -> bool {
+        each!(self, e => e.retag(addr, r))
     }
 
     pub fn snapshot(&self, source: Source) -> Dump {
@@ -492,10 +497,17 @@ impl Allocator {
     pub fn tag(&self, addr: u64, op: Option<&str>, kind: Kind) -> bool {
         let mut engine = self.lock();
         let op = op.map(|name| engine.names_mut().ops.intern(name));
-        match &mut *engine {
-            Engine::Bfc(b) => b.retag(addr, op, kind),
-            Engine::Caching(c) => c.retag(addr, op, kind),
-        }
+        engine.retag(addr, Retag { op, kind: Some(kind), ..Retag::default() })
+    }
+
+    /// Records the shape (and dtype) of the tensor that holds the live allocation at `addr`,
+    /// known once the op that made it returned. False when nothing is allocated there.
+    pub fn tag_shape(&self, addr: u64, shape: &[i64], dtype: Option<&str>) -> bool {
+        let mut engine = self.lock();
+        let names = engine.names_mut();
+        let shape = Some(names.shapes.intern(shape));
+        let dtype = dtype.map(|d| names.dtypes.intern(d));
+        engine.retag(addr, Retag { shape, dtype, ..Retag::default() })
     }
 
     /// The whole state, symbolized, as a dump.

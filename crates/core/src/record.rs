@@ -19,6 +19,35 @@ pub const BEFORE_RECORDING: &str = "(allocated before recording began)";
 
 /// What an allocation is recorded with. Ids refer to the allocator's [`Names`];
 /// 0 means "not given".
+/// What a retag of a live allocation changes (interned ids; `None` keeps what it had).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retag {
+    pub op: Option<u32>,
+    pub kind: Option<Kind>,
+    pub shape: Option<u32>,
+    pub dtype: Option<u32>,
+}
+
+impl Retag {
+    /// Applies it to `meta`; returns the op it had.
+    pub fn apply(&self, meta: &mut Meta) -> u32 {
+        let from = meta.op;
+        if let Some(op) = self.op {
+            meta.op = op;
+        }
+        if let Some(kind) = self.kind {
+            meta.kind = kind;
+        }
+        if let Some(shape) = self.shape {
+            meta.shape = shape;
+        }
+        if let Some(dtype) = self.dtype {
+            meta.dtype = dtype;
+        }
+        from
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
     pub op: u32,

@@ -21,6 +21,7 @@
 use oomscope_format::Kind;
 use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, VerdictKind, WhatIf};
 
+pub mod job;
 mod message;
 pub use message::{Budget, MessageCause, MessageDiagnosis, MessageFix};
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@
 //! void   oomscope_step(long step);
 //! int    oomscope_kind_set(int kind);          // what this thread allocates for; returns the kind it replaces
 //! int    oomscope_tag(void* ptr, int device, const char* name, int kind);  // what a live allocation is; 0 when tagged
+//! int    oomscope_tag_shape(void* ptr, int device, const int64_t* dims, int ndim, const char* dtype);  // its tensor's shape
 //! int    oomscope_dump(const char* path);           // NULL: into OOMSCOPE_DUMP_DIR; 0 on success
 //! int    oomscope_dump_at_exit(void);               // OOMSCOPE_DUMP_AT_EXIT's dump, now (once)
 //! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
@@ -275,6 +276,48 @@ pub unsafe extern "C" fn oomscope_tag(ptr: *mut c_void, device: c_int, name: *co
         };
         match runtime() {
             Ok(rt) => c_int::from(!rt.tag(ptr as u64, device, name.as_deref(), kind)),
+            Err(f) => {
+                set_error(f.message());
+                -1
+            }
+        }
+    })
+}
+
+/// Records the shape (`ndim` dimensions at `dims`) and dtype (NULL: not said) of the tensor
+/// that holds the live allocation at `ptr` on `device`, known once the op that made it
+/// returned. 0 when recorded, 1 when nothing is allocated there, -1 on bad input.
+///
+/// # Safety
+/// `dims` points to `ndim` values (or is NULL with `ndim` 0); `dtype` is NULL or a
+/// NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn oomscope_tag_shape(
+    ptr: *mut c_void,
+    device: c_int,
+    dims: *const i64,
+    ndim: c_int,
+    dtype: *const c_char,
+) -> c_int {
+    guard(-1, || {
+        if !(0..=64).contains(&ndim) || (dims.is_null() && ndim > 0) {
+            set_error(&format!("oomscope_tag_shape: {ndim} dimensions at {dims:?}"));
+            return -1;
+        }
+        let shape: &[i64] = if ndim == 0 {
+            &[]
+        } else {
+            // SAFETY: the ABI's contract: `dims` holds `ndim` values (checked non-NULL above).
+            unsafe { std::slice::from_raw_parts(dims, ndim as usize) }
+        };
+        let dtype = if dtype.is_null() {
+            None
+        } else {
+            // SAFETY: the ABI's contract: NULL or a C string.
+            unsafe { text(dtype, "oomscope_tag_shape") }.ok()
+        };
+        match runtime() {
+            Ok(rt) => c_int::from(!rt.tag_shape(ptr as u64, device, shape, dtype.as_deref())),
             Err(f) => {
                 set_error(f.message());
                 -1

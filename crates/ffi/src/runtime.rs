@@ -552,6 +552,11 @@ impl Runtime {
         self.existing(device).is_some_and(|slot| slot.allocator.tag(ptr, name, kind))
     }
 
+    /// Records the shape of the tensor at `ptr` on `device` ([`Allocator::tag_shape`]).
+    pub fn tag_shape(&self, ptr: u64, device: i32, shape: &[i64], dtype: Option<&str>) -> bool {
+        self.existing(device).is_some_and(|slot| slot.allocator.tag_shape(ptr, shape, dtype))
+    }
+
     /// PyTorch's `record_stream`: `ptr` is in use on `stream` too.
     pub fn record_stream(&self, ptr: u64, stream: usize) {
         for slot in self.all() {

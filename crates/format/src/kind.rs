@@ -200,7 +200,7 @@ pub enum EventKind {
 }
 
 /// Live bytes at a step boundary: what the growth-across-steps verdict reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepMark {
     pub step: i64,
     pub t_ns: u64,

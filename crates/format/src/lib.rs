@@ -17,6 +17,7 @@ pub mod feed;
 mod imported;
 mod input_error;
 mod io;
+pub mod job;
 mod kind;
 pub mod live;
 mod message;
@@ -131,6 +132,40 @@ pub struct Dump {
     pub process: Option<ProcessInfo>,
 }
 
+/// An empty dump of this version: what code that builds a dump (a test, an importer) starts
+/// from.
+impl Default for Dump {
+    fn default() -> Dump {
+        Dump {
+            version: DUMP_VERSION,
+            tool: String::new(),
+            source: Source::default(),
+            device: DeviceInfo::default(),
+            allocator: AllocatorInfo::default(),
+            stats: Stats::default(),
+            oom: None,
+            ooms: Vec::new(),
+            ooms_total: 0,
+            usage_by_node: Vec::new(),
+            peak: None,
+            bins: Vec::new(),
+            regions: Vec::new(),
+            stacks: Vec::new(),
+            events: Vec::new(),
+            events_total: 0,
+            steps: Vec::new(),
+            refusals: Vec::new(),
+            outside: Vec::new(),
+            workload: None,
+            verdict: None,
+            imported: None,
+            replay: None,
+            what_ifs: None,
+            process: None,
+        }
+    }
+}
+
 /// A process and its place in a job, from the launcher's environment (torchrun,
 /// `torch.distributed.launch`, accelerate, DeepSpeed, SLURM, Open MPI). A field the launcher
 /// does not give is null.
@@ -165,6 +200,19 @@ impl ProcessInfo {
     /// Whether the process has a place in a job (a rank).
     pub fn in_job(&self) -> bool {
         self.rank.is_some()
+    }
+
+    /// Its nodes are several (a rank on each node would not say which).
+    pub fn multi_node(&self) -> bool {
+        matches!((self.world_size, self.local_world_size), (Some(w), Some(l)) if l < w)
+    }
+}
+
+impl Dump {
+    /// The GPU's number: the last number of the device's name (`cuda:2`,
+    /// `/job:localhost/replica:0/task:0/device:GPU:2`).
+    pub fn gpu(&self) -> Option<u32> {
+        self.device.name.rsplit(':').next()?.parse().ok()
     }
 }
 
@@ -639,7 +687,7 @@ impl Optimizer {
 }
 
 /// The cause of an OOM and the change that fixes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub kind: VerdictKind,
     /// One sentence: what happened.
@@ -682,7 +730,7 @@ pub struct Replayed {
 }
 
 /// The classes of OOM oomscope tells apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     /// One tensor is larger than all the memory the process could ever have free.
@@ -698,6 +746,7 @@ pub enum VerdictKind {
     /// Nothing failed.
     Fits,
     /// The input (a partial log) does not show enough to tell the causes apart.
+    #[default]
     Undetermined,
 }
 

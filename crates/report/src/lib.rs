@@ -6,6 +6,7 @@
 
 pub mod diff;
 pub mod export;
+pub mod job;
 pub mod message;
 pub mod pickle;
 pub mod replay;
@@ -99,8 +100,9 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
     }
     match format {
         Format::Tf => {
-            // A replay says first how it went and what it compared.
-            let mut s = replay::account(dump);
+            // A rank of a job says first which it is; a replay how it went.
+            let mut s = process_line(dump);
+            s.push_str(&replay::account(dump));
             s.push_str(&match tf_style {
                 // PyTorch's allocator made this dump: its words, not TF's.
                 _ if dump.allocator.caching.is_some() => torch::render(dump),
@@ -113,7 +115,7 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
             }
             s
         }
-        Format::Summary => replay::account(dump) + &summary::render(dump),
+        Format::Summary => process_line(dump) + &replay::account(dump) + &summary::render(dump),
         Format::Json => {
             // Serializing plain data to a String cannot fail (no maps with non-string keys).
             let mut s = serde_json::to_string(dump).unwrap_or_default();
@@ -121,6 +123,43 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
             s
         }
     }
+}
+
+/// `rank 2 of 4 (host gpu-07, local rank 2), GPU 2`, a line, for a dump of a rank of a job
+/// (nothing otherwise): among the reports of many ranks, which one this is.
+pub fn process_line(dump: &Dump) -> String {
+    match &dump.process {
+        Some(p) if p.in_job() => format!("{}\n", describe_process(p, dump.gpu())),
+        _ => String::new(),
+    }
+}
+
+/// A rank and where it ran, in words: `rank 2 of 4 (host gpu-07, local rank 2), GPU 2`.
+pub fn describe_process(p: &oomscope_format::ProcessInfo, gpu: Option<u32>) -> String {
+    let mut s = match (p.rank, p.world_size) {
+        (Some(r), Some(w)) => format!("rank {r} of {w}"),
+        (Some(r), None) => format!("rank {r}"),
+        _ => format!("process {}", p.pid),
+    };
+    let mut place = Vec::new();
+    if !p.host.is_empty() {
+        place.push(format!("host {}", p.host));
+    }
+    if p.multi_node()
+        && let Some(n) = p.node_rank
+    {
+        place.push(format!("node {n}"));
+    }
+    if let Some(l) = p.local_rank {
+        place.push(format!("local rank {l}"));
+    }
+    if !place.is_empty() {
+        s.push_str(&format!(" ({})", place.join(", ")));
+    }
+    if let Some(g) = gpu {
+        s.push_str(&format!(", GPU {g}"));
+    }
+    s
 }
 
 /// The README's Rust example, compiled and run as this crate's doctest so it stays true.

@@ -324,7 +324,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if let Some(log) = &log {
         eprintln!("oomscope: the program's output is in {}", log.display());
     }
+    let job = dumps.iter().any(|d| name_of(d).is_some_and(|n| n.rank.is_some()));
     match dumps.len() {
+        _ if job => job_summary(&dump_dir),
         0 => {}
         1 => eprintln!(
             "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
@@ -555,6 +557,26 @@ fn dumps_named(dir: &Path, before: &HashMap<PathBuf, SystemTime>, pick: impl Fn(
         .collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A job's ranks ran out of memory: the first to fail, the job's verdict, and where every
+/// rank's state is.
+fn job_summary(dir: &Path) {
+    let Ok(job) = super::job::load(dir) else { return };
+    let report = super::job::report(&job);
+    let n = job.ranks.len();
+    match (&report.first_failure, &report.verdict) {
+        (Some(f), Some(v)) => eprintln!(
+            "oomscope: rank {} ran out of memory first; the state of {n} rank{} is in {}\n  verdict for the job: {}\n  \
+             the job at the failure: oomscope report {}",
+            f.rank,
+            if n == 1 { "" } else { "s" },
+            dir.display(),
+            v.headline,
+            quoted(dir)
+        ),
+        _ => eprintln!("oomscope: {n} ranks' dumps are in {}: oomscope report {}", dir.display(), quoted(dir)),
+    }
 }
 
 /// The name of one of oomscope's dump files, read back.

@@ -26,7 +26,7 @@ mod check;
 mod snapshot;
 
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Kind, Meta, Names, PeakTracker, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, Retag, StepMark};
 use bins::Bins;
 use oomscope_base::hash::FastMap;
 use oomscope_format::{Refusal, Stats};
@@ -441,18 +441,14 @@ impl Bfc {
     }
 
     /// Says what the live allocation at `addr` is (the program learned it after allocating:
-    /// a parameter moved to the GPU, a gradient): its op becomes `op` when given, its kind
-    /// `kind`. False when nothing is allocated there.
-    pub fn retag(&mut self, addr: u64, op: Option<u32>, kind: Kind) -> bool {
+    /// a parameter moved to the GPU, a gradient): its op, kind and shape become those given
+    /// (interned ids). False when nothing is allocated there.
+    pub fn retag(&mut self, addr: u64, r: Retag) -> bool {
         let Some(&h) = self.in_use.get(&addr) else { return false };
         let c = &mut self.chunks[h as usize];
-        let from = c.meta.op;
-        c.meta.kind = kind;
-        if let Some(op) = op {
-            c.meta.op = op;
-            let (size, requested) = (c.size, c.requested);
-            self.peak.rename(size, requested, from, op);
-        }
+        let from = r.apply(&mut c.meta);
+        let (size, requested, to) = (c.size, c.requested, c.meta.op);
+        self.peak.rename(size, requested, from, to);
         true
     }
 

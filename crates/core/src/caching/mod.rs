@@ -33,7 +33,7 @@ mod snapshot;
 
 use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Kind, Meta, Names, PeakTracker, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, Retag, StepMark};
 use oomscope_base::hash::FastMap;
 use set::{FreeSet, OrderedSet};
 pub use settings::{
@@ -432,19 +432,16 @@ impl Caching {
 
     /// Says what the live allocation at `addr` is (see [`crate::bfc::Bfc::retag`]). False
     /// when nothing is allocated there.
-    pub fn retag(&mut self, addr: u64, op: Option<u32>, kind: Kind) -> bool {
+    pub fn retag(&mut self, addr: u64, r: Retag) -> bool {
         if !self.is_allocated(addr) {
             return false;
         }
         let h = self.active[&addr] as usize;
         let (size, requested) = (self.blocks[h].size, self.blocks[h].requested);
         let meta = &mut self.cold[h].meta;
-        let from = meta.op;
-        meta.kind = kind;
-        if let Some(op) = op {
-            meta.op = op;
-            self.peak.rename(size, requested, from, op);
-        }
+        let from = r.apply(meta);
+        let to = meta.op;
+        self.peak.rename(size, requested, from, to);
         true
     }
 

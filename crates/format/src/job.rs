@@ -1,0 +1,92 @@
+//! A job's failure as `oomscope report DIR` gives it (`--format json`) and the terminal UI
+//! shows it: every rank side by side, the first to fail and its verdict, what sets it apart,
+//! and the job's verdict, in words. Plain data: `oomscope_diagnose::job` finds it,
+//! `oomscope_report::job` words it.
+
+use crate::{KindBytes, Verdict};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    /// What names the job (torchrun's run id, SLURM's job, the rendezvous address).
+    pub job: Option<String>,
+    /// Every rank with a dump, by rank.
+    pub ranks: Vec<JobRank>,
+    /// The rank that ran out of memory first, when one did.
+    pub first_failure: Option<FirstFailure>,
+    /// The job's verdict, when a rank failed.
+    pub verdict: Option<JobVerdict>,
+    /// What sets the failing rank apart from the others, the largest first.
+    pub differences: Vec<JobDifference>,
+    /// Other jobs with dumps in the same directory, not shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_jobs: Vec<String>,
+}
+
+/// One rank at the failure (its OOM dump, or its state when another rank failed, or its
+/// latest dump).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRank {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    pub gpu: Option<u32>,
+    pub node_rank: Option<u32>,
+    /// The dump shown for it.
+    pub dump: String,
+    /// It ran out of memory.
+    pub oom: bool,
+    /// Bytes in use, reserved, and the most in use.
+    pub allocated: u64,
+    pub reserved: u64,
+    pub peak: u64,
+    /// Its last step mark (-1: none).
+    pub step: i64,
+    /// Live bytes by kind, largest first.
+    pub by_kind: Vec<KindBytes>,
+    /// Device memory held outside the framework, when known.
+    pub others: u64,
+    /// The failed request, when it failed.
+    pub request: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FirstFailure {
+    pub rank: u32,
+    pub host: String,
+    pub gpu: Option<u32>,
+    pub dump: String,
+    pub step: i64,
+    pub request: Option<u64>,
+    /// Its own verdict, as its dump's.
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobVerdict {
+    /// `imbalance` (one rank's data or work), `leak` (one rank keeps memory across steps),
+    /// `alike` (every rank: the model and batch themselves), `outside` (memory outside the
+    /// framework on one GPU), `alone` (one rank's dump only).
+    pub kind: String,
+    pub headline: String,
+    pub evidence: Vec<String>,
+    pub fix: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobDifference {
+    /// `kind`, `node` or `shape`.
+    pub what: String,
+    /// The kind's name, the op's.
+    pub name: String,
+    /// On the failing rank.
+    pub bytes: u64,
+    /// The other ranks' median (kinds and nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<u64>,
+    /// The failing rank's shape and the one most others have (shapes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<i64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usual: Option<Vec<i64>>,
+}
