@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub fn run(a: TuiArgs) -> Result<u8, CliError> {
     match (a.dump, a.attach) {
+        (Some(path), _) if path.is_dir() => job(&path),
         (Some(path), _) => {
             // Read first: bad input is reported the same with or without a terminal.
             let (mut d, what) = load(&path)?;
@@ -39,6 +40,28 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
                 .into(),
         )),
     }
+}
+
+/// `oomscope tui DIR`: a job's ranks, the Job view first, each rank's dump behind it.
+fn job(dir: &Path) -> Result<u8, CliError> {
+    let job = super::job::load(dir)?;
+    let report = super::job::report(&job);
+    term::check_terminal().map_err(CliError)?;
+    let devices = job
+        .ranks
+        .into_iter()
+        .map(|(path, mut d)| {
+            oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+            let mut device = source::from_dump(&d, &format!("dump {}", path.display()), render::view_report(&d));
+            if let Some(p) = d.process.as_ref().filter(|p| p.in_job()) {
+                device.name = format!("{} · {}", render::describe_process(p, d.gpu()), device.name);
+            }
+            device
+        })
+        .collect();
+    let (_tx, rx) = mpsc::channel();
+    let app = oomscope_tui::run(App::for_job(report, devices), rx).map_err(ui_error)?;
+    Ok(exit_code(&app))
 }
 
 /// An oomscope dump (JSON), or what `oomscope import` reads (a TF log, a PyTorch snapshot),

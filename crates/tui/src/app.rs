@@ -17,6 +17,8 @@ pub enum View {
     Map,
     Allocations,
     Report,
+    /// A job's ranks side by side (only with a job: `oomscope tui DIR`); key 0.
+    Job,
 }
 
 impl View {
@@ -30,6 +32,7 @@ impl View {
             View::Map => "Map",
             View::Allocations => "Allocations",
             View::Report => "Report",
+            View::Job => "Job",
         }
     }
 
@@ -363,6 +366,10 @@ pub struct App {
     /// While paused: (the device on screen, which ended, and the first device that started
     /// since), followed on resume.
     successor: Option<(usize, usize)>,
+    /// A job's failure (`oomscope tui DIR`): its devices are its ranks, in `job.ranks` order.
+    pub job: Option<oomscope_format::job::JobReport>,
+    /// The rank under the cursor in the Job view.
+    pub job_list: List,
 }
 
 impl App {
@@ -373,6 +380,28 @@ impl App {
             app.set_device(id, d);
         }
         app
+    }
+
+    /// An app showing a job's ranks (`devices`, one a rank in `job.ranks` order), the Job
+    /// view first, the cursor on the rank that failed first.
+    pub fn for_job(job: oomscope_format::job::JobReport, devices: Vec<Device>) -> App {
+        let mut app = App::new(devices);
+        let first = job.first_failure.as_ref().and_then(|f| job.ranks.iter().position(|r| r.rank == f.rank));
+        app.job_list.selected = first.unwrap_or(0);
+        app.current = first.unwrap_or(0).min(app.devices.len().saturating_sub(1));
+        app.job = Some(job);
+        app.view = View::Job;
+        app
+    }
+
+    /// The views in Tab order: the Job view first when there is a job.
+    pub fn views(&self) -> Vec<View> {
+        let mut v = Vec::with_capacity(7);
+        if self.job.is_some() {
+            v.push(View::Job);
+        }
+        v.extend(View::ALL);
+        v
     }
 
     /// The device on screen.
@@ -542,6 +571,7 @@ impl App {
             KeyCode::Tab => Action::NextView,
             KeyCode::BackTab => Action::PrevView,
             KeyCode::Char(c @ '1'..='6') => Action::Show(View::ALL[c as usize - '1' as usize]),
+            KeyCode::Char('0') if self.job.is_some() => Action::Show(View::Job),
             KeyCode::Char(']') => Action::NextDevice,
             KeyCode::Char('[') => Action::PrevDevice,
             KeyCode::Char(' ') => Action::Pause,
@@ -589,8 +619,12 @@ impl App {
             }
             Action::Back => self.back(),
             Action::Help => self.help = !self.help,
-            Action::NextView => self.show(View::ALL[(self.view.index() + 1) % View::ALL.len()]),
-            Action::PrevView => self.show(View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]),
+            Action::NextView | Action::PrevView => {
+                let views = self.views();
+                let at = views.iter().position(|&v| v == self.view).unwrap_or(0);
+                let n = views.len();
+                self.show(views[if action == Action::NextView { (at + 1) % n } else { (at + n - 1) % n }]);
+            }
             Action::Show(v) => self.show(v),
             Action::NextDevice => self.switch_device(true),
             Action::PrevDevice => self.switch_device(false),
@@ -619,6 +653,7 @@ impl App {
                     self.search = Filter { text: String::new(), editing: true };
                     self.report_match = None;
                 }
+                View::Job => self.message = Some("Enter opens the rank under the cursor; / filters its views".into()),
             },
             Action::FilterInput(c) => self.edit_filter(|t| t.push(c)),
             Action::FilterBackspace => self.edit_filter(|t| {
@@ -791,6 +826,15 @@ impl App {
     }
 
     fn enter(&mut self) {
+        if self.view == View::Job {
+            // The rank under the cursor, in the views of one device.
+            let n = self.job.as_ref().map_or(0, |j| j.ranks.len());
+            if self.job_list.selected < n.min(self.devices.len()) {
+                self.switch_to(self.job_list.selected);
+                self.show(View::Overview);
+            }
+            return;
+        }
         let Some(slot) = self.devices.get(self.current) else { return };
         match self.view {
             View::Nodes => {
@@ -970,9 +1014,14 @@ impl App {
     }
 
     fn navigate(&mut self, action: &Action) {
+        if self.view == View::Job {
+            let n = self.job.as_ref().map_or(0, |j| j.ranks.len());
+            self.job_list.apply(action, n);
+            return;
+        }
         let Some(slot) = self.devices.get(self.current) else { return };
         match self.view {
-            View::Overview => {}
+            View::Overview | View::Job => {}
             View::Nodes => {
                 let rows = &slot.node_rows;
                 let sel = self.nodes.list.selected;

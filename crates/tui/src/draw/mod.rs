@@ -3,6 +3,7 @@
 
 mod allocations;
 mod bins;
+mod job;
 mod map;
 mod nodes;
 mod overview;
@@ -40,6 +41,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     draw_tabs(frame, app, tabs);
     draw_device_line(frame, app, device_line);
     match app.device() {
+        _ if app.view == View::Job && app.job.is_some() => job::draw(frame, app, body),
         None => draw_empty(frame, app, body),
         Some(device) => match app.view {
             View::Overview => overview::draw(frame, app, device, body),
@@ -48,6 +50,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
             View::Map => map::draw(frame, app, device, body),
             View::Allocations => allocations::draw(frame, app, body),
             View::Report => report::draw(frame, app, device, body),
+            View::Job => draw_empty(frame, app, body),
         },
     }
     draw_status(frame, app, status);
@@ -76,10 +79,13 @@ pub(crate) fn without_colour(buf: &mut ratatui::buffer::Buffer) {
 }
 
 fn draw_tabs(frame: &mut Frame, app: &App, area: Rect) {
-    let titles: Vec<Line> =
-        View::ALL.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+    let views = app.views();
+    let titles: Vec<Line> = views
+        .iter()
+        .map(|v| Line::from(format!("{} {}", if *v == View::Job { 0 } else { v.index() + 1 }, v.title())))
+        .collect();
     let tabs = Tabs::new(titles)
-        .select(app.view.index())
+        .select(views.iter().position(|v| *v == app.view).unwrap_or(0))
         .style(Style::new().fg(Color::Gray))
         .highlight_style(Style::new().fg(Color::Black).bg(palette::ACCENT).add_modifier(Modifier::BOLD))
         .divider("│")
@@ -172,6 +178,7 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         let keys = match app.view {
             View::Overview => "",
+            View::Job => " ↑↓ rank · Enter open it ·",
             View::Nodes if app.nodes.filter.is_active() => {
                 " ↑↓ move · s sort · t tree · / new filter · Esc clear filter · Enter allocations ·"
             }
@@ -198,7 +205,8 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
             ""
         };
         let devices = if app.devices.len() > 1 { " [ ] device ·" } else { "" };
-        let mut text = format!("{keys}{live}{devices} Tab/1-6 views · ? help · q quit");
+        let views = if app.job.is_some() { "Tab/0-6" } else { "Tab/1-6" };
+        let mut text = format!("{keys}{live}{devices} {views} views · ? help · q quit");
         // On a narrow terminal the hints are shortened, least needed first, so "? help"
         // and "q quit" stay on screen.
         for (long, short) in FOOTER_SHORTER {
@@ -215,6 +223,8 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
 /// Footer hints and their shorter forms, applied in order until the footer fits.
 const FOOTER_SHORTER: &[(&str, &str)] = &[
     (" Tab/1-6 views ·", " Tab views ·"),
+    (" Tab/0-6 views ·", " Tab views ·"),
+    ("Enter open it", "Enter open"),
     ("Enter allocations", "Enter allocs"),
     ("Enter allocation", "Enter alloc"),
     ("c colour by state", "c colours"),
@@ -231,6 +241,7 @@ const HELP: &[(&str, &str)] = &[
     ("Ctrl-C", "quit as interrupted (exit status 130)"),
     ("?", "this help"),
     ("Tab  1-6", "views: overview nodes bins map allocations report"),
+    ("0", "a job's ranks side by side (oomscope tui DIR); Enter opens one"),
     ("↑↓ jk PgUp PgDn g G", "move, scroll"),
     ("←→  h l", "map: by chunk; tree: fold; report: sideways"),
     ("/", "nodes, allocations, map: filter; report: search"),
