@@ -62,6 +62,16 @@ def _say(message):
     print(f"oomscope: {message}", file=sys.stderr, flush=True)
 
 
+_DEBUG = os.environ.get("OOMSCOPE_DEBUG") == "1"
+
+
+def _swallowed(where, e):
+    """An error the hook goes on after (it must never break the program): said with
+    OOMSCOPE_DEBUG=1."""
+    if _DEBUG:
+        _say(f"debug: {where}: {type(e).__name__}: {e}")
+
+
 def _load():
     global _lib
     if _lib is None:
@@ -787,7 +797,15 @@ def _with_kind(fn, kind, scope=None):
             lib.oomscope_kind_set(restore)
 
     # The wrapped function's attributes too (FSDP's `fully_shard.state`).
-    return functools.update_wrapper(run, fn)
+    functools.update_wrapper(run, fn)
+    run._oomscope = True
+    return run
+
+
+def _ours(fn):
+    """Whether `fn` is one of this module's wrappers (`__wrapped__` alone does not say: other
+    decorators set it too)."""
+    return getattr(fn, "_oomscope", False)
 
 
 def _install_weights(torch, lib):
@@ -798,7 +816,7 @@ def _install_weights(torch, lib):
 
     for name in ("_apply", "load_state_dict"):
         original = getattr(nn.Module, name, None)
-        if original is not None and not hasattr(original, "__wrapped__"):
+        if original is not None and not _ours(original):
             setattr(nn.Module, name, _with_kind(original, WEIGHT))
     hooks = torch.nn.modules.module
     def registered(module, name, tensor):
@@ -814,7 +832,7 @@ def _install_weights(torch, lib):
         from torch.nn.parallel import DistributedDataParallel as DDP
     except Exception:
         return
-    if not hasattr(DDP.__init__, "__wrapped__"):
+    if not _ours(DDP.__init__):
         DDP.__init__ = _with_kind(DDP.__init__, COLLECTIVE, "DistributedDataParallel/buckets")
 
 
@@ -825,11 +843,12 @@ def _install_fsdp(torch, lib):
     try:
         from torch.distributed.fsdp._fully_shard import _fsdp_param_group as group_module
         from torch.distributed.fsdp._fully_shard import _fully_shard as shard_module
-    except Exception:
+    except Exception as e:  # a torch without FSDP2, or without distributed
+        _swallowed("FSDP2", e)
         return
     for owner, name in ((shard_module, "fully_shard"),):
         fn = getattr(owner, name, None)
-        if fn is not None and not hasattr(fn, "__wrapped__"):
+        if fn is not None and not _ours(fn):
             wrapped = _with_kind(fn, WEIGHT)
             setattr(owner, name, wrapped)
             for public in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
@@ -841,7 +860,7 @@ def _install_fsdp(torch, lib):
         return
     for method, what in (("unshard", "all-gather"), ("wait_for_unshard", "all-gather"), ("post_backward", "reduce-scatter")):
         fn = getattr(group, method, None)
-        if fn is not None and not hasattr(fn, "__wrapped__"):
+        if fn is not None and not _ours(fn):
             setattr(group, method, _with_kind(fn, COLLECTIVE, f"FSDP/{what}"))
 
 

@@ -43,7 +43,7 @@ pub fn load(dir: &Path) -> Result<Job, CliError> {
             dir.display()
         )));
     }
-    named.sort_by(|a, b| (a.0.rank, preference(a.0.moment)).cmp(&(b.0.rank, preference(b.0.moment))));
+    named.sort_by_key(|(n, _)| (n.rank, preference(n.moment)));
     // Every rank's candidates, read: the job is in the dump.
     let mut read: Vec<(DumpName, PathBuf, Dump)> = Vec::new();
     for (name, path) in named {

@@ -17,6 +17,7 @@ mod hostile_files;
 mod hostile_pickles;
 mod hostile_workloads;
 mod input_kinds;
+mod jobs;
 mod live;
 mod messages;
 mod properties;

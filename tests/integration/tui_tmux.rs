@@ -653,3 +653,44 @@ fn the_demo_on_a_terminal_colours_the_verdict_unless_no_color() {
     assert!(seen[0].0 > 0 && seen[0].1 > 0, "coloured on a terminal: {seen:?}");
     assert_eq!(seen[1], (0, 0), "not with NO_COLOR");
 }
+
+/// `oomscope tui DIR` on a job's dumps: the Job view first (the first rank to fail, the job's
+/// verdict, every rank), Enter opens a rank in the other views, named as a rank.
+#[test]
+#[cfg_attr(oomscope_missing = "tmux", ignore = "needs tmux, which is not installed (.ci/run installs it)")]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn a_jobs_ranks_open_side_by_side() {
+    require("python3");
+    let dir = temp_dir("tmux-job");
+    for rank in 0..3 {
+        let o = Command::new("python3")
+            .arg(root().join("tests/python/jobs/rank_state.py"))
+            .env("OOMSCOPE_LIB", crate::common::library())
+            .env("OOMSCOPE_DEVICE", "sim:128MiB")
+            .env("OOMSCOPE_DUMP_DIR", &dir)
+            .env("OOMSCOPE_QUIET", "1")
+            .envs([("RANK", rank.to_string()), ("LOCAL_RANK", rank.to_string())])
+            .envs([("WORLD_SIZE", "3"), ("LOCAL_WORLD_SIZE", "3"), ("TORCHELASTIC_RUN_ID", "tui-job")])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let t = Tmux::new();
+    t.start(100, 30, &format!("{} tui {}", bin(), dir.display()));
+    let s = t.wait_for("what sets rank 1 apart", 20);
+    assert!(s.contains("0 Job"), "the Job view's tab: {s}");
+    assert!(s.contains("rank 1 ran out of memory first"), "{s}");
+    assert!(s.contains("Verdict: one rank's data or work: rank 1 held"), "{s}");
+    assert!(s.contains("!1 "), "rank 1 marked first to fail: {s}");
+    assert!(s.contains("randn: 40.00MiB here, 4.00MiB on the others"), "{s}");
+    // The cursor starts on rank 1; down to rank 2, Enter: its overview, named as a rank.
+    t.keys(&["Down", "Enter"]);
+    let s = t.wait_for("rank 2 of 3", 10);
+    assert!(s.contains("1 Overview") && s.contains("[3/3]"), "{s}");
+    t.keys(&["0"]);
+    t.wait_for("ranks at the failure", 10);
+    t.keys(&["q"]);
+    t.wait_for("EXIT=0", 10);
+    t.assert_restored();
+    std::fs::remove_dir_all(dir).unwrap();
+}

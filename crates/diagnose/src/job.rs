@@ -261,7 +261,7 @@ fn differences(failing: &(RankState, &Dump), others: &[&(RankState, &Dump)]) -> 
             kinds.push((gap, Difference::Kind { kind, bytes, median: med }));
         }
     }
-    kinds.sort_by(|a, b| b.0.cmp(&a.0));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.0));
     out.extend(kinds);
     let nodes =
         |d: &Dump| -> BTreeMap<String, u64> { d.usage_by_node.iter().map(|n| (n.op.clone(), n.bytes)).collect() };
@@ -277,7 +277,7 @@ fn differences(failing: &(RankState, &Dump), others: &[&(RankState, &Dump)]) -> 
             (gap >= notable).then(|| (gap, Difference::Node { op: op.clone(), bytes, median: med }))
         })
         .collect();
-    by_node.sort_by(|a, b| b.0.cmp(&a.0));
+    by_node.sort_by_key(|k| std::cmp::Reverse(k.0));
     out.extend(by_node.into_iter().take(DIFFERENCES));
     // Shapes: an op whose tensors have a shape on the failing rank that most other ranks'
     // tensors of that op do not have (its input, a longer sequence).
@@ -313,7 +313,7 @@ fn differences(failing: &(RankState, &Dump), others: &[&(RankState, &Dump)]) -> 
             ));
         }
     }
-    by_shape.sort_by(|a, b| b.0.cmp(&a.0));
+    by_shape.sort_by_key(|k| std::cmp::Reverse(k.0));
     out.extend(by_shape.into_iter().take(DIFFERENCES));
     out.into_iter().map(|(_, d)| d).collect()
 }
