@@ -327,16 +327,18 @@ mod tests {
 
     /// A rank's dump: `live` (op, kind, bytes, shape) chunks; failed with `request` when given.
     fn rank(r: u32, live: &[(&str, Kind, u64, &[i64])], request: Option<u64>, steps: &[u64]) -> Dump {
-        let mut d = Dump::default();
-        d.process = Some(ProcessInfo {
-            pid: 100 + r,
-            host: "node-a".into(),
-            rank: Some(r),
-            world_size: Some(4),
-            job: Some("j".into()),
-            dumped_unix_ms: Some(1000 + u64::from(r)),
-            ..ProcessInfo::default()
-        });
+        let mut d = Dump {
+            process: Some(ProcessInfo {
+                pid: 100 + r,
+                host: "node-a".into(),
+                rank: Some(r),
+                world_size: Some(4),
+                job: Some("j".into()),
+                dumped_unix_ms: Some(1000 + u64::from(r)),
+                ..ProcessInfo::default()
+            }),
+            ..Dump::default()
+        };
         d.device.name = format!("cuda:{r}");
         let mut at = 0;
         let chunks: Vec<ChunkInfo> = live

@@ -529,7 +529,9 @@ fn fixed_bytes(b: &[KindBytes]) -> u64 {
 
 fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
     let cap = capacity(o);
-    let fixed = fixed_bytes(b);
+    // What stays whatever this one tensor does: what does not scale with the batch, and
+    // the inputs already on the device.
+    let fixed = fixed_bytes(b) + b.iter().filter(|k| k.kind == Kind::Input).map(|k| k.bytes).sum::<u64>();
     let room = cap.saturating_sub(fixed);
     if o.rounded <= room {
         return None;

@@ -241,7 +241,7 @@ const HELP: &[(&str, &str)] = &[
     ("Ctrl-C", "quit as interrupted (exit status 130)"),
     ("?", "this help"),
     ("Tab  1-6", "views: overview nodes bins map allocations report"),
-    ("0", "a job's ranks side by side (oomscope tui DIR); Enter opens one"),
+    ("0", "a job's ranks side by side (tui DIR)"),
     ("↑↓ jk PgUp PgDn g G", "move, scroll"),
     ("←→  h l", "map: by chunk; tree: fold; report: sideways"),
     ("/", "nodes, allocations, map: filter; report: search"),
