@@ -271,6 +271,55 @@ pub fn parse_steps(text: &str) -> Result<Vec<i64>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn process(vars: &[(&str, &str)]) -> ProcessInfo {
+        let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        process_from_vars(&get)
+    }
+
+    #[test]
+    fn a_process_reads_its_place_in_the_job_from_its_launcher() {
+        let p = process(&[
+            ("RANK", "5"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("GROUP_RANK", "1"),
+            ("TORCHELASTIC_RUN_ID", "none"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        assert_eq!(
+            (p.rank, p.local_rank, p.world_size, p.local_world_size, p.node_rank),
+            (Some(5), Some(1), Some(8), Some(4), Some(1))
+        );
+        assert_eq!(p.job.as_deref(), Some("10.0.0.1:29500"), "torchrun's default run id names no job");
+        assert_eq!(p.launcher.as_deref(), Some("torchrun"));
+        let p = process(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "abc")]);
+        assert_eq!(p.job.as_deref(), Some("abc"));
+        let p = process(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_LOCALID", "3"),
+            ("SLURM_NTASKS", "16"),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_JOB_ID", "991"),
+            ("SLURM_STEP_ID", "2"),
+        ]);
+        assert_eq!(
+            (p.rank, p.world_size, p.job.as_deref(), p.launcher.as_deref()),
+            (Some(3), Some(16), Some("991.2"), Some("slurm"))
+        );
+        let p = process(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2"), ("OOMSCOPE_RUN_ID", "r")]);
+        assert_eq!(
+            (p.rank, p.world_size, p.launcher.as_deref(), p.job.as_deref()),
+            (Some(1), Some(2), Some("mpi"), Some("r"))
+        );
+        // Alone: no rank, no job, whatever else is set.
+        let p = process(&[("SLURM_JOB_ID", "991"), ("MASTER_ADDR", "x"), ("MASTER_PORT", "1")]);
+        assert_eq!((p.rank, p.job.as_deref(), p.launcher.as_deref()), (None, None, None));
+        assert!(!p.in_job());
+        assert_eq!(p.pid, std::process::id());
+    }
     use std::collections::HashMap;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, String> {

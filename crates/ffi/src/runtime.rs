@@ -429,8 +429,9 @@ impl Runtime {
     }
 
     fn publish(&self, ordinal: i32, allocator: &Arc<Allocator>) -> Option<Sampler> {
-        let hello =
+        let mut hello =
             allocator.with_engine(|e| live::hello_for_this_process(&self.command, e, live::sampler::DEFAULT_INTERVAL));
+        hello.process = Some(self.config.process.clone()).filter(|p| p.in_job());
         let path = live::socket_path(&live::default_dir(), std::process::id(), Some(ordinal as u32));
         let started = Publisher::bind(&path, hello)
             .and_then(|p| Sampler::start(Arc::clone(allocator), Arc::new(p), live::sampler::DEFAULT_INTERVAL));

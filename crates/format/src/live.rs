@@ -44,6 +44,9 @@ pub struct Hello {
     pub started_unix: u64,
     /// Milliseconds between state frames (it can grow to keep the cost low).
     pub interval_ms: u64,
+    /// The process's place in a job (a rank of torchrun, SLURM, MPI), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::ProcessInfo>,
 }
 
 /// A state frame.

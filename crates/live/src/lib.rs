@@ -39,6 +39,7 @@ pub fn hello_for_this_process(
         allocator: alloc.allocator_info(),
         started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         interval_ms: interval.as_millis() as u64,
+        process: None,
     }
 }
 

@@ -219,7 +219,12 @@ impl Live {
     pub fn apply(&mut self, msg: Message) -> bool {
         match msg {
             Message::Hello(h) => {
-                self.device.name = h.allocator.name.clone();
+                self.device.name = match h.process.as_ref().and_then(|p| Some((p.rank?, p.world_size))) {
+                    // A rank of a job is named as one.
+                    Some((r, Some(w))) => format!("rank {r} of {w} · {}", h.allocator.name),
+                    Some((r, None)) => format!("rank {r} · {}", h.allocator.name),
+                    None => h.allocator.name.clone(),
+                };
                 self.device.hardware = hardware(&h.device.model, h.device.total);
                 if self.device.origin.is_empty() {
                     self.device.origin = format!("pid {}: {}", h.pid, h.command);
@@ -336,4 +341,25 @@ fn thin(samples: &mut Vec<Sample>) {
     let kept: Vec<Sample> =
         samples.chunks(2).map(|p| if p.len() == 2 && p[1].in_use > p[0].in_use { p[1] } else { p[0] }).collect();
     *samples = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_format::ProcessInfo;
+
+    #[test]
+    fn a_rank_of_a_job_is_named_as_a_rank() {
+        let hello = |process: Option<ProcessInfo>| {
+            let mut live = Live::new("", Status::Live);
+            let mut h = Hello::default();
+            h.allocator.name = "pytorch_caching_allocator".into();
+            h.process = process;
+            live.apply(Message::Hello(Box::new(h)));
+            live.device().name.clone()
+        };
+        let rank = ProcessInfo { rank: Some(2), world_size: Some(4), ..ProcessInfo::default() };
+        assert_eq!(hello(Some(rank)), "rank 2 of 4 · pytorch_caching_allocator");
+        assert_eq!(hello(None), "pytorch_caching_allocator");
+    }
 }

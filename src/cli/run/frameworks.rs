@@ -213,6 +213,7 @@ impl Frameworks {
             },
             started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             interval_ms: 500,
+            process: None,
         };
         match Publisher::bind(&live::socket_path(&dir, self.pid, Some(index)), hello) {
             Ok(p) => {
