@@ -179,6 +179,12 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         .env("OOMSCOPE_LIB", &lib)
         .env("OOMSCOPE_DEVICE", &device_var)
         .env("OOMSCOPE_DUMP_DIR", &dump_dir);
+    // What names the job of the processes this run starts when their launcher names none
+    // (a launcher's own id, the same on every node, comes first).
+    if std::env::var_os("OOMSCOPE_RUN_ID").is_none() {
+        let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        cmd.env("OOMSCOPE_RUN_ID", format!("run-{}-{started}", std::process::id()));
+    }
     if let Some(limit) = a.limit {
         cmd.env("OOMSCOPE_LIMIT", limit.to_string());
     }
