@@ -157,3 +157,30 @@ fn imports_of_pytorch_2_11_snapshots_name_user_code() {
     assert!(nodes.contains(&oomscope_ingest::import::torch_frames::NO_PYTHON_FRAMES), "{nodes:?}");
     assert!(!nodes.contains(&oomscope_ingest::import::torch_frames::BEFORE_RECORDING), "{nodes:?}");
 }
+
+/// What the memory is, read from the frames PyTorch recorded: the transformer trained with
+/// AdamW (`long`: 84 MB of weights) keeps its weights (made in `Module.cuda()`), AdamW's two
+/// moments per weight (made in `step`), and its activations apart, in an import and in a
+/// replay alike; a trace recorded with C++ frames tells the backward pass's tensors too.
+#[test]
+fn kinds_come_from_the_recorded_frames() {
+    let kinds = |d: &Json| -> Vec<(String, u64)> {
+        d["verdict"]["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| (k["kind"].as_str().unwrap().to_string(), k["bytes"].as_u64().unwrap()))
+            .collect()
+    };
+    let of = |b: &[(String, u64)], k: &str| b.iter().filter(|(n, _)| n == k).map(|(_, v)| v).sum::<u64>();
+    let (_, imported) = replay_json(&["import", &pickle_path("long"), "--format", "json"]);
+    let (_, replayed) = replay_json(&["replay", &pickle_path("long"), "--format", "json"]);
+    for b in [kinds(&imported), kinds(&replayed)] {
+        let (w, o) = (of(&b, "weight"), of(&b, "optimizer"));
+        assert!((80_000_000..88_000_000).contains(&w), "the model's 84 MB of weights: {b:?}");
+        assert!(o >= 2 * w && o < 2 * w + 2 * w / 50, "AdamW's two moments per weight: {b:?}");
+        assert!(of(&b, "activation") > 0, "{b:?}");
+    }
+    let (_, frames) = replay_json(&["import", &pickle_path("frames"), "--format", "json"]);
+    assert!(of(&kinds(&frames), "backward") > 0, "{:?}", kinds(&frames));
+}

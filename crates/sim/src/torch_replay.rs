@@ -19,7 +19,7 @@ use oomscope_core::caching::{
     Caching, CachingOptions, PoolKind, RestoredBlock, RestoredSegment, SMALL_BUFFER, SMALL_SIZE, Settings,
 };
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
-use oomscope_core::record::Meta;
+use oomscope_core::record::{Kind, Meta};
 use oomscope_format::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
 use oomscope_ingest::import::ImportError;
 use oomscope_ingest::import::torch_frames;
@@ -66,6 +66,8 @@ pub struct FinalBlock {
     /// `active_pending_free`.
     pub pending_free: bool,
     pub op: Option<String>,
+    /// What its frames say it is for.
+    pub kind: Kind,
 }
 
 /// A segment of the final state.
@@ -97,6 +99,8 @@ pub struct SnapshotTrace {
     pub entries: Vec<Entry>,
     /// The entries' op names, each once; the first is for entries without frames.
     pub ops: Vec<String>,
+    /// What each op's frames say it is for, by op number.
+    pub kinds: Vec<Kind>,
     pub settings: Settings,
     pub settings_from: SettingsFrom,
 }
@@ -105,6 +109,8 @@ pub struct SnapshotTrace {
 /// frames (see [`torch_frames::unframed`]).
 struct Ops {
     names: Vec<String>,
+    /// What the frames of each op's entries say it is for.
+    kinds: Vec<Kind>,
     index: HashMap<String, u32>,
 }
 
@@ -116,18 +122,19 @@ const NO_FRAMES: u32 = 2;
 impl Ops {
     fn new() -> Ops {
         let names = [torch_frames::BEFORE_RECORDING, torch_frames::NO_PYTHON_FRAMES, torch_frames::NO_FRAMES];
-        Ops { names: names.map(str::to_string).to_vec(), index: HashMap::new() }
+        Ops { names: names.map(str::to_string).to_vec(), kinds: vec![Kind::Unknown; 3], index: HashMap::new() }
     }
 
     /// The number of a named node; an entry with none gets [`NO_PYTHON_FRAMES`] (the
     /// caller changes it when no entry has frames).
-    fn id(&mut self, op: Option<String>) -> u32 {
+    fn id(&mut self, op: Option<String>, kind: Kind) -> u32 {
         let Some(op) = op else { return NO_PYTHON_FRAMES };
         if let Some(&id) = self.index.get(&op) {
             return id;
         }
         let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
         self.names.push(op.clone());
+        self.kinds.push(kind);
         self.index.insert(op, id);
         id
     }
@@ -141,7 +148,7 @@ fn int(v: &Value, key: &str) -> Option<u64> {
 struct Names {
     stacks: torch_frames::Stacks,
     /// By stack number: the node it names, and its number in [`Ops`] once an entry used it.
-    named: Vec<Option<(Option<String>, Option<u32>)>>,
+    named: Vec<Option<(Option<String>, Option<u32>, Kind)>>,
 }
 
 impl Names {
@@ -153,24 +160,25 @@ impl Names {
             self.named.resize(i + 1, None);
         }
         if self.named[i].is_none() {
-            self.named[i] = Some((torch_frames::node(&self.stacks.frames(id)?), None));
+            let frames = self.stacks.frames(id)?;
+            self.named[i] = Some((torch_frames::node(&frames), None, torch_frames::kind(&frames)));
         }
         Ok(Some(i))
     }
 
     /// The node a block's frames name, a copy of its own (charged).
-    fn op(&mut self, frames: Option<Value>) -> Result<Option<String>, torch_frames::OverBudget> {
-        let Some(i) = self.stack(frames)? else { return Ok(None) };
-        let op = self.named[i].as_ref().and_then(|(op, _)| op.clone());
+    fn op(&mut self, frames: Option<Value>) -> Result<(Option<String>, Kind), torch_frames::OverBudget> {
+        let Some(i) = self.stack(frames)? else { return Ok((None, Kind::Unknown)) };
+        let (op, kind) = self.named[i].as_ref().map_or((None, Kind::Unknown), |(op, _, kind)| (op.clone(), *kind));
         self.stacks.charge(op.as_ref().map_or(0, String::len))?;
-        Ok(op)
+        Ok((op, kind))
     }
 
     /// The number in `ops` of the node an entry's frames name (0: none).
     fn op_id(&mut self, frames: Option<Value>, ops: &mut Ops) -> Result<u32, torch_frames::OverBudget> {
         let Some(i) = self.stack(frames)? else { return Ok(NO_PYTHON_FRAMES) };
-        let Some((op, id)) = self.named[i].as_mut() else { return Ok(NO_PYTHON_FRAMES) };
-        Ok(*id.get_or_insert_with(|| ops.id(op.clone())))
+        let Some((op, id, kind)) = self.named[i].as_mut() else { return Ok(NO_PYTHON_FRAMES) };
+        Ok(*id.get_or_insert_with(|| ops.id(op.clone(), *kind)))
     }
 }
 
@@ -261,7 +269,11 @@ impl SnapshotTrace {
                 let state = state.as_ref().and_then(Value::as_str).unwrap_or("");
                 let allocated = state == "active_allocated";
                 let pending_free = state == "active_pending_free";
-                let op = if allocated || pending_free { names.op(b.get("frames")).map_err(over)? } else { None };
+                let (op, kind) = if allocated || pending_free {
+                    names.op(b.get("frames")).map_err(over)?
+                } else {
+                    (None, Kind::Unknown)
+                };
                 blocks.push(FinalBlock {
                     addr: int(&b, "address").unwrap_or(at),
                     size: bsize,
@@ -269,6 +281,7 @@ impl SnapshotTrace {
                     allocated,
                     pending_free,
                     op,
+                    kind,
                 });
                 at = at.saturating_add(bsize);
             }
@@ -326,6 +339,7 @@ impl SnapshotTrace {
             segments: finals,
             entries,
             ops: ops.names,
+            kinds: ops.kinds,
             settings,
             settings_from,
         })
@@ -749,12 +763,18 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
     let mut start_ops: HashMap<u64, u32> = HashMap::new();
     if !starts_empty {
         // The final state names the blocks that lived through the trace.
-        let final_ops: HashMap<u64, &str> =
-            t.segments.iter().flat_map(|s| &s.blocks).filter_map(|b| Some((b.addr, b.op.as_deref()?))).collect();
+        let final_ops: HashMap<u64, (&str, Kind)> = t
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter_map(|b| Some((b.addr, (b.op.as_deref()?, b.kind))))
+            .collect();
         for mut seg in initial {
             for b in seg.blocks.iter_mut().filter(|b| b.allocated) {
-                let name = final_ops.get(&b.addr).copied().unwrap_or(torch_frames::BEFORE_RECORDING);
+                let (name, kind) =
+                    final_ops.get(&b.addr).copied().unwrap_or((torch_frames::BEFORE_RECORDING, Kind::Unknown));
                 b.meta.op = c.names_mut().ops.intern(name);
+                b.meta.kind = kind;
                 start_ops.insert(b.addr, b.meta.op);
             }
             if c.restore_segment(&seg) {
@@ -800,7 +820,8 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
             }
             Action::Alloc | Action::Oom => {
                 let op = op_ids.get(e.op as usize).copied().unwrap_or(0);
-                let meta = Meta { op, step: -1, t_ns: e.t_ns, ..Meta::default() };
+                let kind = t.kinds.get(e.op as usize).copied().unwrap_or_default();
+                let meta = Meta { op, step: -1, t_ns: e.t_ns, kind, ..Meta::default() };
                 let recorded_oom = e.action == Action::Oom;
                 if recorded_oom
                     && opts.as_recorded

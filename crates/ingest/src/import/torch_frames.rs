@@ -9,7 +9,7 @@
 //! recorder's (`gather_with_cpp() (memory_snapshot.cpp:0)`): useless to anyone.
 
 use crate::pickle::Value;
-use oomscope_format::Frame;
+use oomscope_format::{Frame, Kind};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -192,6 +192,40 @@ fn backward(frames: &[Frame]) -> Option<String> {
         Some(op) => format!("backward of {op}"),
         None => "backward pass".to_string(),
     })
+}
+
+/// What an allocation is for, as far as its frames say (innermost first): the autograd
+/// engine's accumulation of a weight's gradient is a gradient, its other work the backward
+/// pass's tensors; an optimizer's `step` is optimizer state; a module's construction,
+/// `Module.to()`/`_apply`, `torch.nn.init` and `load_state_dict` make weights; a `forward`
+/// makes activations. Anything else is not said (`Kind::Unknown`).
+pub fn kind(frames: &[Frame]) -> Kind {
+    fn function(f: &Frame) -> &str {
+        f.function.as_deref().unwrap_or("")
+    }
+    let file = |f: &Frame| f.file.as_deref().unwrap_or("").replace('\\', "/");
+    if frames.iter().any(|f| function(f).contains("autograd::Engine::")) {
+        let accumulate = frames.iter().any(|f| function(f).contains("AccumulateGrad"));
+        return if accumulate { Kind::Gradient } else { Kind::Backward };
+    }
+    // The innermost Python frame that says what the code around the allocation was doing.
+    for f in frames.iter().filter(|f| file(f).ends_with(".py")) {
+        let (file, name) = (file(f), function(f));
+        if file.contains("/torch/optim/") {
+            return Kind::Optimizer;
+        }
+        if file.ends_with("torch/nn/init.py")
+            || (file.ends_with("torch/nn/modules/module.py")
+                && matches!(name, "_apply" | "to" | "cuda" | "load_state_dict" | "_load_from_state_dict"))
+            || (file.contains("/torch/nn/modules/") && matches!(name, "__init__" | "reset_parameters"))
+        {
+            return Kind::Weight;
+        }
+        if name == "forward" || name == "_call_impl" {
+            return Kind::Activation;
+        }
+    }
+    Kind::Unknown
 }
 
 /// True when the name is one of PyTorch's, the C++ runtime's or CPython's own frames (what

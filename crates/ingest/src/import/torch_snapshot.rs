@@ -8,7 +8,7 @@
 use super::ImportError;
 use super::torch_frames::Stacks;
 use crate::pickle::{self, Value};
-use oomscope_core::record::{EventKind, UNNAMED_OP};
+use oomscope_core::record::{EventKind, Kind, UNNAMED_OP};
 use oomscope_format::{
     AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Imported, NodeUsage, OomRecord,
     RegionInfo, Section, Source, StackInfo,
@@ -29,7 +29,7 @@ struct Walk<'p> {
     visits: u64,
     frames: Stacks,
     /// By stack number (from `frames`): the op it names and its index in `stacks`.
-    named: Vec<Option<(Option<String>, u32)>>,
+    named: Vec<Option<(Option<String>, u32, Kind)>>,
     stacks: Vec<StackInfo>,
 }
 
@@ -53,30 +53,31 @@ impl Walk<'_> {
 
     /// The op name and stack index for a list of frames. Each distinct stack is copied and
     /// named once; blocks that share it get its op name, charged.
-    fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>), ImportError> {
+    fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>, Kind), ImportError> {
         let read = self.frames.frames_read();
         let id = frames.and_then(|f| self.frames.stack(&f));
         self.visit((self.frames.frames_read() - read) as usize)?;
         let Some(id) = id else {
-            return Ok((None, None));
+            return Ok((None, None, Kind::Unknown));
         };
         let i = id as usize;
         if self.named.len() <= i {
             self.named.resize(i + 1, None);
         }
-        let (op, idx) = match &self.named[i] {
+        let (op, idx, kind) = match &self.named[i] {
             Some(named) => named.clone(),
             None => {
                 let parsed = self.frames.frames(id).map_err(|e| self.err(e.message()))?;
                 let op = super::torch_frames::node(&parsed);
+                let kind = super::torch_frames::kind(&parsed);
                 let idx = self.stacks.len() as u32;
                 self.stacks.push(StackInfo { ips: Vec::new(), frames: parsed });
-                self.named[i] = Some((op.clone(), idx));
-                (op, idx)
+                self.named[i] = Some((op.clone(), idx, kind));
+                (op, idx, kind)
             }
         };
         self.charge(op.as_ref().map_or(0, String::len))?;
-        Ok((op, Some(idx)))
+        Ok((op, Some(idx), kind))
     }
 }
 
@@ -167,7 +168,8 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
             // Older snapshots keep the frames in the block's history.
             let frames =
                 b.get("frames").or_else(|| b.get("history").and_then(|h| h.item(0)).and_then(|e| e.get("frames")));
-            let (op, stack) = if in_use || pending_free { w.frames(frames)? } else { (None, None) };
+            let (op, stack, kind) =
+                if in_use || pending_free { w.frames(frames)? } else { (None, None, Kind::Unknown) };
             let address = int(b, "address").unwrap_or(at);
             let unframed = super::torch_frames::unframed(traced.contains(&address), framed);
             if in_use && op.is_none() {
@@ -181,6 +183,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
                 pending_free,
                 next: None,
                 op: if in_use { Some(op.unwrap_or_else(|| unframed.into())) } else { None },
+                kind: (in_use && kind != Kind::Unknown).then_some(kind),
                 stack,
                 ..ChunkInfo::default()
             });
@@ -205,7 +208,7 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     // The device trace: events, the failed request, and the peak.
     w.charge(trace.len() * size_of::<EventInfo>())?;
     let mut events = Vec::new();
-    let mut oom: Option<(u64, u64, Option<String>, u64)> = None; // (size, device_free, op, time)
+    let mut oom: Option<(u64, u64, Option<String>, u64, Kind)> = None; // (size, device_free, op, time, kind)
     let (mut live, mut peak, mut allocs) = (0i128, 0i128, 0u64);
     let mut sizes: HashMap<u64, u64> = HashMap::new();
     for (seq, e) in trace.iter().enumerate() {
@@ -231,9 +234,9 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
             "oom" => EventKind::Oom,
             _ => continue,
         };
-        let (op, _) = w.frames(e.get("frames"))?;
+        let (op, _, what) = w.frames(e.get("frames"))?;
         if kind == EventKind::Oom {
-            oom = Some((size, int(e, "device_free").unwrap_or(0), op.clone(), t_ns));
+            oom = Some((size, int(e, "device_free").unwrap_or(0), op.clone(), t_ns, what));
         }
         events.push(EventInfo { seq: seq as u64, t_ns, kind, address: addr, size, requested: size, op, step: -1 });
     }
@@ -263,10 +266,11 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         num_ooms: u64::from(oom.is_some()),
         ..Stats::default()
     };
-    let oom = oom.map(|(size, device_free, op, t_ns)| OomRecord {
+    let oom = oom.map(|(size, device_free, op, t_ns, kind)| OomRecord {
         requested: size,
         rounded: size,
         op,
+        kind: (kind != Kind::Unknown).then_some(kind),
         t_ns,
         step: -1,
         bytes_in_use: in_use,
