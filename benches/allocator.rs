@@ -310,6 +310,7 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_sim::torch_replay::SnapshotTrace> = Laz
         device: 0,
         segments: Vec::new(),
         entries,
+        kinds: vec![Default::default(); ops.len()],
         ops,
         settings: Settings::default(),
         settings_from: SettingsFrom::Recorded,

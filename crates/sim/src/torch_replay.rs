@@ -148,8 +148,12 @@ fn int(v: &Value, key: &str) -> Option<u64> {
 struct Names {
     stacks: torch_frames::Stacks,
     /// By stack number: the node it names, and its number in [`Ops`] once an entry used it.
-    named: Vec<Option<(Option<String>, Option<u32>, Kind)>>,
+    named: Vec<Option<Named>>,
 }
+
+/// A stack's node, its number in [`Ops`] once an entry used it, and what its frames say
+/// the allocation is for.
+type Named = (Option<String>, Option<u32>, Kind);
 
 impl Names {
     /// The stack number of a frames list, named.
