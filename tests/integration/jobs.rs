@@ -351,3 +351,64 @@ fn an_mlp_trained_with_adamw_has_its_memory_told_apart() {
     assert!(v["fix"].as_str().unwrap().contains("batch"), "{v}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A rank the launcher ends with SIGTERM writes its state first when another rank of its job
+/// has failed, then ends as SIGTERM ends it; without a failure, SIGTERM ends it at once and
+/// nothing is written.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn sigterm_from_the_launcher_still_leaves_the_ranks_state() {
+    use std::io::{BufRead, Write};
+    use std::os::unix::process::ExitStatusExt;
+    crate::common::require("python3");
+    for failed in [true, false] {
+        let dir = temp_dir("job-sigterm");
+        let mut child = Command::new("python3")
+            .arg(script("rank_waits.py"))
+            .env("OOMSCOPE_LIB", crate::common::library())
+            .env("OOMSCOPE_DEVICE", "sim:64MiB")
+            .env("OOMSCOPE_DUMP_DIR", &dir)
+            .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "term")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready");
+        if failed {
+            // What the other rank writes when it runs out of memory.
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("oomscope-job-term.failures"))
+                .unwrap();
+            writeln!(f, r#"{{"rank":1,"host":"elsewhere","pid":1,"gpu":1,"dump":"x","unix_ms":1}}"#).unwrap();
+        }
+        // SAFETY: signals a child this test started and still owns.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.signal(), Some(libc::SIGTERM), "ended by SIGTERM: {}", String::from_utf8_lossy(&o.stderr));
+        let written: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".dump.json"))
+            .collect();
+        if failed {
+            assert_eq!(written.len(), 1, "{written:?}");
+            assert!(
+                written[0].starts_with("oomscope-rank0-") && written[0].ends_with("-gpu0-job1.dump.json"),
+                "{written:?}"
+            );
+            let d: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(&written[0])).unwrap()).unwrap();
+            assert_eq!(d["usage_by_node"][0]["op"], "Net.fc/weight");
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains("when rank 1 ran out of memory (host elsewhere, GPU 1)")
+            );
+        } else {
+            assert!(written.is_empty(), "{written:?}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
