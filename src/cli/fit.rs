@@ -1,158 +1,15 @@
 //! `oomscope fit WORKLOAD|TRACE --device CARD|SIZE`: what fits, by replay.
 
 use super::args::{FitArgs, FitFormat};
+use super::input::{self, Reader};
+use super::input::{events, is_trace, open, workload};
 use super::{CliError, output};
 use oomscope_base::size::human;
-use oomscope_ingest::input_kind::{self, Kind, Reader};
 use oomscope_ingest::trace;
-use oomscope_sim::workload::model;
+use oomscope_sim::workload::fit;
 use oomscope_sim::workload::model::Mode;
-use oomscope_sim::workload::{Workload, builtin, fit};
 use std::fmt::Write;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-
-/// Where `replay` and `fit` read their input from.
-pub(super) enum Input {
-    /// A built-in workload, or a regular file, read where it lies.
-    Path,
-    /// A pipe (`<(zcat trace.jsonl.gz)`, a FIFO, `/dev/stdin`), which can be read only once:
-    /// its beginning, read to recognise it, and the rest, not read yet.
-    Pipe { head: Vec<u8>, rest: std::fs::File },
-}
-
-impl Input {
-    /// All of it: a workload or a snapshot.
-    pub(super) fn bytes(self, path: &Path) -> std::io::Result<Vec<u8>> {
-        match self {
-            Input::Path => std::fs::read(path),
-            Input::Pipe { mut head, mut rest } => {
-                rest.read_to_end(&mut head)?;
-                Ok(head)
-            }
-        }
-    }
-
-    /// A trace, to parse as it is read, and its size when known (0 for a pipe).
-    pub(super) fn reader(self, path: &Path) -> std::io::Result<(Box<dyn BufRead>, u64)> {
-        Ok(match self {
-            Input::Path => {
-                let file = std::fs::File::open(path)?;
-                let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-                (Box::new(BufReader::with_capacity(1 << 20, file)), size)
-            }
-            Input::Pipe { head, rest } => {
-                (Box::new(BufReader::with_capacity(1 << 20, std::io::Cursor::new(head).chain(rest))), 0)
-            }
-        })
-    }
-
-    /// What was read of a pipe to recognise it.
-    pub(super) fn head(&self) -> Option<&[u8]> {
-        match self {
-            Input::Path => None,
-            Input::Pipe { head, .. } => Some(head),
-        }
-    }
-}
-
-/// What `input` is for `reader` (`replay` or `fit`), and where to read it: a built-in name
-/// is a workload; a file, what its content shows ([`input_kind`]), refused when `reader`
-/// does not read it, or when it is empty; `None` when the file cannot be read (the reader's
-/// own error says why). A pipe is read once: its beginning here, the rest by the parser.
-pub(super) fn open(input: &str, reader: Reader) -> Result<(Option<Kind>, Input), CliError> {
-    if builtin::find(input).is_some() {
-        return Ok((Some(Kind::Workload), Input::Path));
-    }
-    let path = Path::new(input);
-    let pipe = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device());
-    let (kind, source) = if pipe {
-        let mut rest = std::fs::File::open(path).map_err(|e| CliError(format!("{input}: cannot open it: {e}")))?;
-        let mut head = Vec::with_capacity(input_kind::HEAD);
-        (&mut rest)
-            .take(input_kind::HEAD as u64)
-            .read_to_end(&mut head)
-            .map_err(|e| CliError(format!("{input}: cannot read it: {e}")))?;
-        let mut kind = input_kind::recognise(&head);
-        // Blanks as far as looked: the rest says.
-        if kind == Kind::Empty && head.len() == input_kind::HEAD {
-            kind = Kind::Other;
-        }
-        if let Some(refusal) = input_kind::refusal(path, kind, reader) {
-            return Err(CliError(refusal));
-        }
-        (Some(kind), Input::Pipe { head, rest })
-    } else {
-        (input_kind::check(path, reader).map_err(CliError)?, Input::Path)
-    };
-    if kind == Some(Kind::Empty) {
-        return Err(empty(path, reader));
-    }
-    Ok((kind, source))
-}
-
-/// An input with nothing in it: nothing to replay, rather than a replay that fits.
-pub(super) fn empty(path: &Path, reader: Reader) -> CliError {
-    CliError(format!(
-        "{} is empty: no trace or workload to {} (was the file written, or the pipe fed?)",
-        path.display(),
-        if reader == Reader::Fit { "fit" } else { "replay" }
-    ))
-}
-
-/// A workload: built in, a file, or what a pipe held.
-pub(super) fn workload(input: &str, source: Input) -> Result<Workload, oomscope_sim::workload::ModelError> {
-    let Input::Pipe { .. } = source else { return Workload::load(input) };
-    let path = Path::new(input);
-    let unreadable = |message: String| oomscope_sim::workload::ModelError { path: path.into(), line: 0, message };
-    let bytes = source.bytes(path).map_err(|e| unreadable(format!("cannot read the model: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| unreadable("cannot read the model: stream did not contain valid UTF-8".into()))?;
-    Ok(Workload { model: model::parse(path, &text)?, path: path.into() })
-}
-
-/// A trace by its content; when the content does not say (a file damaged at its start),
-/// by its name: `.jsonl`, or a first line that looks like an event; else a workload.
-/// `head`: what was read of a pipe, which cannot be read again.
-pub(super) fn is_trace(input: &str, kind: Option<Kind>, head: Option<&[u8]>) -> bool {
-    match kind {
-        Some(Kind::Trace) => return true,
-        Some(Kind::Workload) => return false,
-        _ => {}
-    }
-    if builtin::find(input).is_some() {
-        return false;
-    }
-    if input.ends_with(".jsonl") {
-        return true;
-    }
-    if input.ends_with(".json") {
-        return false;
-    }
-    // The first line is enough: a trace can be gigabytes, and this runs before it is read.
-    fn looks_like_an_event(input: impl BufRead) -> bool {
-        input.lines().map_while(Result::ok).find(|l| !l.trim().is_empty()).is_some_and(|l| l.contains("\"ev\""))
-    }
-    if let Some(head) = head {
-        return looks_like_an_event(head);
-    }
-    let Ok(file) = std::fs::File::open(input) else { return false };
-    looks_like_an_event(BufReader::new(file.take(1 << 20)))
-}
-
-/// A trace with no events (blank lines, `region` lines alone) is refused, not replayed as
-/// fitting.
-pub(super) fn events(t: &trace::Trace, path: &Path, reader: Reader) -> Result<(), CliError> {
-    if !t.events.is_empty() {
-        return Ok(());
-    }
-    Err(CliError(format!(
-        "{}: the trace has no events, so nothing to {} (the trace format is in docs/trace-format.md)",
-        path.display(),
-        if reader == Reader::Fit { "fit" } else { "replay" }
-    )))
-}
 
 pub fn run(a: FitArgs) -> Result<u8, CliError> {
     if a.others >= a.device.total {
@@ -177,7 +34,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         let (input, _) =
             source.reader(path).map_err(|e| CliError(format!("{}: cannot open the trace: {e}", path.display())))?;
         let t = trace::parse(path, input, |_| {}).map_err(|e| {
-            CliError(input_kind::explain(format!("{e}\n  (the trace format is in docs/trace-format.md)"), path, kind))
+            CliError(input::explain(format!("{e}\n  (the trace format is in docs/trace-format.md)"), path, kind))
         })?;
         events(&t, path, Reader::Fit)?;
         let f = fit::min_limit(&t, &s);
@@ -230,7 +87,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         return Ok(if f.fits && f.never_fits.is_none() { 0 } else { 1 });
     }
     let w = workload(&a.input, source).map_err(|e| {
-        CliError(input_kind::explain(format!("{e}\n  (the model format is in docs/workload-format.md)"), path, kind))
+        CliError(input::explain(format!("{e}\n  (the model format is in docs/workload-format.md)"), path, kind))
     })?;
     let m = &w.model;
     let eval = m.mode == Mode::Eval;

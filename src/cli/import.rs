@@ -1,10 +1,11 @@
 //! `oomscope import FILE`: a TF log or a PyTorch snapshot becomes a dump and a report.
 
 use super::args::{FromArg, ImportArgs};
+use super::input::{self, Reader};
 use super::{CliError, output};
 use oomscope_format::{self as dump, ImportedFrom, Section};
 use oomscope_ingest::import::{self, From};
-use oomscope_ingest::input_kind::{self, Reader};
+use oomscope_ingest::input_kind;
 use oomscope_report as render;
 
 pub fn run(a: ImportArgs) -> Result<u8, CliError> {
@@ -23,7 +24,7 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
     // what is wrong with it.
     if a.from.is_none() {
         let kind = input_kind::recognise(&bytes[..bytes.len().min(input_kind::HEAD)]);
-        if let Some(refusal) = input_kind::refusal(&a.input, kind, Reader::Import) {
+        if let Some(refusal) = input::refusal(&a.input, kind, Reader::Import) {
             return Err(CliError(refusal));
         }
     }

@@ -7,6 +7,7 @@ mod diff;
 mod export;
 mod fit;
 mod import;
+mod input;
 mod job;
 mod output;
 mod replay;
@@ -39,9 +40,49 @@ impl fmt::Display for CliError {
     }
 }
 
+/// A library error, with every cause in its chain that its own words do not already say
+/// (`a.json: cannot write: permission denied`), so that nothing of why is lost on the way
+/// to the user.
 impl<E: std::error::Error> From<E> for CliError {
     fn from(e: E) -> Self {
-        CliError(e.to_string())
+        let mut text = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            let said = c.to_string();
+            if !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            cause = c.source();
+        }
+        CliError(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error, bool);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            if self.1 { write!(f, "a.json: {}", self.0) } else { f.write_str("a.json: cannot write the dump") }
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_library_errors_causes_reach_the_user_once() {
+        let denied = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        assert_eq!(CliError::from(Outer(denied(), false)).0, "a.json: cannot write the dump: permission denied");
+        assert_eq!(CliError::from(Outer(denied(), true)).0, "a.json: permission denied", "said once");
     }
 }
 

@@ -1,13 +1,14 @@
 //! `oomscope replay TRACE --limit SIZE`: feed a trace through the allocator and report.
 
 use super::args::{ReplayArgs, RunAllocator};
+use super::input::{self, Reader};
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
 use oomscope_base::size::human;
 use oomscope_core::bfc::Options;
 use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_format as dump;
-use oomscope_ingest::input_kind::{self, Kind, Reader};
+use oomscope_ingest::input_kind::Kind;
 use oomscope_ingest::trace;
 use oomscope_replay::replay::{Settings, replay};
 use oomscope_replay::what_if;
@@ -18,14 +19,14 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     // What the file is, by its content: a dump, a log or a message is refused with the
     // command that reads it, before the questions (--limit) that only a replay asks.
     // A pipe is read once: what was read to recognise it goes on to the parser.
-    let (kind, source) = super::fit::open(&trace_path, Reader::Replay)?;
+    let (kind, source) = super::input::open(&trace_path, Reader::Replay)?;
     if kind == Some(Kind::TorchSnapshot) {
         let bytes = source
             .bytes(&a.trace)
             .map_err(|e| CliError(format!("{}: cannot read the snapshot: {e}", a.trace.display())))?;
         return super::replay_snapshot::run(a, &bytes);
     }
-    let is_workload = !super::fit::is_trace(&trace_path, kind, source.head());
+    let is_workload = !super::input::is_trace(&trace_path, kind, source.head());
     let what = if is_workload { "a workload" } else { "a trace" };
     let no_limit = || {
         CliError(format!(
@@ -38,8 +39,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         return Err(no_limit());
     }
     let t = if is_workload {
-        let w =
-            super::fit::workload(&trace_path, source).map_err(|e| CliError(input_kind::explain(e, &a.trace, kind)))?;
+        let w = super::input::workload(&trace_path, source).map_err(|e| CliError(input::explain(e, &a.trace, kind)))?;
         let batch = a.batch.unwrap_or(w.model.batch);
         w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?
     } else {
@@ -56,13 +56,9 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         let parsed = trace::parse(&a.trace, input, |done| progress.update(done));
         progress.finish();
         let t = parsed.map_err(|e| {
-            CliError(input_kind::explain(
-                format!("{e}\n  (the trace format is in docs/trace-format.md)"),
-                &a.trace,
-                kind,
-            ))
+            CliError(input::explain(format!("{e}\n  (the trace format is in docs/trace-format.md)"), &a.trace, kind))
         })?;
-        super::fit::events(&t, &a.trace, Reader::Replay)?;
+        super::input::events(&t, &a.trace, Reader::Replay)?;
         t
     };
 

@@ -2,10 +2,11 @@
 //! on live processes (one device per socket, found as they appear).
 
 use super::args::TuiArgs;
+use super::input::{self, Reader};
 use super::{CliError, EXIT_INTERRUPTED};
 use oomscope_format::{self as dump, Dump};
 use oomscope_ingest::import;
-use oomscope_ingest::input_kind::{self, Kind, Reader};
+use oomscope_ingest::input_kind::{self, Kind};
 use oomscope_live::{self as live, Feed};
 use oomscope_report as render;
 use oomscope_tui::model::{Status, Update};
@@ -69,7 +70,7 @@ fn job(dir: &Path) -> Result<u8, CliError> {
 fn load(path: &Path) -> Result<(Dump, &'static str), CliError> {
     let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     let kind = input_kind::recognise(&bytes[..bytes.len().min(input_kind::HEAD)]);
-    if let Some(refusal) = input_kind::refusal(path, kind, Reader::Tui) {
+    if let Some(refusal) = input::refusal(path, kind, Reader::Tui) {
         return Err(CliError(refusal));
     }
     // JSON of no known kind is parsed as a dump, whose error says where it goes wrong.

@@ -36,4 +36,7 @@ pub mod scope;
 pub mod stack;
 pub mod trace;
 
+#[cfg(test)]
+mod tests;
+
 pub use allocator::{Allocator, Engine, Oom, Recording, Request, SlotChunk, View, Visit};

@@ -1,6 +1,6 @@
 //! What a file is, from cheap signs at its beginning, so that every command that takes a
-//! file says the same thing when given a kind it does not read: what the file is, and the
-//! command that reads it.
+//! file can say the same thing when given a kind it does not read (the command line words
+//! it: what the file is, and the command that reads it).
 //!
 //! The signs: a pickle's first two bytes (`0x80`, then protocol 2 to 5); the top-level keys
 //! of the JSON object a file starts with (a dump's `version` with its `tool`, `device`...;
@@ -52,161 +52,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The kind in words, after "is".
-    pub fn describe(self) -> &'static str {
-        match self {
-            Kind::Dump => "an oomscope dump (the allocator's state at one moment)",
-            Kind::Trace => "an allocation trace",
-            Kind::Workload => "a model file (a workload)",
-            Kind::TfLog => "a TensorFlow log with an out-of-memory report",
-            Kind::TorchSnapshot => "a PyTorch memory snapshot",
-            Kind::Message => "an out-of-memory message",
-            Kind::Empty => "empty",
-            Kind::Json | Kind::Other => "none of the files oomscope reads",
-        }
-    }
-
     /// True for the kinds named by signs (not [`Kind::Json`] or [`Kind::Other`]).
     pub fn is_known(self) -> bool {
         !matches!(self, Kind::Json | Kind::Empty | Kind::Other)
     }
-}
-
-/// The commands that take a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reader {
-    Replay,
-    Report,
-    Import,
-    Export,
-    Diff,
-    Tui,
-    Fit,
-    Demo,
-}
-
-impl Reader {
-    pub fn name(self) -> &'static str {
-        match self {
-            Reader::Replay => "replay",
-            Reader::Report => "report",
-            Reader::Import => "import",
-            Reader::Export => "export",
-            Reader::Diff => "diff",
-            Reader::Tui => "tui",
-            Reader::Fit => "fit",
-            Reader::Demo => "demo",
-        }
-    }
-
-    /// True when the command reads files of this kind.
-    pub fn reads(self, kind: Kind) -> bool {
-        use Kind::*;
-        match self {
-            Reader::Replay => matches!(kind, Trace | Workload | TorchSnapshot),
-            Reader::Report | Reader::Export | Reader::Diff => kind == Dump,
-            Reader::Import => matches!(kind, TfLog | TorchSnapshot | Message),
-            Reader::Tui => matches!(kind, Dump | TfLog | TorchSnapshot | Message),
-            Reader::Fit => matches!(kind, Trace | Workload),
-            Reader::Demo => kind == Workload,
-        }
-    }
-
-    /// What the command reads, after "not".
-    fn expects(self) -> &'static str {
-        match self {
-            Reader::Replay => "a trace, a workload or a PyTorch snapshot to replay",
-            Reader::Report | Reader::Export | Reader::Diff => "an oomscope dump",
-            Reader::Import => "a TensorFlow log, a PyTorch snapshot or an out-of-memory message",
-            Reader::Tui => "an oomscope dump, a TensorFlow log, a PyTorch snapshot or an out-of-memory message",
-            Reader::Fit => "a workload or a trace",
-            Reader::Demo => "a workload",
-        }
-    }
-}
-
-/// The commands that read a kind, as typed (`FILE` stands for the file), best first.
-fn readers(kind: Kind) -> &'static [(Reader, &'static str)] {
-    match kind {
-        Kind::Dump => &[(Reader::Report, "report FILE"), (Reader::Tui, "tui FILE")],
-        Kind::Trace => &[(Reader::Replay, "replay FILE --limit SIZE"), (Reader::Fit, "fit FILE --device SIZE")],
-        Kind::Workload => &[
-            (Reader::Demo, "demo FILE"),
-            (Reader::Fit, "fit FILE --device SIZE"),
-            (Reader::Replay, "replay FILE --limit SIZE"),
-        ],
-        Kind::TfLog | Kind::Message => &[(Reader::Import, "import FILE"), (Reader::Tui, "tui FILE")],
-        Kind::TorchSnapshot => {
-            &[(Reader::Import, "import FILE"), (Reader::Replay, "replay FILE"), (Reader::Tui, "tui FILE")]
-        }
-        Kind::Json | Kind::Empty | Kind::Other => &[],
-    }
-}
-
-/// What `reader` says when given `path` of `kind` it does not read: what the file is and
-/// the command that reads it. `None` when it reads the kind, or the kind is not known (the
-/// command's own parser then says what is wrong). `-` is standard input.
-pub fn refusal(path: &Path, kind: Kind, reader: Reader) -> Option<String> {
-    if reader.reads(kind) || !kind.is_known() {
-        return None;
-    }
-    let stdin = path.as_os_str() == "-";
-    let (shown, arg) = if stdin {
-        ("standard input".to_string(), "FILE".to_string())
-    } else {
-        (path.display().to_string(), oomscope_base::shell::quoted(&path.display().to_string()))
-    };
-    let commands: Vec<String> =
-        readers(kind).iter().map(|(_, c)| format!("`oomscope {}`", c.replace("FILE", &arg))).collect();
-    let commands = match commands.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
-    };
-    // What export and diff read is a dump: say how to get one.
-    let dump = match (reader, kind) {
-        (Reader::Export | Reader::Diff, Kind::TfLog | Kind::Message | Kind::TorchSnapshot) => {
-            format!(" (`oomscope import {arg} -o DUMP` writes the dump `oomscope {}` reads)", reader.name())
-        }
-        (Reader::Export | Reader::Diff, Kind::Trace | Kind::Workload) => format!(
-            " (`oomscope replay {arg} --limit SIZE -o DUMP` writes the dump `oomscope {}` reads)",
-            reader.name()
-        ),
-        _ => String::new(),
-    };
-    Some(format!("{shown} is {}, not {}; {commands} reads it{dump}", kind.describe(), reader.expects()))
-}
-
-/// What `path` is, for `reader`: refused with [`refusal`] when `reader` does not read its
-/// kind. `None` when the file cannot be read (the command's own read then says why) or is
-/// not a regular file: a pipe (`<(zcat dump.json.gz)`, `/dev/stdin`) can be read only once,
-/// so it is not looked at here. A command that recognises a pipe reads it itself, once, and
-/// gives what it read to [`recognise`] or [`of_bytes`] and to its parser (`replay` and
-/// `fit` do); the others hand the pipe to their parser unrecognised.
-pub fn check(path: &Path, reader: Reader) -> Result<Option<Kind>, String> {
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return Ok(None);
-    }
-    let Ok(kind) = of_file(path) else { return Ok(None) };
-    match refusal(path, kind, reader) {
-        Some(r) => Err(r),
-        None => Ok(Some(kind)),
-    }
-}
-
-/// A parser's `error` about `path` of `kind`, with [`none_of_them`] when the file is none
-/// of the kinds oomscope reads: the parser's words stay first, with their line and column.
-pub fn explain(error: impl std::fmt::Display, path: &Path, kind: Option<Kind>) -> String {
-    if kind == Some(Kind::Other) { format!("{error}\n  ({})", none_of_them(path)) } else { error.to_string() }
-}
-
-/// The note added to a parser's error when the file is none of the kinds oomscope reads.
-pub fn none_of_them(path: &Path) -> String {
-    format!(
-        "{} is none of the files oomscope reads: an oomscope dump, an allocation trace, a model file (a workload), \
-         a TensorFlow log with an out-of-memory report, a PyTorch memory snapshot, an out-of-memory message",
-        if path.as_os_str() == "-" { "standard input".to_string() } else { path.display().to_string() }
-    )
 }
 
 /// What `bytes` (a file's beginning, or all of it) are. Pure: looks only at what it is given.
@@ -654,52 +503,5 @@ mod tests {
         assert_eq!(of_bytes(&text), Kind::Message);
         // Blanks alone are empty, however many.
         assert_eq!(of_bytes(&vec![b' '; 3 << 20]), Kind::Empty);
-    }
-
-    #[test]
-    fn refusals_name_the_file_what_it_is_and_the_command_that_reads_it() {
-        let p = Path::new("fixtures/workloads/unet.json");
-        assert_eq!(refusal(p, Kind::Workload, Reader::Replay), None);
-        assert_eq!(refusal(p, Kind::Json, Reader::Report), None);
-        assert_eq!(
-            refusal(p, Kind::Workload, Reader::Report).unwrap(),
-            "fixtures/workloads/unet.json is a model file (a workload), not an oomscope dump; \
-             `oomscope demo fixtures/workloads/unet.json`, `oomscope fit fixtures/workloads/unet.json --device SIZE` \
-             or `oomscope replay fixtures/workloads/unet.json --limit SIZE` reads it"
-        );
-        let d = Path::new("my dump.json");
-        assert_eq!(
-            refusal(d, Kind::Dump, Reader::Replay).unwrap(),
-            "my dump.json is an oomscope dump (the allocator's state at one moment), not a trace, a workload or a \
-             PyTorch snapshot to replay; `oomscope report 'my dump.json'` or `oomscope tui 'my dump.json'` reads it"
-        );
-        let s = refusal(Path::new("-"), Kind::Dump, Reader::Import).unwrap();
-        assert!(s.starts_with("standard input is an oomscope dump") && s.contains("`oomscope report FILE`"), "{s}");
-        let e = refusal(Path::new("t.log"), Kind::TfLog, Reader::Export).unwrap();
-        assert!(e.ends_with("(`oomscope import t.log -o DUMP` writes the dump `oomscope export` reads)"), "{e}");
-    }
-
-    #[test]
-    fn every_known_kind_has_a_reader_and_every_reader_refuses_the_rest() {
-        let kinds = [Kind::Dump, Kind::Trace, Kind::Workload, Kind::TfLog, Kind::TorchSnapshot, Kind::Message];
-        let all = [
-            Reader::Replay,
-            Reader::Report,
-            Reader::Import,
-            Reader::Export,
-            Reader::Diff,
-            Reader::Tui,
-            Reader::Fit,
-            Reader::Demo,
-        ];
-        for k in kinds {
-            assert!(!readers(k).is_empty());
-            for (r, _) in readers(k) {
-                assert!(r.reads(k), "{r:?} is named as reading {k:?}");
-            }
-            for r in all {
-                assert_eq!(refusal(Path::new("f"), k, r).is_none(), r.reads(k), "{r:?} {k:?}");
-            }
-        }
     }
 }

@@ -15,6 +15,7 @@
 //! that is live, or a `free` of one that is not, all name the line.
 
 use oomscope_core::record::{Kind, Meta};
+use oomscope_format::InputError;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::borrow::Cow;
@@ -25,8 +26,6 @@ use std::path::Path;
 
 /// A trace that cannot be replayed, and where.
 pub use oomscope_core::trace::{Builder, Event, Trace};
-
-pub type TraceError = oomscope_format::InputError;
 
 /// A JSON number that should be a byte count, kept as given until it is checked.
 enum Number {
@@ -109,8 +108,8 @@ struct RawEvent<'a> {
 }
 
 /// Parses and checks a trace file.
-pub fn read(path: &Path) -> Result<Trace, TraceError> {
-    let file = std::fs::File::open(path).map_err(|e| TraceError {
+pub fn read(path: &Path) -> Result<Trace, InputError> {
+    let file = std::fs::File::open(path).map_err(|e| InputError {
         path: path.into(),
         line: 0,
         message: format!("cannot open the trace: {e}"),
@@ -120,7 +119,7 @@ pub fn read(path: &Path) -> Result<Trace, TraceError> {
 
 /// Parses and checks a trace from any reader; `path` names it in errors; `progress` is
 /// called with the bytes read so far, now and then.
-pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
+pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, InputError> {
     let mut p = Parser { path, trace: Trace::default(), live: LiveIds::default(), step: -1, t_ns: 0 };
     let mut buf = Vec::with_capacity(256);
     let (mut line_no, mut read_bytes) = (0usize, 0u64);
@@ -143,7 +142,7 @@ pub fn parse(path: &Path, mut input: impl BufRead, mut progress: impl FnMut(u64)
 }
 
 /// Parses a whole trace held in memory.
-pub fn parse_str(path: &Path, text: &str) -> Result<Trace, TraceError> {
+pub fn parse_str(path: &Path, text: &str) -> Result<Trace, InputError> {
     parse(path, io::Cursor::new(text.as_bytes()), |_| {})
 }
 
@@ -281,11 +280,11 @@ impl LiveIds {
 }
 
 impl Parser<'_> {
-    fn error(&self, line: usize, message: String) -> TraceError {
-        TraceError { path: self.path.into(), line, message }
+    fn error(&self, line: usize, message: String) -> InputError {
+        InputError { path: self.path.into(), line, message }
     }
 
-    fn line(&mut self, line: usize, bytes: &[u8]) -> Result<(), TraceError> {
+    fn line(&mut self, line: usize, bytes: &[u8]) -> Result<(), InputError> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }

@@ -15,6 +15,9 @@ pub mod tf;
 pub mod torch;
 pub mod verdict;
 
+#[cfg(test)]
+mod tests;
+
 use oomscope_format::Dump;
 use std::fmt;
 use std::str::FromStr;

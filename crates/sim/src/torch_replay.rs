@@ -20,8 +20,8 @@ use oomscope_core::caching::{
 };
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::{Kind, Meta};
+use oomscope_format::InputError;
 use oomscope_format::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
-use oomscope_ingest::import::ImportError;
 use oomscope_ingest::import::torch_frames;
 use oomscope_ingest::pickle::{self, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -217,8 +217,8 @@ fn recorded_settings(s: &Value) -> Settings {
 
 impl SnapshotTrace {
     /// Reads device `gpu` of a snapshot pickle (default: the first device with a trace).
-    pub fn read(path: &Path, bytes: &[u8], gpu: Option<i64>) -> Result<SnapshotTrace, ImportError> {
-        let err = |m: String| ImportError { path: path.to_path_buf(), line: 0, message: m };
+    pub fn read(path: &Path, bytes: &[u8], gpu: Option<i64>) -> Result<SnapshotTrace, InputError> {
+        let err = |m: String| InputError { path: path.to_path_buf(), line: 0, message: m };
         let top = pickle::read(bytes).map_err(|e| {
             err(format!(
                 "not a readable pickle ({e}); a PyTorch snapshot is what torch.cuda.memory._dump_snapshot writes"

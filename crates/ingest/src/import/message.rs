@@ -11,8 +11,8 @@
 //! A text that is not an OOM of the device but looks like one (an illegal memory access, a
 //! device-side assert, host memory) is refused with what it is: [`not_an_oom`].
 
-use super::ImportError;
 use oomscope_base::size::parse_figure;
+use oomscope_format::InputError;
 use oomscope_format::{
     AllocatorInfo, CallSite, DeviceInfo, DeviceKind, Dump, Framework, Imported, ImportedFrom, Message, MessageFormat,
     NodeUsage, OomRecord, ProcessMemory, Section, Source, SourceKind, Stats, XlaProgram,
@@ -258,16 +258,12 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
 }
 
 /// Reads the message in `text` (from `path`) into a dump.
-pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
+pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let text = without_ansi(text);
     let text = text.as_str();
     let lines: Vec<&str> = text.lines().collect();
     let Some(found) = find(text) else {
-        return Err(ImportError {
-            path: path.to_path_buf(),
-            line: 0,
-            message: "no out-of-memory message found".into(),
-        });
+        return Err(InputError { path: path.to_path_buf(), line: 0, message: "no out-of-memory message found".into() });
     };
     let body = body(&lines, found);
     let mut m = Message { format: found.format, line: found.line as u64 + 1, ..Message::default() };

@@ -6,7 +6,7 @@ pub mod tf_log;
 pub mod torch_frames;
 pub mod torch_snapshot;
 
-use oomscope_format::Dump;
+use oomscope_format::{Dump, InputError};
 
 use std::path::Path;
 
@@ -18,9 +18,6 @@ pub enum From {
     /// An out-of-memory message (PyTorch, XLA, cuBLAS/cuDNN, TensorFlow without its dump).
     Message,
 }
-
-/// Input that cannot be imported: the file, the line when one applies, and why.
-pub type ImportError = oomscope_format::InputError;
 
 /// What the bytes look like: a pickle (protocol 2+ starts with 0x80) or a `.pickle`/`.pkl`
 /// name is a snapshot; a text with TensorFlow's allocator report (or its `OOM when
@@ -38,7 +35,7 @@ pub fn detect(path: &Path, bytes: &[u8]) -> From {
 /// Imports `bytes` read from `path`; `device` picks a snapshot's device. A text with no
 /// out-of-memory error in it, but a failure users take for one (an illegal memory access,
 /// host memory), is refused with what it is.
-pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>) -> Result<Dump, ImportError> {
+pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>) -> Result<Dump, InputError> {
     // Logs pasted from web pages can hold stray bytes; they are not OOM content. A text
     // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone.
     let text = || unescape(&String::from_utf8_lossy(bytes));
@@ -60,9 +57,9 @@ pub(crate) fn unescape(text: &str) -> String {
 }
 
 /// The refusal for a text that is another failure than an out-of-memory error.
-fn look_alike(path: &Path, text: &str) -> Option<ImportError> {
+fn look_alike(path: &Path, text: &str) -> Option<InputError> {
     let l = message::not_an_oom(text)?;
-    Some(ImportError {
+    Some(InputError {
         path: path.to_path_buf(),
         line: l.line,
         message: format!("not an out-of-memory error of the GPU: this is {}", l.what),

@@ -15,9 +15,9 @@
 //! region lines when there are some. Sections the log does not have are listed as absent,
 //! never filled in.
 
-use super::ImportError;
 use oomscope_base::size::{Rounding, human, human_with, parse_human};
 use oomscope_core::bfc::{bin_for_size, rounded_bytes};
+use oomscope_format::InputError;
 use oomscope_format::{
     AllocatorInfo, BinInfo, BinStyle, ChunkInfo, ChunkStyle, DEFAULT_DEVICE_NAME, DUMP_VERSION, DeviceInfo, DeviceKind,
     Dump, HeaderStyle, Imported, ImportedFrom, NodeUsage, OomRecord, PrefixStyle, Refusal, RegionInfo, Section, Source,
@@ -907,7 +907,7 @@ fn occupancy(trimmed: &str) -> Option<String> {
 }
 
 /// Reads a TF log.
-pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
+pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let mut log = Log::default();
     // Lines as `wc -l` and an editor count them: a final newline ends the last line rather
     // than starting an empty one.
@@ -922,7 +922,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, ImportError> {
     log.reports.retain(|r| !r.is_empty() || r.tensor.is_some());
     let found_anything = !log.reports.is_empty() || log.usage.is_some() || !log.refusals.is_empty() || log.cudnn_failed;
     if !found_anything {
-        return Err(ImportError {
+        return Err(InputError {
             path: path.to_path_buf(),
             line: 0,
             message: "no out-of-memory error found. Looked for PyTorch's \"CUDA out of memory. Tried to allocate\" (and \

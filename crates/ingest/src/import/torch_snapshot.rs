@@ -5,10 +5,10 @@
 //! becomes the event history, and the last `oom` action the failed request. One device per
 //! dump: the one that ran out of memory, unless asked.
 
-use super::ImportError;
 use super::torch_frames::Stacks;
 use crate::pickle::{self, Value};
 use oomscope_core::record::{EventKind, Kind, UNNAMED_OP};
+use oomscope_format::InputError;
 use oomscope_format::{
     AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Imported, NodeUsage, OomRecord,
     RegionInfo, Section, Source, StackInfo,
@@ -34,11 +34,11 @@ struct Walk<'p> {
 }
 
 impl Walk<'_> {
-    fn err(&self, message: impl Into<String>) -> ImportError {
-        ImportError { path: self.path.to_path_buf(), line: 0, message: message.into() }
+    fn err(&self, message: impl Into<String>) -> InputError {
+        InputError { path: self.path.to_path_buf(), line: 0, message: message.into() }
     }
 
-    fn visit(&mut self, n: usize) -> Result<(), ImportError> {
+    fn visit(&mut self, n: usize) -> Result<(), InputError> {
         self.visits += n as u64;
         if self.visits > VISIT_BUDGET {
             return Err(self.err(format!("the snapshot has more than {VISIT_BUDGET} blocks, frames and events together; it is damaged, or too large to import")));
@@ -47,13 +47,13 @@ impl Walk<'_> {
     }
 
     /// Counts what is built against the snapshot's budget.
-    fn charge(&mut self, bytes: usize) -> Result<(), ImportError> {
+    fn charge(&mut self, bytes: usize) -> Result<(), InputError> {
         self.frames.charge(bytes).map_err(|e| self.err(e.message()))
     }
 
     /// The op name and stack index for a list of frames. Each distinct stack is copied and
     /// named once; blocks that share it get its op name, charged.
-    fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>, Kind), ImportError> {
+    fn frames(&mut self, frames: Option<Value>) -> Result<(Option<String>, Option<u32>, Kind), InputError> {
         let read = self.frames.frames_read();
         let id = frames.and_then(|f| self.frames.stack(&f));
         self.visit((self.frames.frames_read() - read) as usize)?;
@@ -86,14 +86,14 @@ fn int(v: &Value, key: &str) -> Option<u64> {
 }
 
 /// Reads a snapshot pickle; `device` picks the device (default: the one with an OOM).
-pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, ImportError> {
+pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, InputError> {
     parse_measured(path, bytes, device).map(|(d, _)| d)
 }
 
 /// [`parse`], and the bytes reading built, as counted against the snapshot's budget
 /// ([`super::torch_frames::budget`]).
-pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), ImportError> {
-    let top = pickle::read(bytes).map_err(|e| ImportError {
+pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), InputError> {
+    let top = pickle::read(bytes).map_err(|e| InputError {
         path: path.to_path_buf(),
         line: 0,
         message: format!(

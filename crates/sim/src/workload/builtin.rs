@@ -2,6 +2,7 @@
 //! and are compiled in, so `oomscope demo` needs nothing on disk.
 
 use super::{Workload, model};
+use oomscope_format::InputError;
 use std::path::PathBuf;
 
 const GIB: u64 = 1 << 30;
@@ -55,7 +56,7 @@ pub fn find(name: &str) -> Option<&'static Builtin> {
 }
 
 impl Builtin {
-    pub fn workload(&self) -> Result<Workload, model::ModelError> {
+    pub fn workload(&self) -> Result<Workload, InputError> {
         let path = PathBuf::from(format!("builtin:{}", self.name));
         Ok(Workload { model: model::parse(&path, self.text)?, path })
     }

@@ -21,11 +21,12 @@
 //! layer), the work is linear in the layers, and the trace is bounded ([`MAX_STEPS`],
 //! [`MAX_EVENTS`]) because it is held in memory for the replay.
 
-use super::model::{DType, DataFormat, Layer, LayerOp, Mode, Model, ModelError, Padding};
+use super::model::{DType, DataFormat, Layer, LayerOp, Mode, Model, Padding};
 use oomscope_base::shape;
 use oomscope_base::size::human;
 use oomscope_core::record::Kind;
 use oomscope_core::trace::{self, Trace};
+use oomscope_format::InputError;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -63,14 +64,14 @@ fn too_many_events(path: &Path, steps: u32, batch: u64, per_step: Option<usize>)
 #[derive(Debug)]
 pub(crate) enum ExpandError {
     /// The model cannot be simulated at all.
-    Refused(ModelError),
+    Refused(InputError),
     /// At this batch a tensor would be larger than a size can count (2^64 bytes), or have a
     /// dimension beyond a signed 64-bit shape: a smaller batch may do.
-    TooLarge(ModelError),
+    TooLarge(InputError),
 }
 
 impl ExpandError {
-    pub(crate) fn into_error(self) -> ModelError {
+    pub(crate) fn into_error(self) -> InputError {
         match self {
             ExpandError::Refused(e) | ExpandError::TooLarge(e) => e,
         }
@@ -177,8 +178,8 @@ fn join(parts: &[&str]) -> String {
     parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join("/")
 }
 
-fn error(path: &Path, line: usize, message: String) -> ModelError {
-    ModelError { path: path.to_path_buf(), line, message }
+fn error(path: &Path, line: usize, message: String) -> InputError {
+    InputError { path: path.to_path_buf(), line, message }
 }
 
 /// What to do about a tensor too large to exist, when the batch is in its shape.
@@ -805,7 +806,7 @@ fn consume(out: &mut Out<'_>, uses: &mut [u32], buf: &[Option<usize>], t: usize)
 }
 
 /// A trace of `model` run at `batch` for `steps` steps.
-pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trace, ModelError> {
+pub fn expand(model: &Model, batch: u64, steps: u32, path: &Path) -> Result<Trace, InputError> {
     try_expand(model, batch, steps, path).map_err(ExpandError::into_error)
 }
 

@@ -6,10 +6,10 @@
 
 use super::expand::{ExpandError, try_expand};
 use super::{Workload, model::Mode};
-use crate::workload::ModelError;
 use oomscope_core::bfc::Options;
 use oomscope_core::trace::{Event, Trace};
 use oomscope_diagnose::{Diagnosis, Fix};
+use oomscope_format::InputError;
 use oomscope_format::VerdictKind;
 use oomscope_replay::replay::{Settings, replay};
 use serde::Serialize;
@@ -80,13 +80,13 @@ fn quiet(s: &Settings) -> Settings {
 }
 
 /// Replays `w` at `batch` on the device of `s` and with unlimited memory.
-pub fn probe(w: &Workload, s: &Settings, batch: u64) -> Result<Probe, ModelError> {
+pub fn probe(w: &Workload, s: &Settings, batch: u64) -> Result<Probe, InputError> {
     probe_at(w, s, batch)?
 }
 
 /// [`probe`]; the inner error says the batch is too large for its sizes to be counted,
 /// which a search treats as not fitting (a smaller batch may do).
-fn probe_at(w: &Workload, s: &Settings, batch: u64) -> Result<Result<Probe, ModelError>, ModelError> {
+fn probe_at(w: &Workload, s: &Settings, batch: u64) -> Result<Result<Probe, InputError>, InputError> {
     let t = match try_expand(&w.model, batch, PROBE_STEPS, &w.path) {
         Ok(t) => t,
         Err(ExpandError::TooLarge(e)) => return Ok(Err(e)),
@@ -104,11 +104,11 @@ fn probe_at(w: &Workload, s: &Settings, batch: u64) -> Result<Result<Probe, Mode
 
 /// The largest batch of `w` in `1..=max_batch` that replays without an OOM on `s`.
 /// Doubling, then bisection: a batch that fits is assumed to fit at every smaller size.
-pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<BatchFit, ModelError> {
+pub fn largest_batch(w: &Workload, s: &Settings, max_batch: u64) -> Result<BatchFit, InputError> {
     let max_batch = max_batch.max(1);
     let mut probes: Vec<Probe> = Vec::new();
     let mut too_large_from: Option<u64> = None;
-    let mut run = |b: u64, probes: &mut Vec<Probe>| -> Result<bool, ModelError> {
+    let mut run = |b: u64, probes: &mut Vec<Probe>| -> Result<bool, InputError> {
         if let Some(p) = probes.iter().find(|p| p.batch == b) {
             return Ok(p.fits);
         }
@@ -262,7 +262,7 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
 
 /// Replaces an estimated fix with one checked by replay, when the workload is at hand: the
 /// figures change, the renderer writes the words.
-pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Result<(), ModelError> {
+pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Result<(), InputError> {
     // A message's diagnosis has no workload behind it.
     let Diagnosis::State(v) = v else { return Ok(()) };
     let eval = w.model.mode == Mode::Eval;

@@ -12,7 +12,8 @@ pub mod expand;
 pub mod fit;
 pub mod model;
 
-pub use model::{Model, ModelError};
+pub use model::Model;
+pub use oomscope_format::InputError;
 
 use oomscope_core::trace::Trace;
 use oomscope_format::WorkloadInfo;
@@ -28,12 +29,12 @@ pub struct Workload {
 
 impl Workload {
     /// A built-in workload by name, else a model file.
-    pub fn load(name_or_path: &str) -> Result<Workload, ModelError> {
+    pub fn load(name_or_path: &str) -> Result<Workload, InputError> {
         if let Some(b) = builtin::find(name_or_path) {
             return b.workload();
         }
         let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError {
+        let text = std::fs::read_to_string(path).map_err(|e| InputError {
             path: path.to_path_buf(),
             line: 0,
             message: format!("cannot read the model: {e}"),
@@ -42,7 +43,7 @@ impl Workload {
     }
 
     /// The trace of this workload at `batch`, for replay (`trace::to_jsonl` writes it out).
-    pub fn trace(&self, batch: u64, steps: u32) -> Result<Trace, ModelError> {
+    pub fn trace(&self, batch: u64, steps: u32) -> Result<Trace, InputError> {
         expand::expand(&self.model, batch, steps, &self.path)
     }
 

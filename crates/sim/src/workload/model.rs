@@ -3,6 +3,7 @@
 //! ("add: inputs have different shapes"), because each value is located in the source text.
 
 use oomscope_base::size::parse_size;
+use oomscope_format::InputError;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashSet};
@@ -183,9 +184,6 @@ impl DType {
     }
 }
 
-/// A model file that cannot be used, and where.
-pub type ModelError = oomscope_format::InputError;
-
 const TOP_FIELDS: &[&str] = &[
     "name",
     "about",
@@ -243,12 +241,12 @@ impl<'a> Source<'a> {
         self.newlines.partition_point(|&n| n < offset) + 1
     }
 
-    fn error(&self, line: usize, message: impl Into<String>) -> ModelError {
-        ModelError { path: self.path.to_path_buf(), line, message: message.into() }
+    fn error(&self, line: usize, message: impl Into<String>) -> InputError {
+        InputError { path: self.path.to_path_buf(), line, message: message.into() }
     }
 
     /// Deserializes `raw` as `T`; an error names the line and the field.
-    fn value<T: DeserializeOwned>(&self, field: &str, raw: &RawValue, expected: &str) -> Result<T, ModelError> {
+    fn value<T: DeserializeOwned>(&self, field: &str, raw: &RawValue, expected: &str) -> Result<T, InputError> {
         serde_json::from_str(raw.get()).map_err(|e| {
             let msg = e.to_string();
             let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]).to_string();
@@ -260,17 +258,17 @@ impl<'a> Source<'a> {
     }
 
     /// The elements of a JSON array, each with its place in the text.
-    fn list(&self, field: &str, raw: &'a RawValue, expected: &str) -> Result<Vec<&'a RawValue>, ModelError> {
+    fn list(&self, field: &str, raw: &'a RawValue, expected: &str) -> Result<Vec<&'a RawValue>, InputError> {
         serde_json::from_str(raw.get())
             .map_err(|_| self.error(self.line_of(raw), format!("\"{field}\" must be {expected}")))
     }
 
-    fn object(&self, raw: &'a RawValue, what: &str) -> Result<BTreeMap<String, &'a RawValue>, ModelError> {
+    fn object(&self, raw: &'a RawValue, what: &str) -> Result<BTreeMap<String, &'a RawValue>, InputError> {
         serde_json::from_str(raw.get())
             .map_err(|_| self.error(self.line_of(raw), format!("{what} must be a JSON object ({{ ... }})")))
     }
 
-    fn positive(&self, field: &str, raw: &RawValue) -> Result<u64, ModelError> {
+    fn positive(&self, field: &str, raw: &RawValue) -> Result<u64, InputError> {
         let v: u64 = self.value(field, raw, "a positive integer")?;
         if v == 0 {
             return Err(self.error(self.line_of(raw), format!("\"{field}\" must be a positive integer, not 0")));
@@ -278,7 +276,7 @@ impl<'a> Source<'a> {
         Ok(v)
     }
 
-    fn shape(&self, field: &str, raw: &RawValue) -> Result<Vec<u64>, ModelError> {
+    fn shape(&self, field: &str, raw: &RawValue) -> Result<Vec<u64>, InputError> {
         let v: Vec<u64> = self.value(field, raw, "a shape: an array of positive integers")?;
         if v.is_empty() || v.contains(&0) {
             return Err(
@@ -288,7 +286,7 @@ impl<'a> Source<'a> {
         Ok(v)
     }
 
-    fn size(&self, field: &str, raw: &RawValue) -> Result<u64, ModelError> {
+    fn size(&self, field: &str, raw: &RawValue) -> Result<u64, InputError> {
         #[derive(serde::Deserialize)]
         #[serde(untagged)]
         enum Size {
@@ -301,7 +299,7 @@ impl<'a> Source<'a> {
         }
     }
 
-    fn choice<T: Copy>(&self, field: &str, raw: &RawValue, choices: &[(&str, T)]) -> Result<T, ModelError> {
+    fn choice<T: Copy>(&self, field: &str, raw: &RawValue, choices: &[(&str, T)]) -> Result<T, InputError> {
         let s: String = self.value(field, raw, "a string")?;
         choices.iter().find(|(name, _)| *name == s).map(|(_, v)| *v).ok_or_else(|| {
             let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
@@ -311,7 +309,7 @@ impl<'a> Source<'a> {
 }
 
 /// Parses and checks a model description; `path` names it in errors.
-pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
+pub fn parse(path: &Path, text: &str) -> Result<Model, InputError> {
     let src = Source::new(path, text);
     let top: BTreeMap<String, &RawValue> = serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
@@ -445,7 +443,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Model, ModelError> {
     Ok(model)
 }
 
-fn parse_layer(src: &Source<'_>, raw: &RawValue, known: &HashSet<String>) -> Result<Layer, ModelError> {
+fn parse_layer(src: &Source<'_>, raw: &RawValue, known: &HashSet<String>) -> Result<Layer, InputError> {
     let line = src.line_of(raw);
     let obj = src.object(raw, "a layer")?;
     let op_raw = obj.get("op").ok_or_else(|| src.error(line, "a layer needs \"op\""))?;
@@ -465,29 +463,29 @@ fn parse_layer(src: &Source<'_>, raw: &RawValue, known: &HashSet<String>) -> Res
         }
     }
     let get = |k: &str| obj.get(k).copied();
-    let flag = |k: &str, default: bool| -> Result<bool, ModelError> {
+    let flag = |k: &str, default: bool| -> Result<bool, InputError> {
         get(k).map(|r| src.value(k, r, "true or false")).transpose().map(|v| v.unwrap_or(default))
     };
-    let relu = || -> Result<bool, ModelError> {
+    let relu = || -> Result<bool, InputError> {
         get("activation")
             .map(|r| src.choice("activation", r, &[("relu", true), ("linear", false), ("none", false)]))
             .transpose()
             .map(|v| v.unwrap_or(false))
     };
-    let padding = |default: Padding| -> Result<Padding, ModelError> {
+    let padding = |default: Padding| -> Result<Padding, InputError> {
         get("padding")
             .map(|r| src.choice("padding", r, &[("same", Padding::Same), ("valid", Padding::Valid)]))
             .transpose()
             .map(|v| v.unwrap_or(default))
     };
-    let reference = |k: &str, r: &RawValue, name: &str| -> Result<String, ModelError> {
+    let reference = |k: &str, r: &RawValue, name: &str| -> Result<String, InputError> {
         if known.contains(name) {
             Ok(name.to_string())
         } else {
             Err(src.error(src.line_of(r), format!("\"{k}\" names {name:?}, which is no earlier layer (nor the input)")))
         }
     };
-    let inputs = |min: usize| -> Result<Vec<String>, ModelError> {
+    let inputs = |min: usize| -> Result<Vec<String>, InputError> {
         let r =
             get("inputs").ok_or_else(|| src.error(line, format!("{op_name} needs \"inputs\": the layers it joins")))?;
         let names: Vec<String> = src.value("inputs", r, "an array of layer names")?;
@@ -592,7 +590,7 @@ fn parse_layer(src: &Source<'_>, raw: &RawValue, known: &HashSet<String>) -> Res
 }
 
 /// Checks that need the whole model.
-fn check(src: &Source<'_>, m: &Model) -> Result<(), ModelError> {
+fn check(src: &Source<'_>, m: &Model) -> Result<(), InputError> {
     let losses: Vec<&Layer> = m.layers.iter().filter(|l| l.op.is_loss()).collect();
     if m.mode == Mode::Train && losses.is_empty() {
         return Err(src.error(

@@ -3,9 +3,9 @@
 //! chunks, stats equal the chunks) and against an outside model: live allocations never
 //! overlap, each is at least its request, and the byte counts add up.
 
-use oomscope_core::bfc::{Bfc, Options};
-use oomscope_core::device::SimDevice;
-use oomscope_core::record::Meta;
+use crate::bfc::{Bfc, Options};
+use crate::device::SimDevice;
+use crate::record::Meta;
 use oomscope_format::{self as dump, Source};
 use oomscope_report as render;
 use proptest::prelude::*;

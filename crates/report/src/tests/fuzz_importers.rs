@@ -1,10 +1,10 @@
 //! The importers under random and damaged input: no panic, a clear error or a dump, and a
 //! dump no larger than its input allows (memory bounded by what was read).
 
+use crate as render;
+use crate::export;
 use oomscope_format::Dump;
 use oomscope_ingest::import::{self, From};
-use oomscope_report as render;
-use oomscope_report::export;
 use proptest::prelude::*;
 use std::path::Path;
 use std::sync::LazyLock;
@@ -36,9 +36,11 @@ static SEEDS: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut v: Vec<Vec<u8>> = ["seed-000-preallocate.txt", "seed-001-mnist.txt", "seed-003-unet.txt"]
         .iter()
-        .map(|f| std::fs::read(root.join("fixtures/logs").join(f)).unwrap())
+        .map(|f| std::fs::read(root.join("../../fixtures/logs").join(f)).unwrap())
         .collect();
-    let dump = oomscope_format::read_str(Path::new("g"), include_str!("../golden/tf-reference.dump.json")).unwrap();
+    let dump =
+        oomscope_format::read_str(Path::new("g"), include_str!("../../../../tests/golden/tf-reference.dump.json"))
+            .unwrap();
     for (_, variant) in oomscope_format::TfVariant::PRESETS.iter().step_by(2) {
         v.push(render::tf::render_variant(&dump, variant).into_bytes());
     }

@@ -2,9 +2,9 @@
 //! `../shared/reference/tf-bfc.md`), with their exact numbers, plus the device back-off
 //! sequence from seed 000's log.
 
-use oomscope_core::bfc::{Bfc, Options};
-use oomscope_core::device::SimDevice;
-use oomscope_core::record::Meta;
+use crate::bfc::{Bfc, Options};
+use crate::device::SimDevice;
+use crate::record::Meta;
 use oomscope_format::Source;
 use oomscope_format::Stats;
 

@@ -1,0 +1,3 @@
+//! Tests across the importers and the renderers.
+
+mod fuzz_importers;
