@@ -59,6 +59,31 @@ impl<E: std::error::Error> From<E> for CliError {
     }
 }
 
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    oomscope_tui::term::set_color(output::set_color(cli.color));
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Fit(a) => fit::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::Import(a) => import::run(a),
+        Command::Replay(a) => replay::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Tui(a) => tui::run(a),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("oomscope: error: {}", output::safe(&e.to_string()));
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,30 +108,5 @@ mod tests {
         let denied = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
         assert_eq!(CliError::from(Outer(denied(), false)).0, "a.json: cannot write the dump: permission denied");
         assert_eq!(CliError::from(Outer(denied(), true)).0, "a.json: permission denied", "said once");
-    }
-}
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    oomscope_tui::term::set_color(output::set_color(cli.color));
-    let result = match cli.command {
-        Command::Demo(a) => demo::run(a),
-        Command::Fit(a) => fit::run(a),
-        Command::Export(a) => export::run(a),
-        Command::Diff(a) => diff::run(a),
-        Command::Import(a) => import::run(a),
-        Command::Replay(a) => replay::run(a),
-        Command::Report(a) => report::run(a),
-        Command::Run(a) => run::run(a),
-        Command::Tui(a) => tui::run(a),
-        Command::Completions(a) => shell::completions(a),
-        Command::Man(a) => shell::man(a),
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("oomscope: error: {}", output::safe(&e.to_string()));
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
     }
 }
