@@ -14,6 +14,7 @@
 
 pub mod atomic;
 pub mod feed;
+pub mod fit;
 mod imported;
 mod input_error;
 mod io;

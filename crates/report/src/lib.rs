@@ -6,6 +6,7 @@
 
 pub mod diff;
 pub mod export;
+pub mod fit;
 pub mod job;
 pub mod message;
 pub mod pickle;

@@ -11,47 +11,13 @@ use oomscope_core::trace::{Event, Trace};
 use oomscope_diagnose::{Diagnosis, Fix};
 use oomscope_format::InputError;
 use oomscope_format::VerdictKind;
+pub use oomscope_format::fit::{BatchFit, LimitFit, Probe};
 use oomscope_replay::replay::{Settings, replay};
-use serde::Serialize;
 
 /// Steps simulated per probe: the second step shows what the first left behind.
 const PROBE_STEPS: u32 = 2;
 /// A limit no simulated workload reaches: replays under it measure the ideal peak.
 const UNLIMITED: u64 = 1 << 50;
-
-/// One replay at one batch.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Probe {
-    pub batch: u64,
-    pub fits: bool,
-    /// Peak bytes in use on the device given (up to the failure when it did not fit).
-    pub peak_in_use: u64,
-    /// Peak bytes in use with unlimited memory: what the batch needs.
-    pub needed: u64,
-}
-
-/// The answer for a workload.
-#[derive(Clone, Debug, Serialize)]
-pub struct BatchFit {
-    /// Every batch replayed, in increasing order.
-    pub probes: Vec<Probe>,
-    /// The largest batch that fits, when one does.
-    pub largest: Option<Probe>,
-    /// True when the search stopped at `max_batch` with it still fitting.
-    pub capped: bool,
-    pub max_batch: u64,
-    /// Memory the process can have: the limit, or the device's free memory if less.
-    pub capacity: u64,
-    /// `needed ≈ fixed + per_sample × batch`, least squares over the probes.
-    pub fixed: f64,
-    pub per_sample: f64,
-    /// The largest batch the straight line allows.
-    pub line_prediction: u64,
-    /// The smallest batch tried at which a tensor would pass 2^64 bytes: it and every larger
-    /// batch cannot exist, let alone fit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub too_large_from: Option<u64>,
-}
 
 fn capacity(s: &Settings) -> u64 {
     s.allocator.limit.min(s.device_total.saturating_sub(s.device_others))
@@ -189,22 +155,6 @@ fn line(probes: &[Probe]) -> (f64, f64) {
     }
     let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     (my - slope * mx, slope)
-}
-
-/// The answer for a fixed trace.
-#[derive(Clone, Debug, Serialize)]
-pub struct LimitFit {
-    /// Peak bytes in use with unlimited memory (rounded sizes, no fragmentation).
-    pub needed: u64,
-    /// The smallest limit (to 1 MiB) the trace replays under with these allocator options.
-    pub min_limit: u64,
-    /// Whether it replays on the device given, and the peak there.
-    pub fits: bool,
-    pub capacity: u64,
-    /// Set when no limit up to [`UNLIMITED`] replays the trace: its largest request, which
-    /// no device serves (`min_limit` is then that bound, not an answer).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub never_fits: Option<u64>,
 }
 
 /// The most [`min_limit`] tries: more than any device has.
