@@ -26,6 +26,26 @@ use oomscope_base::size::parse_size;
 use oomscope_format::ProcessInfo;
 use std::path::PathBuf;
 
+/// A setting that cannot be used: the variable, the value it has, and what it accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub var: String,
+    pub value: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}: {}", self.var, self.value, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(var: &str, value: &str, problem: impl std::fmt::Display) -> ConfigError {
+    ConfigError { var: var.to_string(), value: value.to_string(), problem: problem.to_string() }
+}
+
 /// Where regions come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DeviceChoice {
@@ -76,66 +96,64 @@ pub struct Config {
 impl Config {
     /// Reads the settings through `var` (the environment, or a map in tests). An error names
     /// the variable and what it accepts.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let device = match get("OOMSCOPE_DEVICE").as_deref() {
             None | Some("cuda") => DeviceChoice::Cuda,
             Some(s) => match s.strip_prefix("sim:") {
                 Some(spec) => {
-                    let d = parse_device(spec).map_err(|e| format!("OOMSCOPE_DEVICE={s}: {e}"))?;
+                    let d = parse_device(spec).map_err(|e| bad("OOMSCOPE_DEVICE", s, e))?;
                     DeviceChoice::Sim { total: d.total, model: d.model }
                 }
                 None => {
-                    return Err(format!("OOMSCOPE_DEVICE={s}: expected `cuda` or `sim:SIZE` (sim:16GiB, sim:a100-80)"));
+                    return Err(bad("OOMSCOPE_DEVICE", s, "expected `cuda` or `sim:SIZE` (sim:16GiB, sim:a100-80)"));
                 }
             },
         };
         let limit = match get("OOMSCOPE_LIMIT") {
             None => None,
-            Some(s) => Some(parse_size(&s).map_err(|e| format!("OOMSCOPE_LIMIT={s}: {e}"))?),
+            Some(s) => Some(parse_size(&s).map_err(|e| bad("OOMSCOPE_LIMIT", &s, e))?),
         };
         let fraction = match get("OOMSCOPE_LIMIT_FRACTION") {
             None => None,
             Some(s) => match s.parse::<f64>() {
                 Ok(f) if f > 0.0 && f <= 1.0 => Some(f),
-                _ => return Err(format!("OOMSCOPE_LIMIT_FRACTION={s}: expected a fraction in (0, 1], such as 0.8")),
+                _ => return Err(bad("OOMSCOPE_LIMIT_FRACTION", &s, "expected a fraction in (0, 1], such as 0.8")),
             },
         };
-        let flag = |name: &str| -> Result<bool, String> {
+        let flag = |name: &str| -> Result<bool, ConfigError> {
             match get(name).as_deref() {
                 None | Some("0") | Some("false") | Some("no") => Ok(false),
                 Some("1") | Some("true") | Some("yes") => Ok(true),
-                Some(v) => Err(format!("{name}={v}: expected 1 or 0")),
+                Some(v) => Err(bad(name, v, "expected 1 or 0")),
             }
         };
         let allocator = match get("OOMSCOPE_ALLOCATOR").as_deref() {
             None | Some("caching") => AllocatorChoice::Caching,
             Some("bfc") => AllocatorChoice::Bfc,
-            Some(v) => return Err(format!("OOMSCOPE_ALLOCATOR={v}: expected `caching` or `bfc`")),
+            Some(v) => return Err(bad("OOMSCOPE_ALLOCATOR", v, "expected `caching` or `bfc`")),
         };
         // PyTorch 2.9 reads PYTORCH_ALLOC_CONF first; earlier versions only the CUDA one.
         let torch_settings =
             match ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"].iter().find_map(|k| Some((*k, get(k)?))) {
                 None => Settings::default(),
-                Some((name, text)) => Settings::parse(&text).map_err(|e| format!("{name}={text}: {e}"))?,
+                Some((name, text)) => Settings::parse(&text).map_err(|e| bad(name, &text, e))?,
             };
         let history = match get("OOMSCOPE_HISTORY") {
             None => 10_000,
-            Some(s) => s.parse().map_err(|_| format!("OOMSCOPE_HISTORY={s}: expected a number of events"))?,
+            Some(s) => s.parse().map_err(|_| bad("OOMSCOPE_HISTORY", &s, "expected a number of events"))?,
         };
         let max_dumps = match get("OOMSCOPE_MAX_DUMPS") {
             None => 5,
-            Some(s) => {
-                s.parse().map_err(|_| format!("OOMSCOPE_MAX_DUMPS={s}: expected a number of dumps (0: none)"))?
-            }
+            Some(s) => s.parse().map_err(|_| bad("OOMSCOPE_MAX_DUMPS", &s, "expected a number of dumps (0: none)"))?,
         };
         let dump_dir_limit = match get("OOMSCOPE_DUMP_DIR_LIMIT") {
             None => 1 << 30,
-            Some(s) => parse_size(&s).map_err(|e| format!("OOMSCOPE_DUMP_DIR_LIMIT={s}: {e}"))?,
+            Some(s) => parse_size(&s).map_err(|e| bad("OOMSCOPE_DUMP_DIR_LIMIT", &s, e))?,
         };
         let dump_at_steps = match get("OOMSCOPE_DUMP_AT_STEPS") {
             None => Vec::new(),
-            Some(s) => parse_steps(&s).map_err(|e| format!("OOMSCOPE_DUMP_AT_STEPS={s}: {e}"))?,
+            Some(s) => parse_steps(&s).map_err(|e| bad("OOMSCOPE_DUMP_AT_STEPS", &s, e))?,
         };
         let process = process_from_vars(&get);
         Ok(Config {
@@ -324,7 +342,7 @@ mod tests {
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, String> {
         let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::from_vars(|k| m.get(k).cloned())
+        Config::from_vars(|k| m.get(k).cloned()).map_err(|e| e.to_string())
     }
 
     #[test]

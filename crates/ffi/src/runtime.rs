@@ -146,7 +146,7 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+static RUNTIME: OnceLock<Result<Runtime, oomscope_core::config::ConfigError>> = OnceLock::new();
 
 /// Runs [`Runtime::finish`] when the process exits (or the library is unloaded): a program
 /// that never says goodbye itself must not look like one that died. Registered as the
@@ -174,7 +174,7 @@ pub fn runtime() -> Result<&'static Runtime, Failure> {
         }
         r
     });
-    r.as_ref().map_err(|e| Failure::Error(e.clone()))
+    r.as_ref().map_err(|e| Failure::Error(e.to_string()))
 }
 
 /// The runtime when it was set up already (something called in before) with good settings.
