@@ -22,8 +22,8 @@ use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::{Kind, Meta};
 use oomscope_format::InputError;
 use oomscope_format::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
+use oomscope_ingest::import::snapshot::{self as read, BlockState, EntryStacks, RecordedSettings, Snapshot};
 use oomscope_ingest::import::torch_frames;
-use oomscope_ingest::pickle::{self, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -140,74 +140,26 @@ impl Ops {
     }
 }
 
-fn int(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(|x| x.as_u64())
-}
-
-/// Op names by stack: each distinct stack named once, from the frames the snapshot shares.
-struct Names {
-    stacks: torch_frames::Stacks,
-    /// By stack number: the node it names, and its number in [`Ops`] once an entry used it.
-    named: Vec<Option<Named>>,
-}
-
-/// A stack's node, its number in [`Ops`] once an entry used it, and what its frames say
-/// the allocation is for.
-type Named = (Option<String>, Option<u32>, Kind);
-
-impl Names {
-    /// The stack number of a frames list, named.
-    fn stack(&mut self, frames: Option<Value>) -> Result<Option<usize>, torch_frames::OverBudget> {
-        let Some(id) = frames.and_then(|f| self.stacks.stack(&f)) else { return Ok(None) };
-        let i = id as usize;
-        if self.named.len() <= i {
-            self.named.resize(i + 1, None);
-        }
-        if self.named[i].is_none() {
-            let frames = self.stacks.frames(id)?;
-            self.named[i] = Some((torch_frames::node(&frames), None, torch_frames::kind(&frames)));
-        }
-        Ok(Some(i))
-    }
-
-    /// The node a block's frames name, a copy of its own (charged).
-    fn op(&mut self, frames: Option<Value>) -> Result<(Option<String>, Kind), torch_frames::OverBudget> {
-        let Some(i) = self.stack(frames)? else { return Ok((None, Kind::Unknown)) };
-        let (op, kind) = self.named[i].as_ref().map_or((None, Kind::Unknown), |(op, _, kind)| (op.clone(), *kind));
-        self.stacks.charge(op.as_ref().map_or(0, String::len))?;
-        Ok((op, kind))
-    }
-
-    /// The number in `ops` of the node an entry's frames name (0: none).
-    fn op_id(&mut self, frames: Option<Value>, ops: &mut Ops) -> Result<u32, torch_frames::OverBudget> {
-        let Some(i) = self.stack(frames)? else { return Ok(NO_PYTHON_FRAMES) };
-        let Some((op, id, kind)) = self.named[i].as_mut() else { return Ok(NO_PYTHON_FRAMES) };
-        Ok(*id.get_or_insert_with(|| ops.id(op.clone(), *kind)))
-    }
-}
-
 /// Settings from `allocator_settings` (max_split_size −1 is unset; divisions keyed by the
 /// interval's start in MiB).
-fn recorded_settings(s: &Value) -> Settings {
+fn recorded_settings(r: &RecordedSettings) -> Settings {
     let mut out = Settings::default();
-    if let Some(m) = s.get("max_split_size").and_then(|v| v.as_i128())
+    if let Some(m) = r.max_split_size
         && m > 0
         && m < i128::from(u64::MAX >> 1)
     {
         out.max_split_size = Some(m as u64);
     }
-    if let Some(t) = s.get("garbage_collection_threshold").and_then(|v| v.as_f64()) {
+    if let Some(t) = r.garbage_collection_threshold {
         out.garbage_collection_threshold = t;
     }
-    out.expandable_segments = s.get("expandable_segments").and_then(|v| v.as_bool()).unwrap_or(false);
-    if let Some(Value::Dict(d)) = s.get("roundup_power2_divisions") {
-        for (k, v) in d.entries().iter() {
-            let (Some(mib), Some(n)) = (k.as_str().and_then(|k| k.parse::<u64>().ok()), v.as_u64()) else { continue };
-            if mib.is_power_of_two() {
-                let i = mib.trailing_zeros() as usize;
-                if let Some(slot) = out.roundup_power2_divisions.get_mut(i) {
-                    *slot = n;
-                }
+    out.expandable_segments = r.expandable_segments;
+    for (k, n) in &r.roundup_power2_divisions {
+        let Ok(mib) = k.parse::<u64>() else { continue };
+        if mib.is_power_of_two() {
+            let i = mib.trailing_zeros() as usize;
+            if let Some(slot) = out.roundup_power2_divisions.get_mut(i) {
+                *slot = *n;
             }
         }
     }
@@ -216,111 +168,105 @@ fn recorded_settings(s: &Value) -> Settings {
 }
 
 impl SnapshotTrace {
-    /// Reads device `gpu` of a snapshot pickle (default: the first device with a trace).
+    /// Reads device `gpu` of a snapshot pickle (default: [`Snapshot::default_device`]).
     pub fn read(path: &Path, bytes: &[u8], gpu: Option<i64>) -> Result<SnapshotTrace, InputError> {
-        let err = |m: String| InputError { path: path.to_path_buf(), line: 0, message: m };
-        let top = pickle::read(bytes).map_err(|e| {
-            err(format!(
-                "not a readable pickle ({e}); a PyTorch snapshot is what torch.cuda.memory._dump_snapshot writes"
-            ))
-        })?;
-        let Value::Dict(_) = top else {
-            return Err(err(
-                "not a PyTorch 2.x snapshot (a dict with segments and device_traces): this one has no trace to replay"
+        let mut snap = Snapshot::read(path, bytes, EntryStacks::Allocations)?;
+        if snap.list_form {
+            return Err(InputError {
+                path: path.to_path_buf(),
+                line: 0,
+                message: "not a PyTorch 2.x snapshot (a dict with segments and device_traces): this one has no trace to replay"
                     .into(),
-            ));
-        };
-        let segments = top
-            .get("segments")
-            .and_then(|s| s.items())
-            .ok_or_else(|| err("a pickled dict without \"segments\": not a PyTorch memory snapshot".into()))?;
-        let traces = top.get("device_traces").and_then(|t| t.items()).unwrap_or_default();
-        let device = match gpu {
-            Some(d) => d,
-            None => traces.iter().position(|t| t.item_count().is_some_and(|n| n > 0)).unwrap_or(0) as i64,
-        };
-        let trace =
-            usize::try_from(device).ok().and_then(|d| traces.get(d)).and_then(|t| t.items()).unwrap_or_default();
-        let mut names = Names { stacks: torch_frames::Stacks::new(bytes.len()), named: Vec::new() };
-        let over = |e: torch_frames::OverBudget| err(e.message());
+            });
+        }
+        let device = gpu.unwrap_or_else(|| snap.default_device());
+        let trace = snap.trace_of(device);
         let mut ops = Ops::new();
+        let mut op_of: HashMap<u32, u32> = HashMap::new();
         let mut finals = Vec::new();
         let mut any_expandable = false;
-        let mut framed = false;
-        for seg in
-            segments.iter().filter(|s| s.get("device").and_then(|d| d.as_i128()).unwrap_or(0) == i128::from(device))
-        {
-            let (Some(addr), Some(size)) = (int(seg, "address"), int(seg, "total_size")) else {
-                return Err(err(
-                    "a segment without \"address\" or \"total_size\": not a PyTorch memory snapshot".into()
-                ));
+        // Taken out of the snapshot: each is read once, and its stacks named through `snap`.
+        let segments = std::mem::take(&mut snap.segments);
+        for seg in segments.into_iter().filter(|s| s.device == device) {
+            let pool = match seg.small {
+                Some(true) => PoolKind::Small,
+                Some(false) => PoolKind::Large,
+                None if seg.total_size == SMALL_BUFFER => PoolKind::Small,
+                None => PoolKind::Large,
             };
-            let pool = match seg.get("segment_type").as_ref().and_then(Value::as_str) {
-                Some("small") => PoolKind::Small,
-                Some("large") => PoolKind::Large,
-                _ if size == SMALL_BUFFER => PoolKind::Small,
-                _ => PoolKind::Large,
-            };
-            let expandable = seg.get("is_expandable").and_then(|v| v.as_bool()).unwrap_or(false);
-            any_expandable |= expandable;
-            let mut blocks = Vec::new();
-            let mut at = addr;
-            let items = seg.get("blocks").and_then(|b| b.items()).unwrap_or_default();
-            names.stacks.charge(size_of::<FinalSegment>() + items.len() * size_of::<FinalBlock>()).map_err(over)?;
-            for b in items {
-                let bsize = int(&b, "size").ok_or_else(|| err("a block without \"size\"".into()))?;
-                let state = b.get("state");
-                let state = state.as_ref().and_then(Value::as_str).unwrap_or("");
-                let allocated = state == "active_allocated";
-                let pending_free = state == "active_pending_free";
-                let (op, kind) = if allocated || pending_free {
-                    names.op(b.get("frames")).map_err(over)?
-                } else {
-                    (None, Kind::Unknown)
+            any_expandable |= seg.expandable;
+            snap.charge(size_of::<FinalSegment>() + seg.blocks.len() * size_of::<FinalBlock>())?;
+            let mut blocks = Vec::with_capacity(seg.blocks.len());
+            let mut at = seg.address;
+            for b in &seg.blocks {
+                let (op, kind) = match b.stack {
+                    Some(id) => {
+                        let n = snap.name(id)?;
+                        (n.node, n.kind)
+                    }
+                    None => (None, Kind::Unknown),
                 };
+                snap.charge(op.as_ref().map_or(0, String::len))?;
                 blocks.push(FinalBlock {
-                    addr: int(&b, "address").unwrap_or(at),
-                    size: bsize,
-                    requested: int(&b, "requested_size").unwrap_or(bsize),
-                    allocated,
-                    pending_free,
+                    addr: b.address.unwrap_or(at),
+                    size: b.size,
+                    requested: b.requested.unwrap_or(b.size),
+                    allocated: b.state == BlockState::Allocated,
+                    pending_free: b.state == BlockState::PendingFree,
                     op,
                     kind,
                 });
-                at = at.saturating_add(bsize);
+                at = at.saturating_add(b.size);
             }
-            finals.push(FinalSegment { addr, size, stream: int(seg, "stream").unwrap_or(0), pool, expandable, blocks });
+            finals.push(FinalSegment {
+                addr: seg.address,
+                size: seg.total_size,
+                stream: seg.stream.unwrap_or(0),
+                pool,
+                expandable: seg.expandable,
+                blocks,
+            });
         }
         finals.sort_by_key(|s| s.addr);
-        names.stacks.charge(trace.len() * size_of::<Entry>()).map_err(over)?;
+        snap.charge(trace.len() * size_of::<Entry>())?;
         let mut entries = Vec::with_capacity(trace.len());
-        for (i, e) in trace.iter().enumerate() {
-            let action = match e.get("action").as_ref().and_then(Value::as_str) {
-                Some("alloc") => Action::Alloc,
-                Some("free_requested") => Action::FreeRequested,
-                Some("free_completed") => Action::FreeCompleted,
-                Some("segment_alloc") => Action::SegmentAlloc,
-                Some("segment_free") => Action::SegmentFree,
-                Some("segment_map") => Action::SegmentMap,
-                Some("segment_unmap") => Action::SegmentUnmap,
-                Some("oom") => Action::Oom,
-                Some(_) => continue,
-                None => return Err(err(format!("trace entry {i} of device {device} has no \"action\""))),
+        let mut framed = false;
+        for e in trace.iter() {
+            let action = match e.action {
+                read::Action::Alloc => Action::Alloc,
+                read::Action::FreeRequested => Action::FreeRequested,
+                read::Action::FreeCompleted => Action::FreeCompleted,
+                read::Action::SegmentAlloc => Action::SegmentAlloc,
+                read::Action::SegmentFree => Action::SegmentFree,
+                read::Action::SegmentMap => Action::SegmentMap,
+                read::Action::SegmentUnmap => Action::SegmentUnmap,
+                read::Action::Oom => Action::Oom,
+                // Before PyTorch 2.1 a free was one entry; the caching allocator's replay reads
+                // 2.1's requested and completed frees.
+                read::Action::Free | read::Action::Other => continue,
             };
             any_expandable |= matches!(action, Action::SegmentMap | Action::SegmentUnmap);
-            let addr = if action == Action::Oom { int(e, "device_free") } else { int(e, "addr") };
-            framed |= action == Action::Alloc && e.get("frames").and_then(|f| f.item_count()).is_some_and(|n| n > 0);
+            framed |= action == Action::Alloc && e.framed;
+            let op = match (action, e.stack) {
+                (Action::Alloc | Action::Oom, Some(id)) => match op_of.get(&id) {
+                    Some(&op) => op,
+                    None => {
+                        let n = snap.name(id)?;
+                        let op = ops.id(n.node, n.kind);
+                        op_of.insert(id, op);
+                        op
+                    }
+                },
+                (Action::Alloc | Action::Oom, None) => NO_PYTHON_FRAMES,
+                _ => 0,
+            };
             entries.push(Entry {
                 action,
-                addr: addr.unwrap_or(0),
-                size: int(e, "size").unwrap_or(0),
-                stream: int(e, "stream").unwrap_or(0),
-                t_ns: e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64),
-                op: if action == Action::Alloc || action == Action::Oom {
-                    names.op_id(e.get("frames"), &mut ops).map_err(over)?
-                } else {
-                    0
-                },
+                addr: if action == Action::Oom { e.device_free } else { e.addr }.unwrap_or(0),
+                size: e.size.unwrap_or(0),
+                stream: e.stream.unwrap_or(0),
+                t_ns: e.t_ns,
+                op,
             });
         }
         if !framed {
@@ -328,9 +274,9 @@ impl SnapshotTrace {
                 e.op = NO_FRAMES;
             }
         }
-        let (settings, settings_from) = match top.get("allocator_settings") {
-            Some(s @ Value::Dict(_)) => (recorded_settings(&s), SettingsFrom::Recorded),
-            _ => {
+        let (settings, settings_from) = match &snap.settings {
+            Some(r) => (recorded_settings(r), SettingsFrom::Recorded),
+            None => {
                 let mut s = Settings::default();
                 s.expandable_segments = any_expandable;
                 s.text = s.to_conf();

@@ -2,6 +2,7 @@
 //! users already have gets the same report, verdict and UI as oomscope's own recordings.
 
 pub mod message;
+pub mod snapshot;
 pub mod tf_log;
 pub mod torch_frames;
 pub mod torch_snapshot;
