@@ -52,8 +52,8 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     }
     let limit = a.limit.or(story.filter(|b| b.limit_is_whole_card).map(|_| dev.total));
     let mut settings = fit::settings(dev.total, others, &dev.model, limit);
-    settings.allocator.allow_growth = a.allow_growth;
-    settings.allocator.garbage_collection = a.gc;
+    settings.options.allow_growth = a.allow_growth;
+    settings.options.garbage_collection = a.gc;
     let batch = a.batch.unwrap_or(w.model.batch);
     let steps = a.steps.unwrap_or(w.model.steps);
 
@@ -75,7 +75,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         m.dtype.name(),
         if dev.model == "simulated GPU" { "a simulated GPU".to_string() } else { format!("a simulated {}", dev.model) },
         human(dev.total),
-        human(settings.allocator.limit),
+        human(settings.options.limit),
         if others > 0 { format!(", {} held by other processes", human(others)) } else { String::new() },
         if a.allow_growth { ", allow_growth" } else { "" },
         t.events.len()
@@ -146,7 +146,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
             "oomscope: trace written to {} (replay it: oomscope replay {} --limit {})",
             path.display(),
             path.display(),
-            settings.allocator.limit
+            settings.options.limit
         );
     }
     Ok(0)

@@ -19,8 +19,8 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         )));
     }
     let mut s = fit::settings(a.device.total, a.others, &a.device.model, a.limit);
-    s.allocator.allow_growth = a.allow_growth;
-    s.allocator.garbage_collection = a.gc;
+    s.options.allow_growth = a.allow_growth;
+    s.options.garbage_collection = a.gc;
     let on = oomscope_report::fit::device(&a.device.model, a.device.total, a.others);
     let (kind, source) = open(&a.input, Reader::Fit)?;
     let path = Path::new(&a.input);
@@ -52,7 +52,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
         FitFormat::Text => {
             let samples = m.samples.unwrap_or(m.batch);
-            oomscope_report::fit::batch(&w.info(m.batch), samples, &on, s.allocator.limit, &f)
+            oomscope_report::fit::batch(&w.info(m.batch), samples, &on, s.options.limit, &f)
         }
     };
     output::print(&text)?;

@@ -101,7 +101,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         for text in &a.set {
             whatifs.push(torch.with(text).map_err(|e| CliError(format!("--set {text:?}: {e}")))?);
         }
-        settings.torch = Some(torch);
+        settings.allocator = oomscope_replay::Allocator::Caching(torch);
     }
     let mut progress = Progress::new("replaying", t.events.len() as u64);
     let mut outcome = replay(&t, &settings, Some(&trace_path), |done| progress.update(done as u64));
@@ -109,18 +109,18 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     // The what-ifs: the same requests under each --set, on the same memory.
     let capacity = limit.min(settings.device_total.saturating_sub(settings.device_others));
     let mut rows = Vec::new();
-    if let (Some(torch), false) = (&settings.torch, whatifs.is_empty()) {
+    if let (Some(torch), false) = (settings.torch(), whatifs.is_empty()) {
         rows.push(row(&torch.text, &outcome));
         for w in &whatifs {
             let mut s = settings.clone();
-            s.torch = Some(w.clone());
+            s.allocator = oomscope_replay::Allocator::Caching(w.clone());
             let o = replay(&t, &s, Some(&trace_path), |_| {});
             rows.push(row(&w.text, &o));
             outcome = o;
         }
     }
     // The state shown is the last replay's: the last --set, else the settings in force.
-    let shown = whatifs.last().or(settings.torch.as_ref());
+    let shown = whatifs.last().or(settings.torch());
     let mut d = outcome.dump;
     if !rows.is_empty() {
         let limit = dump::ReplayLimit { kind: dump::LimitKind::Device, bytes: capacity };

@@ -7,4 +7,4 @@
 pub mod replay;
 pub mod what_if;
 
-pub use replay::{Outcome, Settings, replay, replay_observed};
+pub use replay::{Allocator, Outcome, Settings, replay, replay_observed};

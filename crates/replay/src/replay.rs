@@ -8,10 +8,23 @@ use oomscope_core::device::SimDevice;
 use oomscope_core::trace::{Event, Trace};
 use oomscope_format::{Dump, Source};
 
+/// The allocator a replay feeds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Allocator {
+    /// TensorFlow's BFC allocator, with [`Settings::options`].
+    Bfc,
+    /// PyTorch's caching allocator under these settings; of [`Settings::options`] it takes
+    /// the history's length, and the limit as a memory fraction (the bytes PyTorch may
+    /// reserve) when it is below the device.
+    Caching(TorchSettings),
+}
+
 /// How to replay.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub allocator: Options,
+    /// The limit and the history's length (either allocator); growth, garbage collection
+    /// and the fragmentation fraction (BFC's own).
+    pub options: Options,
     /// Capacity of the simulated device (at least the limit is sensible).
     pub device_total: u64,
     /// Bytes of the device held by other processes.
@@ -20,37 +33,42 @@ pub struct Settings {
     pub device_model: String,
     /// Go on after a failed allocation (frees of failed allocations are then ignored).
     pub keep_going: bool,
-    /// Replay through PyTorch's caching allocator with these settings instead of BFC. The
-    /// BFC options then give only the history's length; `allocator.limit` below the device
-    /// acts as a memory fraction (the bytes PyTorch may reserve).
-    pub torch: Option<TorchSettings>,
+    pub allocator: Allocator,
 }
 
 impl Settings {
     /// A device exactly as large as the limit, nobody else on it, stop at the first OOM.
-    pub fn new(allocator: Options) -> Settings {
-        let total = allocator.limit;
+    pub fn new(options: Options) -> Settings {
+        let total = options.limit;
         Settings {
-            allocator,
+            options,
             device_total: total,
             device_others: 0,
             device_model: "simulated GPU".into(),
             keep_going: false,
-            torch: None,
+            allocator: Allocator::Bfc,
+        }
+    }
+
+    /// The caching allocator's settings, when it is the one replayed.
+    pub fn torch(&self) -> Option<&TorchSettings> {
+        match &self.allocator {
+            Allocator::Caching(s) => Some(s),
+            Allocator::Bfc => None,
         }
     }
 
     /// A fresh allocator for `trace`, as these settings choose it.
     pub fn engine_for(&self, trace: &Trace) -> Engine {
         let device = Box::new(self.device_for(trace));
-        match &self.torch {
-            None => Engine::Bfc(Bfc::new(self.allocator.clone(), device)),
-            Some(s) => {
+        match &self.allocator {
+            Allocator::Bfc => Engine::Bfc(Bfc::new(self.options.clone(), device)),
+            Allocator::Caching(s) => {
                 let mut opts = CachingOptions::new(0);
-                opts.history = self.allocator.history;
+                opts.history = self.options.history;
                 let mut c = Caching::new(s.clone(), opts, device);
-                if self.allocator.limit < self.device_total.saturating_sub(self.device_others) {
-                    c.set_allowed(self.allocator.limit);
+                if self.options.limit < self.device_total.saturating_sub(self.device_others) {
+                    c.set_allowed(self.options.limit);
                 }
                 Engine::Caching(c)
             }

@@ -20,27 +20,27 @@ const PROBE_STEPS: u32 = 2;
 const UNLIMITED: u64 = 1 << 50;
 
 fn capacity(s: &Settings) -> u64 {
-    s.allocator.limit.min(s.device_total.saturating_sub(s.device_others))
+    s.options.limit.min(s.device_total.saturating_sub(s.device_others))
 }
 
 fn unlimited(s: &Settings) -> Settings {
-    let mut o = s.allocator.clone();
+    let mut o = s.options.clone();
     o.limit = UNLIMITED;
     o.allow_growth = false;
     o.history = 0;
     Settings {
-        allocator: o,
+        options: o,
         device_total: UNLIMITED,
         device_others: 0,
         device_model: s.device_model.clone(),
         keep_going: true,
-        torch: s.torch.clone(),
+        allocator: s.allocator.clone(),
     }
 }
 
 fn quiet(s: &Settings) -> Settings {
     let mut s = s.clone();
-    s.allocator.history = 0;
+    s.options.history = 0;
     s.keep_going = false;
     s
 }
@@ -168,7 +168,7 @@ pub fn min_limit(t: &Trace, s: &Settings) -> LimitFit {
     let needed = ideal.dump.stats.peak_bytes_in_use;
     let fits_at = |limit: u64| {
         let mut q = quiet(s);
-        q.allocator.limit = limit;
+        q.options.limit = limit;
         q.device_total = limit;
         q.device_others = 0;
         replay(t, &q, None, |_| {}).failures == 0
@@ -231,9 +231,9 @@ pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Resu
                 None => Fix::NothingFits { needed: f.probes.first().map_or(0, |p| p.needed), capacity: f.capacity },
             };
         }
-        VerdictKind::Others if !s.allocator.allow_growth => {
+        VerdictKind::Others if !s.options.allow_growth => {
             let mut grow = s.clone();
-            grow.allocator.allow_growth = true;
+            grow.options.allow_growth = true;
             let t = w.trace(batch, w.model.steps)?;
             let with_growth = replay(&t, &quiet(&grow), None, |_| {});
             if with_growth.failures == 0 {
@@ -242,11 +242,11 @@ pub fn refine(v: &mut Diagnosis, w: &Workload, s: &Settings, batch: u64) -> Resu
                 let usable = total.saturating_sub(s.device_others).saturating_sub(outside);
                 let fraction = (usable as f64 / total.max(1) as f64 * 20.0).floor() / 20.0;
                 let mut capped = s.clone();
-                capped.allocator.limit = (fraction * total as f64) as u64;
+                capped.options.limit = (fraction * total as f64) as u64;
                 let with_cap = replay(&t, &quiet(&capped), None, |_| {});
                 v.fix = Fix::GrowthReplayed {
                     peak_pool: with_growth.dump.stats.peak_pool_bytes,
-                    cap: (with_cap.failures == 0).then_some((fraction, capped.allocator.limit)),
+                    cap: (with_cap.failures == 0).then_some((fraction, capped.options.limit)),
                 };
             }
         }
@@ -261,12 +261,12 @@ pub fn settings(total: u64, others: u64, model: &str, limit: Option<u64>) -> Set
     let mut o = Options::new(limit.unwrap_or(total.saturating_sub(others)));
     o.history = 10_000;
     Settings {
-        allocator: o,
+        options: o,
         device_total: total,
         device_others: others,
         device_model: model.to_string(),
         keep_going: false,
-        torch: None,
+        allocator: oomscope_replay::Allocator::Bfc,
     }
 }
 
