@@ -101,7 +101,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         for text in &a.set {
             whatifs.push(torch.with(text).map_err(|e| CliError(format!("--set {text:?}: {e}")))?);
         }
-        settings.allocator = oomscope_replay::Allocator::Caching(torch);
+        settings.allocator = oomscope_replay::Allocator::Caching(Box::new(torch));
     }
     let mut progress = Progress::new("replaying", t.events.len() as u64);
     let mut outcome = replay(&t, &settings, Some(&trace_path), |done| progress.update(done as u64));
@@ -113,7 +113,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         rows.push(row(&torch.text, &outcome));
         for w in &whatifs {
             let mut s = settings.clone();
-            s.allocator = oomscope_replay::Allocator::Caching(w.clone());
+            s.allocator = oomscope_replay::Allocator::Caching(Box::new(w.clone()));
             let o = replay(&t, &s, Some(&trace_path), |_| {});
             rows.push(row(&w.text, &o));
             outcome = o;

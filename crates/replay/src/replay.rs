@@ -16,7 +16,7 @@ pub enum Allocator {
     /// PyTorch's caching allocator under these settings; of [`Settings::options`] it takes
     /// the history's length, and the limit as a memory fraction (the bytes PyTorch may
     /// reserve) when it is below the device.
-    Caching(TorchSettings),
+    Caching(Box<TorchSettings>),
 }
 
 /// How to replay.
@@ -53,7 +53,7 @@ impl Settings {
     /// The caching allocator's settings, when it is the one replayed.
     pub fn torch(&self) -> Option<&TorchSettings> {
         match &self.allocator {
-            Allocator::Caching(s) => Some(s),
+            Allocator::Caching(s) => Some(s.as_ref()),
             Allocator::Bfc => None,
         }
     }
@@ -66,7 +66,7 @@ impl Settings {
             Allocator::Caching(s) => {
                 let mut opts = CachingOptions::new(0);
                 opts.history = self.options.history;
-                let mut c = Caching::new(s.clone(), opts, device);
+                let mut c = Caching::new(s.as_ref().clone(), opts, device);
                 if self.options.limit < self.device_total.saturating_sub(self.device_others) {
                     c.set_allowed(self.options.limit);
                 }

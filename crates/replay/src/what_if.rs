@@ -43,7 +43,7 @@ fn once(trace: &Trace, settings: &Settings, capacity: u64) -> (Replayed, u64) {
     let mut o = Options::new(capacity);
     o.history = 0;
     let mut r = ReplaySettings::new(o);
-    r.allocator = replay::Allocator::Caching(settings.clone());
+    r.allocator = replay::Allocator::Caching(Box::new(settings.clone()));
     r.keep_going = true;
     let out = replay::replay(trace, &r, None, |_| {});
     let replayed = Replayed {
