@@ -17,6 +17,7 @@ mod hostile_pickles;
 mod hostile_workloads;
 mod input_kinds;
 mod jobs;
+mod layout;
 mod live;
 mod messages;
 mod public_snapshots_imported;
