@@ -861,25 +861,8 @@ mod tests {
                 fragmentation: if pool == in_use { 0.0 } else { 1.0 - largest_free as f64 / (pool - in_use) as f64 },
                 ..Default::default()
             },
-            oom: None,
-            ooms: Vec::new(),
-            ooms_total: 0,
-            usage_by_node: Vec::new(),
-            peak: None,
-            bins: Vec::new(),
             regions: vec![RegionInfo { address: 0x7f00_0000_0000, size: pool, chunks, ..RegionInfo::default() }],
-            stacks: Vec::new(),
-            events: Vec::new(),
-            events_total: 0,
-            steps: Vec::new(),
-            refusals: Vec::new(),
-            outside: Vec::new(),
-            workload: None,
-            verdict: None,
-            replay: None,
-            what_ifs: None,
-            process: None,
-            imported: None,
+            ..Dump::default()
         };
         d.usage_by_node = oomscope_format::NodeUsage::rank(
             d.live_chunks().map(|c| (c.op.as_deref().unwrap_or(""), c.size, c.requested)),

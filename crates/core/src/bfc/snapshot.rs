@@ -5,8 +5,7 @@
 use super::{AllocFailure, Bfc, NONE, bins_of};
 use crate::record::{Kind, Meta, Names};
 use oomscope_format::{
-    AllocatorInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, OomRecord, OutsideInfo, RegionInfo, Source,
-    StackInfo,
+    AllocatorInfo, ChunkInfo, DeviceInfo, Dump, NodeUsage, OomRecord, OutsideInfo, RegionInfo, Source, StackInfo,
 };
 use std::collections::HashMap;
 
@@ -49,7 +48,6 @@ impl Bfc {
         let ooms: Vec<OomRecord> = self.failures.iter().map(|f| oom_record(f, names)).collect();
         let events = self.history.to_dump(names);
         Dump {
-            version: DUMP_VERSION,
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
             source,
             device: self.device_info(),
@@ -81,12 +79,7 @@ impl Bfc {
                 v.sort_by_key(|o| o.address);
                 v
             },
-            workload: None,
-            verdict: None,
-            replay: None,
-            what_ifs: None,
-            process: None,
-            imported: None,
+            ..Dump::default()
         }
     }
 }

@@ -5,8 +5,8 @@ use super::{Caching, NONE, NewBlock, PoolKind, Stat};
 use crate::bfc::{bins_of, describe, oom_record};
 use crate::record::{BEFORE_RECORDING, Meta};
 use oomscope_format::{
-    AllocatorInfo, CachingStats, ChunkInfo, Counter, DUMP_VERSION, DeviceInfo, Dump, NodeUsage, RegionInfo,
-    SegmentPool, Source, Stats,
+    AllocatorInfo, CachingStats, ChunkInfo, Counter, DeviceInfo, Dump, NodeUsage, RegionInfo, SegmentPool, Source,
+    Stats,
 };
 use std::collections::HashMap;
 
@@ -252,7 +252,6 @@ impl Caching {
         let s = &self.stats;
         let stats = self.stats();
         Dump {
-            version: DUMP_VERSION,
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
             source,
             device: self.device_info(),
@@ -269,14 +268,7 @@ impl Caching {
             events,
             events_total: self.history.total(),
             steps: self.steps.iter().copied().collect(),
-            refusals: Vec::new(),
-            outside: Vec::new(),
-            workload: None,
-            verdict: None,
-            replay: None,
-            what_ifs: None,
-            process: None,
-            imported: None,
+            ..Dump::default()
         }
     }
 }

@@ -858,20 +858,6 @@ fn build(
         ooms_total: u64::from(oom.is_some()),
         oom,
         usage_by_node: usage,
-        peak: None,
-        bins: Vec::new(),
-        regions: Vec::new(),
-        stacks: Vec::new(),
-        events: Vec::new(),
-        events_total: 0,
-        steps: Vec::new(),
-        refusals: Vec::new(),
-        outside: Vec::new(),
-        workload: None,
-        verdict: None,
-        replay: None,
-        what_ifs: None,
-        process: None,
         imported: Some(Imported {
             from: ImportedFrom::Message,
             absent,
@@ -880,6 +866,7 @@ fn build(
             lines_used: 1,
             ..Imported::default()
         }),
+        ..Dump::default()
     }
 }
 

@@ -19,8 +19,8 @@ use oomscope_base::size::{Rounding, human, human_with, parse_human};
 use oomscope_core::bfc::{bin_for_size, rounded_bytes};
 use oomscope_format::InputError;
 use oomscope_format::{
-    AllocatorInfo, BinInfo, BinStyle, ChunkInfo, ChunkStyle, DEFAULT_DEVICE_NAME, DUMP_VERSION, DeviceInfo, DeviceKind,
-    Dump, HeaderStyle, Imported, ImportedFrom, NodeUsage, OomRecord, PrefixStyle, Refusal, RegionInfo, Section, Source,
+    AllocatorInfo, BinInfo, BinStyle, ChunkInfo, ChunkStyle, DEFAULT_DEVICE_NAME, DeviceInfo, DeviceKind, Dump,
+    HeaderStyle, Imported, ImportedFrom, NodeUsage, OomRecord, PrefixStyle, Refusal, RegionInfo, Section, Source,
     SourceKind, Stats, StatsStyle, TfVariant, TotalsStyle,
 };
 use std::collections::HashMap;
@@ -1146,7 +1146,6 @@ fn build(path: &Path, log: Log) -> Dump {
         .unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string());
     let curr = r.totals.and_then(|t| t.curr).map_or(0, |c| c.bytes);
     Dump {
-        version: DUMP_VERSION,
         tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
         source: Source {
             kind: SourceKind::TfLog,
@@ -1180,20 +1179,9 @@ fn build(path: &Path, log: Log) -> Dump {
         oom,
         ooms,
         usage_by_node: log.nodes.clone(),
-        peak: None,
         bins,
         regions: r.regions.clone(),
-        stacks: Vec::new(),
-        events: Vec::new(),
-        events_total: 0,
-        steps: Vec::new(),
         refusals: log.refusals.iter().map(|&bytes| Refusal { seq: 0, bytes, device_free: 0, outside: false }).collect(),
-        outside: Vec::new(),
-        workload: None,
-        verdict: None,
-        replay: None,
-        what_ifs: None,
-        process: None,
         imported: Some(Imported {
             from: ImportedFrom::TfLog,
             variant: Some(variant),
@@ -1208,5 +1196,6 @@ fn build(path: &Path, log: Log) -> Dump {
             lines_read: log.lines_read,
             lines_used: log.lines_used,
         }),
+        ..Dump::default()
     }
 }

@@ -9,10 +9,10 @@ use super::snapshot::{Action, BlockState, EntryStacks, Snapshot};
 use oomscope_core::record::{EventKind, Kind, UNNAMED_OP};
 use oomscope_format::InputError;
 use oomscope_format::{
-    AllocatorInfo, BinInfo, ChunkInfo, DUMP_VERSION, DeviceInfo, Dump, EventInfo, Imported, NodeUsage, OomRecord,
-    RegionInfo, Section, Source, StackInfo,
+    AllocatorInfo, BinInfo, ChunkInfo, DeviceInfo, Dump, EventInfo, Imported, NodeUsage, OomRecord, RegionInfo,
+    Section, Source, StackInfo,
 };
-use oomscope_format::{DeviceKind, ImportedFrom, Refusal, SegmentPool, SourceKind, Stats};
+use oomscope_format::{DeviceKind, ImportedFrom, SegmentPool, SourceKind, Stats};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -187,7 +187,6 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     }
     let built = snap.built();
     let dump = Dump {
-        version: DUMP_VERSION,
         tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
         source: Source {
             kind: SourceKind::TorchSnapshot,
@@ -219,21 +218,13 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         ooms_total: u64::from(oom.is_some()),
         oom,
         usage_by_node: usage_from_chunks(&regions),
-        peak: None,
         bins: bins_from_chunks(&regions),
         regions,
         stacks,
         events,
         events_total,
-        steps: Vec::new(),
-        refusals: Vec::<Refusal>::new(),
-        outside: Vec::new(),
-        workload: None,
-        verdict: None,
-        replay: None,
-        what_ifs: None,
-        process: None,
         imported: Some(Imported { from: ImportedFrom::TorchSnapshot, absent, ..Imported::default() }),
+        ..Dump::default()
     };
     Ok((dump, built))
 }
