@@ -85,29 +85,19 @@ pub fn load(dir: &Path) -> Result<Job, CliError> {
 
 /// The job's report, its verdict tried by replay where the failing rank's history allows.
 pub fn report(job: &Job) -> JobReport {
-    let dumps: Vec<&Dump> = job.ranks.iter().map(|(_, d)| d).collect();
+    let dumps: Vec<(&Path, &Dump)> = job.ranks.iter().map(|(p, d)| (p.as_path(), d)).collect();
     let diag = oomscope_diagnose::job::analyze_job(&dumps, &mut oomscope_replay::what_if::from_history);
-    let files: Vec<String> = diag
-        .ranks
-        .iter()
-        .map(|r| {
-            job.ranks
-                .iter()
-                .find(|(_, d)| d.process.as_ref().and_then(|p| p.rank) == Some(r.rank))
-                .map_or(String::new(), |(p, _)| p.display().to_string())
-        })
-        .collect();
-    let torch = dumps.iter().any(|d| d.allocator.caching.is_some());
-    let mut report = oomscope_report::job::report(&diag, &files, torch);
+    let mut report = oomscope_report::job::report(&diag, torch(job));
     report.other_jobs = job.other_jobs.clone();
     report
 }
 
+/// The job ran under PyTorch's caching allocator.
+fn torch(job: &Job) -> bool {
+    job.ranks.iter().any(|(_, d)| d.allocator.caching.is_some())
+}
+
 /// Sizes as the job's framework prints them.
 pub fn size_of(job: &Job) -> fn(u64) -> String {
-    if job.ranks.iter().any(|(_, d)| d.allocator.caching.is_some()) {
-        oomscope_base::size::torch
-    } else {
-        oomscope_base::size::human
-    }
+    if torch(job) { oomscope_base::size::torch } else { oomscope_base::size::human }
 }

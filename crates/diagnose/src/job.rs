@@ -7,35 +7,10 @@
 //! report's.
 
 use crate::{Diagnosis, analyze};
-use oomscope_format::{Dump, Kind, KindBytes, VerdictKind, WhatIf};
+use oomscope_format::job::{JobRank, StepBytes};
+use oomscope_format::{Dump, Kind, VerdictKind, WhatIf};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// One rank of a job, as its dump shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RankState {
-    pub rank: u32,
-    pub host: String,
-    pub pid: u32,
-    pub gpu: Option<u32>,
-    pub node_rank: Option<u32>,
-    /// Its dump is of its own OOM.
-    pub failed: bool,
-    pub dumped_unix_ms: Option<u64>,
-    /// Bytes in use, reserved by the allocator, and the most in use, at the dump.
-    pub allocated: u64,
-    pub reserved: u64,
-    pub peak: u64,
-    /// The last step the rank marked (-1: none).
-    pub step: i64,
-    /// Live bytes by kind, largest first.
-    pub by_kind: Vec<KindBytes>,
-    /// Memory of the device held outside the framework (other processes, when known).
-    pub others: u64,
-    /// The failed request's bytes, when the rank failed.
-    pub request: Option<u64>,
-    /// Live bytes at each step mark the dump keeps: (step, bytes).
-    pub steps: Vec<(i64, u64)>,
-}
+use std::path::Path;
 
 /// Why the job failed, across its ranks.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,7 +67,7 @@ pub enum Difference {
 pub struct JobDiagnosis {
     pub job: Option<String>,
     /// Every rank, by rank.
-    pub ranks: Vec<RankState>,
+    pub ranks: Vec<JobRank>,
     /// The rank that ran out of memory first (an index into `ranks`), when one did.
     pub first: Option<usize>,
     /// That rank's own diagnosis.
@@ -118,23 +93,24 @@ fn median(mut v: Vec<u64>) -> u64 {
     if n % 2 == 1 { v[n / 2] } else { v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2 }
 }
 
-fn state(d: &Dump) -> Option<RankState> {
+fn state(path: &Path, d: &Dump) -> Option<JobRank> {
     let p = d.process.as_ref()?;
     let rank = p.rank?;
     let (allocated, reserved) = match &d.oom {
         Some(o) => (o.bytes_in_use, o.pool_bytes),
         None => (d.stats.bytes_in_use, d.stats.pool_bytes),
     };
-    let mut steps: Vec<(i64, u64)> = d.steps.iter().filter(|s| s.step >= 0).map(|s| (s.step, s.bytes_in_use)).collect();
-    steps.dedup_by_key(|s| s.0);
-    Some(RankState {
+    let mut steps: Vec<StepBytes> =
+        d.steps.iter().filter(|s| s.step >= 0).map(|s| StepBytes { step: s.step, bytes: s.bytes_in_use }).collect();
+    steps.dedup_by_key(|s| s.step);
+    Some(JobRank {
         rank,
         host: p.host.clone(),
         pid: p.pid,
         gpu: d.gpu(),
         node_rank: p.node_rank,
-        failed: d.oom.is_some(),
-        dumped_unix_ms: p.dumped_unix_ms,
+        dump: path.display().to_string(),
+        oom: d.oom.is_some(),
         allocated,
         reserved,
         peak: d.stats.peak_bytes_in_use,
@@ -142,42 +118,43 @@ fn state(d: &Dump) -> Option<RankState> {
         by_kind: crate::breakdown(d),
         others: d.device.others,
         request: d.oom.as_ref().map(|o| o.requested),
+        dumped_unix_ms: p.dumped_unix_ms,
         steps,
     })
 }
 
-fn kind_bytes(r: &RankState, k: Kind) -> u64 {
+fn kind_bytes(r: &JobRank, k: Kind) -> u64 {
     r.by_kind.iter().filter(|b| b.kind == k).map(|b| b.bytes).sum()
 }
 
-fn batch_bytes(r: &RankState) -> u64 {
+fn batch_bytes(r: &JobRank) -> u64 {
     r.by_kind.iter().filter(|b| b.kind.scales_with_batch()).map(|b| b.bytes).sum()
 }
 
 /// Bytes added per step over the steps a rank recorded (0 when it did not rise).
-fn per_step(steps: &[(i64, u64)]) -> u64 {
+fn per_step(steps: &[StepBytes]) -> u64 {
     // Skip the first step: it may still be warming up (lazy weights, optimizer state).
     let tail = steps.get(1..).unwrap_or(&[]);
     let (Some(f), Some(l)) = (tail.first(), tail.last()) else { return 0 };
-    let rising = tail.windows(2).all(|w| w[1].1 >= w[0].1);
-    if !rising || l.0 <= f.0 || l.1 <= f.1 {
+    let rising = tail.windows(2).all(|w| w[1].bytes >= w[0].bytes);
+    if !rising || l.step <= f.step || l.bytes <= f.bytes {
         return 0;
     }
-    (l.1 - f.1) / (l.0 - f.0) as u64
+    (l.bytes - f.bytes) / (l.step - f.step) as u64
 }
 
-/// The job's failure from its ranks' dumps, one a rank (the one written at its OOM, or at
-/// the other rank's, or its latest). `replay` tries a settings fix for the failing rank,
+/// The job's failure from its ranks' dumps and their files, one a rank (the one written at
+/// its OOM, or at the other rank's, or its latest). `replay` tries a settings fix for the failing rank,
 /// as [`analyze`] says.
-pub fn analyze_job(dumps: &[&Dump], replay: &mut dyn FnMut(&Dump, &str) -> Option<WhatIf>) -> JobDiagnosis {
-    let mut ranks: Vec<(RankState, &Dump)> = dumps.iter().filter_map(|d| Some((state(d)?, *d))).collect();
+pub fn analyze_job(dumps: &[(&Path, &Dump)], replay: &mut dyn FnMut(&Dump, &str) -> Option<WhatIf>) -> JobDiagnosis {
+    let mut ranks: Vec<(JobRank, &Dump)> = dumps.iter().filter_map(|(p, d)| Some((state(p, d)?, *d))).collect();
     ranks.sort_by_key(|(r, _)| r.rank);
-    let job = dumps.iter().find_map(|d| d.process.as_ref()?.job.clone());
+    let job = dumps.iter().find_map(|(_, d)| d.process.as_ref()?.job.clone());
     // The first to fail: the earliest OOM dump.
     let first = ranks
         .iter()
         .enumerate()
-        .filter(|(_, (r, _))| r.failed)
+        .filter(|(_, (r, _))| r.oom)
         .min_by_key(|(_, (r, _))| (r.dumped_unix_ms.unwrap_or(u64::MAX), r.rank))
         .map(|(i, _)| i);
     let first_diagnosis = first.map(|i| {
@@ -194,9 +171,9 @@ pub fn analyze_job(dumps: &[&Dump], replay: &mut dyn FnMut(&Dump, &str) -> Optio
     JobDiagnosis { job, ranks: ranks.into_iter().map(|(r, _)| r).collect(), first, first_diagnosis, cause, differences }
 }
 
-fn cause(ranks: &[(RankState, &Dump)], i: usize, own: Option<&Diagnosis>) -> (JobCause, Vec<Difference>) {
+fn cause(ranks: &[(JobRank, &Dump)], i: usize, own: Option<&Diagnosis>) -> (JobCause, Vec<Difference>) {
     let failing = &ranks[i].0;
-    let others: Vec<&(RankState, &Dump)> = ranks.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, r)| r).collect();
+    let others: Vec<&(JobRank, &Dump)> = ranks.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, r)| r).collect();
     let differences = differences(&ranks[i], &others);
     if others.is_empty() {
         return (JobCause::Alone { rank: failing.rank }, differences);
@@ -218,7 +195,7 @@ fn cause(ranks: &[(RankState, &Dump)], i: usize, own: Option<&Diagnosis>) -> (Jo
     }
     let med = median(others.iter().map(|(r, _)| r.allocated).collect());
     let batch_med = median(others.iter().map(|(r, _)| batch_bytes(r)).collect());
-    let failed: Vec<u32> = ranks.iter().filter(|(r, _)| r.failed).map(|(r, _)| r.rank).collect();
+    let failed: Vec<u32> = ranks.iter().filter(|(r, _)| r.oom).map(|(r, _)| r.rank).collect();
     let all_failed = failed.len() == ranks.len();
     // The ranks' in-use bytes, the failing one counted with its failed request (what it
     // would have held).
@@ -244,7 +221,7 @@ fn cause(ranks: &[(RankState, &Dump)], i: usize, own: Option<&Diagnosis>) -> (Jo
 
 /// What sets `failing` apart from `others`: kinds and ops whose bytes differ most from the
 /// others' median, and ops whose tensors have another shape.
-fn differences(failing: &(RankState, &Dump), others: &[&(RankState, &Dump)]) -> Vec<Difference> {
+fn differences(failing: &(JobRank, &Dump), others: &[&(JobRank, &Dump)]) -> Vec<Difference> {
     let (f, fd) = failing;
     let notable = ((f.allocated as f64 * NOTABLE) as u64).max(1 << 20);
     let mut out: Vec<(u64, Difference)> = Vec::new();
@@ -381,7 +358,7 @@ mod tests {
     }
 
     fn job(dumps: &[Dump]) -> JobDiagnosis {
-        analyze_job(&dumps.iter().collect::<Vec<_>>(), &mut |_, _| None)
+        analyze_job(&dumps.iter().map(|d| (Path::new("rank.dump.json"), d)).collect::<Vec<_>>(), &mut |_, _| None)
     }
 
     fn model(input: &[i64], input_bytes: u64, act: u64) -> Vec<(&'static str, Kind, u64, Vec<i64>)> {

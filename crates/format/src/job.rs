@@ -48,6 +48,19 @@ pub struct JobRank {
     pub others: u64,
     /// The failed request, when it failed.
     pub request: Option<u64>,
+    /// When its dump was taken, milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dumped_unix_ms: Option<u64>,
+    /// Live bytes at each step mark its dump keeps, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepBytes>,
+}
+
+/// Live bytes at a step mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepBytes {
+    pub step: i64,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 use crate::describe_process;
 use crate::verdict::{render as render_verdict, words};
 use oomscope_base::shape;
-use oomscope_diagnose::job::{Difference, JobCause, JobDiagnosis, RankState};
+use oomscope_diagnose::job::{Difference, JobCause, JobDiagnosis};
 use oomscope_format::job::{FirstFailure, JobDifference, JobRank, JobReport, JobVerdict};
 use oomscope_format::{Kind, ProcessInfo};
 use std::fmt::Write;
@@ -13,38 +13,16 @@ use std::fmt::Write;
 /// The sizes of the failing rank's framework: PyTorch's `170.09 MiB`, TF's `170.09MiB`.
 type Size = fn(u64) -> String;
 
-/// The report of a diagnosed job; `dumps[i]` is the file of `d.ranks[i]`'s dump; `torch`:
-/// sizes as PyTorch prints them.
-pub fn report(d: &JobDiagnosis, dumps: &[String], torch: bool) -> JobReport {
+/// The report of a diagnosed job; `torch`: sizes as PyTorch prints them.
+pub fn report(d: &JobDiagnosis, torch: bool) -> JobReport {
     let size: Size = if torch { oomscope_base::size::torch } else { oomscope_base::size::human };
-    let ranks: Vec<JobRank> = d
-        .ranks
-        .iter()
-        .zip(dumps)
-        .map(|(r, dump)| JobRank {
-            rank: r.rank,
-            host: r.host.clone(),
-            pid: r.pid,
-            gpu: r.gpu,
-            node_rank: r.node_rank,
-            dump: dump.clone(),
-            oom: r.failed,
-            allocated: r.allocated,
-            reserved: r.reserved,
-            peak: r.peak,
-            step: r.step,
-            by_kind: r.by_kind.clone(),
-            others: r.others,
-            request: r.request,
-        })
-        .collect();
     let first_failure = d.first.zip(d.first_diagnosis.as_ref()).map(|(i, diag)| {
         let r = &d.ranks[i];
         FirstFailure {
             rank: r.rank,
             host: r.host.clone(),
             gpu: r.gpu,
-            dump: dumps.get(i).cloned().unwrap_or_default(),
+            dump: r.dump.clone(),
             step: r.step,
             request: r.request,
             verdict: words(diag),
@@ -53,7 +31,7 @@ pub fn report(d: &JobDiagnosis, dumps: &[String], torch: bool) -> JobReport {
     let verdict = d.cause.as_ref().map(|c| job_verdict(c, d, first_failure.as_ref(), size));
     JobReport {
         job: d.job.clone(),
-        ranks,
+        ranks: d.ranks.clone(),
         first_failure,
         verdict,
         differences: d.differences.iter().map(difference).collect(),
@@ -113,7 +91,7 @@ fn evidence_lines(d: &JobDiagnosis, rank: u32, size: Size) -> Vec<String> {
 }
 
 /// The input whose shape differs, when one does: `randn`, `[5120,1024]`, `[128,1024]`.
-fn input_shape(d: &JobDiagnosis, failing: &RankState) -> Option<(String, Vec<i64>, Vec<i64>)> {
+fn input_shape(d: &JobDiagnosis, failing: &JobRank) -> Option<(String, Vec<i64>, Vec<i64>)> {
     let is_input = |op: &str| failing.by_kind.iter().any(|k| k.kind == Kind::Input) && !op.contains('/');
     d.differences.iter().find_map(|x| match x {
         Difference::Shape { op, shape, usual, .. } if is_input(op) => Some((op.clone(), shape.clone(), usual.clone())),
