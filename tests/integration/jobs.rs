@@ -35,6 +35,14 @@ fn job(dumps: &Path, device: &str, torchrun: &[&str], args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// A job run that must fail (a rank runs out of memory): its stderr.
+fn failing_job(dumps: &Path, device: &str, torchrun: &[&str], args: &[&str]) -> String {
+    let o = job(dumps, device, torchrun, args).wait_with_output().unwrap();
+    let (stdout, err) = text(&o);
+    assert!(!o.status.success(), "a rank runs out of memory: {stdout}\n{err}");
+    err
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -106,16 +114,12 @@ fn ddp_over_four_ranks_names_the_rank_whose_data_grew() {
     let _one = ONE_JOB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = temp_dir("job-ddp");
     let out = dir.join("dumps");
-    let o = job(
+    let err = failing_job(
         &out,
         "sim:256MiB",
         &["--standalone", "--nproc-per-node", "4"],
         &["--grow-rank", "2", "--grow-step", "3", "--factor", "40"],
-    )
-    .wait_with_output()
-    .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(!o.status.success(), "rank 2 runs out of memory: {stdout}\n{err}");
+    );
     // The failing rank's report says which it is; the run ends with the job's answer.
     assert!(err.contains("rank 2 of 4 (host "), "{err}");
     assert!(err.contains("local rank 2), GPU 2\n"), "{err}");
@@ -167,11 +171,7 @@ fn fsdp2_over_two_ranks_fails_alike_with_its_collective_buffers_named() {
     let out = dir.join("dumps");
     // Both ranks train a 4096-wide MLP sharded by layer at a batch of 4096: too large on
     // either, alike.
-    let o = job(&out, "sim:256MiB", &["--standalone", "--nproc-per-node", "2"], &["--wrap", "fsdp", "--batch", "4096"])
-        .wait_with_output()
-        .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(!o.status.success(), "{stdout}\n{err}");
+    failing_job(&out, "sim:256MiB", &["--standalone", "--nproc-per-node", "2"], &["--wrap", "fsdp", "--batch", "4096"]);
     let all = dumps(&out);
     assert_eq!(ranks_of(&all), vec![0, 1]);
     check_processes(&all, 2);
@@ -259,16 +259,12 @@ fn a_rank_that_keeps_its_activations_leaks_across_steps() {
     let _one = ONE_JOB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = temp_dir("job-leak");
     let out = dir.join("dumps");
-    let o = job(
+    failing_job(
         &out,
         "sim:192MiB",
         &["--standalone", "--nproc-per-node", "3"],
         &["--leak-rank", "1", "--batch", "512", "--steps", "40"],
-    )
-    .wait_with_output()
-    .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(!o.status.success(), "rank 1 runs out of memory: {stdout}\n{err}");
+    );
     let all = dumps(&out);
     assert_eq!(ranks_of(&all), vec![0, 1, 2]);
     let j = job_report(&out);
@@ -287,11 +283,7 @@ fn a_job_whose_ranks_all_fail_alike_is_the_model_and_batch() {
     let _one = ONE_JOB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = temp_dir("job-alike");
     let out = dir.join("dumps");
-    let o = job(&out, "sim:256MiB", &["--standalone", "--nproc-per-node", "3"], &["--batch", "5120", "--steps", "2"])
-        .wait_with_output()
-        .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(!o.status.success(), "{stdout}\n{err}");
+    failing_job(&out, "sim:256MiB", &["--standalone", "--nproc-per-node", "3"], &["--batch", "5120", "--steps", "2"]);
     let all = dumps(&out);
     assert_eq!(ranks_of(&all), vec![0, 1, 2]);
     let j = job_report(&out);
