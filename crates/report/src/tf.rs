@@ -132,22 +132,18 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
             }
             o.log('W', &text);
         }
-        (HeaderStyle::Rounded, Some(oom)) => o.log(
-            'W',
-            &format!(
-                "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {})\nCurrent allocation summary follows.",
-                o.h(oom.requested),
-                oom.rounded
-            ),
-        ),
-        (HeaderStyle::Mid, Some(oom)) => o.log(
-            'W',
-            &format!(
-                "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {}).  Current allocation summary follows.",
-                o.h(oom.requested),
-                oom.rounded
-            ),
-        ),
+        (HeaderStyle::Rounded | HeaderStyle::Mid, Some(oom)) => {
+            // TF 2.4-2.5 put the summary on its own line; 1.13-2.3 after the sentence.
+            let between = if v.header == HeaderStyle::Rounded { "\n" } else { ".  " };
+            o.log(
+                'W',
+                &format!(
+                    "Allocator ({name}) ran out of memory trying to allocate {} (rounded to {}){between}Current allocation summary follows.",
+                    o.h(oom.requested),
+                    oom.rounded
+                ),
+            )
+        }
         _ => {}
     }
     if matches!(v.header, HeaderStyle::Modern | HeaderStyle::Repeated | HeaderStyle::Rounded) && d.has(Section::Bins) {
