@@ -158,8 +158,9 @@ impl From<FormatArg> for Format {
     }
 }
 
+/// A device's size, a limit, or memory held by others: at most a device's worth.
 fn size(s: &str) -> Result<u64, String> {
-    oomscope_base::size::parse_size(s).map_err(|e| e.to_string())
+    oomscope_base::size::parse_size(s).map_err(|e| e.to_string()).and_then(oomscope_base::size::device_bytes)
 }
 
 fn device(s: &str) -> Result<oomscope_core::device::DeviceSpec, String> {

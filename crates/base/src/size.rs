@@ -8,6 +8,24 @@ use std::fmt;
 
 const KIB: u64 = 1024;
 
+/// The most memory oomscope takes a device, a limit or a recorded figure to have: 1 PiB.
+/// The largest accelerators hold a few hundred GiB; a figure beyond this is a typo or a
+/// damaged file, and taking it would cost time or memory in proportion to it.
+pub const MAX_DEVICE_BYTES: u64 = 1 << 50;
+
+/// `bytes` as a device's size or limit: refused past [`MAX_DEVICE_BYTES`], with the size.
+pub fn device_bytes(bytes: u64) -> Result<u64, String> {
+    if bytes > MAX_DEVICE_BYTES {
+        Err(format!(
+            "{} ({bytes} bytes) is beyond any device: oomscope takes sizes up to {}",
+            human(bytes),
+            human(MAX_DEVICE_BYTES)
+        ))
+    } else {
+        Ok(bytes)
+    }
+}
+
 /// How the C runtime that printed a log rounds a halfway `%.1f` / `%.2f`: glibc (Linux,
 /// macOS) rounds the exact binary value to even, so 1280 bytes (1.25 KiB) print `1.2KiB`;
 /// Microsoft's runtime (TF on Windows) rounds half away from zero: `1.3KiB`.
@@ -173,7 +191,7 @@ impl fmt::Display for SizeError {
         write!(
             f,
             "{:?} is not a size: {}; write bytes (1073741824) or a number with a binary unit \
-             (512MiB, 1GiB, 9.1GiB; B, KiB, MiB, GiB, TiB, or K, M, G, T)",
+             (512MiB, 1GiB, 9.1GiB; B, KiB, MiB, GiB, TiB, PiB, or K, M, G, T, P)",
             self.input, self.reason
         )
     }
@@ -201,7 +219,8 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
         "m" | "mib" => 1 << 20,
         "g" | "gib" => 1 << 30,
         "t" | "tib" => 1 << 40,
-        "kb" | "mb" | "gb" | "tb" => {
+        "p" | "pib" => 1 << 50,
+        "kb" | "mb" | "gb" | "tb" | "pb" => {
             return Err(err("decimal units (KB, MB, GB, TB) are ambiguous for GPU memory"));
         }
         _ => return Err(err("unknown unit")),

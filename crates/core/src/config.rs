@@ -112,7 +112,12 @@ impl Config {
         };
         let limit = match get("OOMSCOPE_LIMIT") {
             None => None,
-            Some(s) => Some(parse_size(&s).map_err(|e| bad("OOMSCOPE_LIMIT", &s, e))?),
+            Some(s) => Some(
+                parse_size(&s)
+                    .map_err(|e| e.to_string())
+                    .and_then(oomscope_base::size::device_bytes)
+                    .map_err(|e| bad("OOMSCOPE_LIMIT", &s, e))?,
+            ),
         };
         let fraction = match get("OOMSCOPE_LIMIT_FRACTION") {
             None => None,

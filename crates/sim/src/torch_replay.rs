@@ -372,7 +372,7 @@ impl ScriptedDevice {
     fn take(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         let script = Arc::clone(&self.script);
         let mut s = script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
-        if s.refuse || self.used + bytes > self.total {
+        if s.refuse || bytes > self.total.saturating_sub(self.used) {
             return Err(DeviceError::OutOfMemory { requested: bytes, free: self.total.saturating_sub(self.used) });
         }
         self.used += bytes;
@@ -385,7 +385,7 @@ impl ScriptedDevice {
                 Some(a) => a,
                 None => {
                     let a = self.fresh;
-                    self.fresh += bytes.next_multiple_of(SMALL_BUFFER);
+                    self.fresh = self.fresh.saturating_add(bytes.next_multiple_of(SMALL_BUFFER));
                     a
                 }
             },
@@ -439,7 +439,7 @@ impl Device for ScriptedDevice {
             Some(&(addr, _)) => addr,
             None => {
                 let a = self.fresh;
-                self.fresh += bytes.next_multiple_of(SMALL_BUFFER);
+                self.fresh = self.fresh.saturating_add(bytes.next_multiple_of(SMALL_BUFFER));
                 a
             }
         };
@@ -447,18 +447,29 @@ impl Device for ScriptedDevice {
     }
 
     fn map(&mut self, addr: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.map_pages(addr, bytes, 1)
+    }
+
+    fn map_pages(&mut self, addr: u64, page: u64, count: u64) -> Result<(), DeviceError> {
         let mut s = self.script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
-        if s.refuse || self.used + bytes > self.total {
-            return Err(DeviceError::OutOfMemory { requested: bytes, free: self.total.saturating_sub(self.used) });
+        let bytes = page.checked_mul(count).unwrap_or(u64::MAX);
+        let free = self.total.saturating_sub(self.used);
+        if s.refuse || bytes > free {
+            return Err(DeviceError::OutOfMemory { requested: page.min(bytes), free });
         }
         self.used += bytes;
-        // One recorded mapping may cover several pages.
-        if let Some(front) = s.next.front_mut()
-            && front.0 == addr
+        // The recorded mappings these pages cover are used up: one may cover several
+        // pages, a run several mappings.
+        let end = addr.saturating_add(bytes);
+        while let Some(front) = s.next.front_mut()
+            && front.0 >= addr
+            && front.0 < end
+            && (front.0 - addr) % page.max(1) == 0
         {
-            if front.1 > bytes {
-                front.0 += bytes;
-                front.1 -= bytes;
+            let covered = (end - front.0).min(front.1);
+            if front.1 > covered {
+                front.0 += covered;
+                front.1 -= covered;
             } else {
                 s.next.pop_front();
             }
@@ -560,7 +571,7 @@ impl Limit {
     }
 }
 
-const UNLIMITED: u64 = 1 << 50;
+const UNLIMITED: u64 = oomscope_base::size::MAX_DEVICE_BYTES;
 /// The stream a pending free waits on: one the program never allocates on.
 const PENDING_STREAM: u64 = u64::MAX - 1;
 

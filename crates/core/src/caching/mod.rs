@@ -27,6 +27,7 @@
 //! - expandable segments: one address-space reservation per (stream, pool), pages (2 MiB
 //!   small, 20 MiB large) mapped as needed and unmapped on release.
 
+mod pages;
 mod set;
 pub mod settings;
 mod snapshot;
@@ -35,6 +36,7 @@ use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
 use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, Retag, StepMark};
 use oomscope_base::hash::FastMap;
+use pages::PageRuns;
 use set::{FreeSet, OrderedSet};
 pub use settings::{
     LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE, Settings, SettingsError,
@@ -213,7 +215,7 @@ struct Expandable {
     size: u64,
     page: u64,
     /// Pages with memory behind them.
-    mapped: Vec<bool>,
+    mapped: PageRuns,
     released: bool,
 }
 
@@ -562,7 +564,7 @@ impl Caching {
         } else if size < MIN_LARGE_ALLOC {
             LARGE_BUFFER
         } else {
-            size.div_ceil(ROUND_LARGE) * ROUND_LARGE
+            size.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
         }
     }
 
@@ -1187,14 +1189,14 @@ impl Caching {
                 return Some(c);
             }
         }
-        // A new reservation: address space for 9/8 of the device, in whole pages.
+        // A new reservation: address space for 9/8 of the device, in whole pages (none
+        // past the address space: the device refuses it like any reservation).
         let small = p.pool == PoolKind::Small;
         let page = Self::page_size(small);
         let total = self.device.mem_info().total;
-        let size = (total / 8 * 9).div_ceil(page).max(1) * page;
+        let size = (total / 8).checked_mul(9)?.div_ceil(page).max(1).checked_mul(page)?;
         let base = self.device.reserve(size).ok()?;
-        let pages = usize::try_from(size / page).unwrap_or(0);
-        self.expandable.push(Expandable { base, size, page, mapped: vec![false; pages], released: false });
+        self.expandable.push(Expandable { base, size, page, mapped: PageRuns::default(), released: false });
         let index = u32::try_from(self.expandable.len() - 1).unwrap_or(NONE);
         let h = self.new_block(NewBlock {
             addr: base,
@@ -1222,23 +1224,20 @@ impl Caching {
         let page = seg.page;
         let first = (addr - seg.base) / page;
         let last = (addr + size - seg.base).div_ceil(page);
-        let mut newly = 0;
-        for i in first..last {
-            if !self.expandable[e].mapped[i as usize] {
-                let pa = self.expandable[e].base + i * page;
-                if self.device.map(pa, page).is_err() {
-                    // Undo what this call mapped, as PyTorch does, and fail.
-                    for j in first..i {
-                        if self.expandable[e].mapped[j as usize] && newly > 0 {
-                            self.device.unmap(self.expandable[e].base + j * page, page);
-                            self.expandable[e].mapped[j as usize] = false;
-                        }
-                    }
-                    return None;
+        let base = seg.base;
+        // Each run of pages not yet mapped, all or none (PyTorch maps page by page and
+        // unmaps what this call mapped when one fails).
+        let mut done: Vec<(u64, u64)> = Vec::new();
+        for (a, b) in self.expandable[e].mapped.gaps(first, last) {
+            if self.device.map_pages(base + a * page, page, b - a).is_err() {
+                for (a, b) in done {
+                    self.device.unmap_pages(base + a * page, page, b - a);
+                    self.expandable[e].mapped.remove(a, b);
                 }
-                self.expandable[e].mapped[i as usize] = true;
-                newly += 1;
+                return None;
             }
+            self.expandable[e].mapped.insert(a, b);
+            done.push((a, b));
         }
         let mapped_size = ((last - first) * page).min(block_size);
         let pool = if small { PoolKind::Small } else { PoolKind::Large };
@@ -1290,12 +1289,10 @@ impl Caching {
             return;
         }
         let (u_addr, u_size) = (base + begin * page, (end - begin) * page);
-        for i in begin..end {
-            if self.expandable[e].mapped[i as usize] {
-                self.device.unmap(base + i * page, page);
-                self.expandable[e].mapped[i as usize] = false;
-            }
+        for (a, b) in self.expandable[e].mapped.runs(begin, end) {
+            self.device.unmap_pages(base + a * page, page, b - a);
         }
+        self.expandable[e].mapped.remove(begin, end);
         let pool = if small { PoolKind::Small } else { PoolKind::Large };
         self.remove_free(h);
         let before = u_addr - addr;
@@ -1575,6 +1572,16 @@ impl Caching {
         }
         if reserved != self.total_allocated_memory {
             return Err(format!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
+        }
+        // Expandable segments' mapped pages are the memory their segments hold.
+        let mut pages_bytes = 0;
+        for x in &self.expandable {
+            x.mapped.check()?;
+            pages_bytes += x.mapped.count() * x.page;
+        }
+        let expandable_bytes: u64 = self.segments().iter().filter(|s| s.expandable).map(|s| s.size).sum();
+        if pages_bytes != expandable_bytes {
+            return Err(format!("mapped pages hold {pages_bytes} bytes, expandable segments {expandable_bytes}"));
         }
         let allocated: u64 =
             self.active.values().map(|&h| &self.blocks[h as usize]).filter(|b| b.allocated).map(|b| b.size).sum();

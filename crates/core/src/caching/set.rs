@@ -3,7 +3,7 @@
 //! a vector beats a tree several times over) and a B-tree once it holds many (a fragmented
 //! pool can hold thousands). Both give the same order, so the choice is invisible outside.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 /// Above this many keys the set becomes a tree...
@@ -152,12 +152,32 @@ impl<K: Ord + Copy> OrderedSet<K> {
 /// worse than logarithmic. The order seen outside is PyTorch's.
 #[derive(Clone, Debug, Default)]
 pub(super) struct FreeSet {
-    /// By stream, in stream order (a program uses a few streams).
-    streams: Vec<(u64, Bins)>,
+    /// By stream: the first few streams in a list (a lookup in the hot path is a compare or
+    /// two), the rest in a map (a program may use thousands of streams and each lookup must
+    /// stay logarithmic).
+    near: Vec<(u64, Blocks)>,
+    far: BTreeMap<u64, Blocks>,
     /// By handle: the block's size and address while it is in the set, and its list links.
     nodes: Vec<Node>,
     len: usize,
 }
+
+/// One stream's free blocks. Bins cost 8 KiB a stream: a stream that holds few blocks keeps
+/// them in one sorted list instead, and is binned once it holds more than [`BINNED_PAST`]
+/// (the streams a program really allocates on, where the bins pay off). A binned stream
+/// stays binned; a stream of few blocks that empties is dropped, unless it is one of the
+/// first few. Memory then follows the blocks, not the streams ever seen.
+#[derive(Clone, Debug)]
+enum Blocks {
+    /// Sorted.
+    Few(Vec<BinKey>),
+    Binned(Box<Bins>),
+}
+
+/// A stream's blocks are binned past this many.
+const BINNED_PAST: usize = 16;
+/// Streams looked up in a list.
+const NEAR: usize = 4;
 
 type Key = (u64, u64, u64, u32);
 type BinKey = (u64, u64, u32);
@@ -254,63 +274,32 @@ impl Bins {
     }
 }
 
-impl FreeSet {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline]
-    fn stream(&self, stream: u64) -> Option<&Bins> {
-        self.streams.iter().find(|(s, _)| *s == stream).map(|(_, b)| b)
-    }
-
-    /// The stream's bins, made when new; split from the node table for the caller.
-    #[inline]
-    fn parts(&mut self, stream: u64) -> (&mut Bins, &mut Vec<Node>) {
-        let at = match self.streams.iter().position(|(s, _)| *s == stream) {
-            Some(at) => at,
-            None => {
-                let at = self.streams.partition_point(|(s, _)| *s < stream);
-                self.streams.insert(at, (stream, Bins::default()));
-                at
-            }
-        };
-        (&mut self.streams[at].1, &mut self.nodes)
-    }
-
-    #[inline]
-    pub fn insert(&mut self, k: Key) {
-        let h = k.3 as usize;
-        if self.nodes.len() <= h {
-            self.nodes.resize(h + 1, Node::default());
-        }
-        if self.nodes[h].linked {
-            return;
-        }
-        let (bins, nodes) = self.parts(k.0);
-        let b = bin(k.1);
-        nodes[h] = Node { size: k.1, addr: k.2, prev: NIL, next: NIL, linked: true };
-        match &mut bins.bins[b] {
+impl Bins {
+    /// Links block `h` (size and address in `nodes[h]`) into its bin, after every block
+    /// ordered before it.
+    fn insert(&mut self, nodes: &mut [Node], h: u32) {
+        let (size, addr) = (nodes[h as usize].size, nodes[h as usize].addr);
+        let b = bin(size);
+        match &mut self.bins[b] {
             Bin::List { head, len } => {
-                // After every block ordered before it.
                 let (mut prev, mut at) = (NIL, *head);
                 while at != NIL {
                     let n = &nodes[at as usize];
-                    if (n.size, n.addr) > (k.1, k.2) {
+                    if (n.size, n.addr) > (size, addr) {
                         break;
                     }
                     prev = at;
                     at = n.next;
                 }
-                nodes[h].prev = prev;
-                nodes[h].next = at;
+                nodes[h as usize].prev = prev;
+                nodes[h as usize].next = at;
                 if prev == NIL {
-                    *head = k.3;
+                    *head = h;
                 } else {
-                    nodes[prev as usize].next = k.3;
+                    nodes[prev as usize].next = h;
                 }
                 if at != NIL {
-                    nodes[at as usize].prev = k.3;
+                    nodes[at as usize].prev = h;
                 }
                 *len += 1;
                 if *len > LIST_MAX {
@@ -321,28 +310,20 @@ impl FreeSet {
                         tree.insert((n.size, n.addr, at));
                         at = n.next;
                     }
-                    bins.bins[b] = Bin::Tree(Box::new(tree));
+                    self.bins[b] = Bin::Tree(Box::new(tree));
                 }
             }
             Bin::Tree(t) => {
-                t.insert((k.1, k.2, k.3));
+                t.insert((size, addr, h));
             }
         }
-        bins.set_nonempty(b, true);
-        self.len += 1;
+        self.set_nonempty(b, true);
     }
 
-    #[inline]
-    pub fn remove(&mut self, k: &Key) -> bool {
-        let h = k.3 as usize;
-        let Some(n) = self.nodes.get(h).copied() else { return false };
-        if !n.linked || (n.size, n.addr) != (k.1, k.2) {
-            return false;
-        }
-        let Some(at) = self.streams.iter().position(|(s, _)| *s == k.0) else { return false };
-        let (bins, nodes) = (&mut self.streams[at].1, &mut self.nodes);
+    /// Unlinks block `h`, described by `n` (its node before the call).
+    fn remove(&mut self, nodes: &mut [Node], n: Node, h: u32) {
         let b = bin(n.size);
-        let empty = match &mut bins.bins[b] {
+        let empty = match &mut self.bins[b] {
             Bin::List { head, len } => {
                 if n.prev == NIL {
                     *head = n.next;
@@ -356,7 +337,7 @@ impl FreeSet {
                 *len == 0
             }
             Bin::Tree(t) => {
-                t.remove(&(n.size, n.addr, k.3));
+                t.remove(&(n.size, n.addr, h));
                 if t.len() < LIST_AGAIN {
                     // Back to a list, in order.
                     let keys: Vec<BinKey> = t.iter().copied().collect();
@@ -370,15 +351,113 @@ impl FreeSet {
                         prev = x;
                     }
                     let head = keys.first().map_or(NIL, |k| k.2);
-                    bins.bins[b] = Bin::List { head, len: keys.len() as u32 };
+                    self.bins[b] = Bin::List { head, len: keys.len() as u32 };
                 }
-                keys_empty(&bins.bins[b])
+                keys_empty(&self.bins[b])
             }
         };
         if empty {
-            bins.set_nonempty(b, false);
+            self.set_nonempty(b, false);
         }
-        nodes[h] = Node::default();
+    }
+}
+
+impl FreeSet {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn get(&self, stream: u64) -> Option<&Blocks> {
+        match self.near.iter().find(|(s, _)| *s == stream) {
+            Some((_, b)) => Some(b),
+            None if self.far.is_empty() => None,
+            None => self.far.get(&stream),
+        }
+    }
+
+    #[inline]
+    fn get_in<'a>(
+        near: &'a mut [(u64, Blocks)],
+        far: &'a mut BTreeMap<u64, Blocks>,
+        stream: u64,
+    ) -> Option<&'a mut Blocks> {
+        match near.iter_mut().find(|(s, _)| *s == stream) {
+            Some((_, b)) => Some(b),
+            None => far.get_mut(&stream),
+        }
+    }
+
+    /// The stream's blocks, made (few) when new.
+    #[inline]
+    fn entry_in<'a>(
+        near: &'a mut Vec<(u64, Blocks)>,
+        far: &'a mut BTreeMap<u64, Blocks>,
+        stream: u64,
+    ) -> &'a mut Blocks {
+        if let Some(i) = near.iter().position(|(s, _)| *s == stream) {
+            return &mut near[i].1;
+        }
+        if near.len() < NEAR && !far.contains_key(&stream) {
+            near.push((stream, Blocks::Few(Vec::new())));
+            return &mut near.last_mut().expect("just pushed").1;
+        }
+        far.entry(stream).or_insert_with(|| Blocks::Few(Vec::new()))
+    }
+
+    #[inline]
+    pub fn insert(&mut self, k: Key) {
+        let h = k.3 as usize;
+        if self.nodes.len() <= h {
+            self.nodes.resize(h + 1, Node::default());
+        }
+        if self.nodes[h].linked {
+            return;
+        }
+        self.nodes[h] = Node { size: k.1, addr: k.2, prev: NIL, next: NIL, linked: true };
+        let nodes = &mut self.nodes;
+        let blocks = Self::entry_in(&mut self.near, &mut self.far, k.0);
+        match blocks {
+            Blocks::Binned(bins) => bins.insert(nodes, k.3),
+            Blocks::Few(t) => {
+                let key = (k.1, k.2, k.3);
+                let at = t.partition_point(|x| *x < key);
+                t.insert(at, key);
+                if t.len() > BINNED_PAST {
+                    let mut bins = Box::<Bins>::default();
+                    for &(_, _, x) in t.iter() {
+                        bins.insert(nodes, x);
+                    }
+                    *blocks = Blocks::Binned(bins);
+                }
+            }
+        }
+        self.len += 1;
+    }
+
+    #[inline]
+    pub fn remove(&mut self, k: &Key) -> bool {
+        let h = k.3 as usize;
+        let Some(n) = self.nodes.get(h).copied() else { return false };
+        if !n.linked || (n.size, n.addr) != (k.1, k.2) {
+            return false;
+        }
+        let mut emptied = false;
+        match Self::get_in(&mut self.near, &mut self.far, k.0) {
+            None => return false,
+            Some(Blocks::Binned(bins)) => bins.remove(&mut self.nodes, n, k.3),
+            Some(Blocks::Few(t)) => {
+                let Ok(at) = t.binary_search(&(n.size, n.addr, k.3)) else { return false };
+                t.remove(at);
+                emptied = t.is_empty();
+            }
+        }
+        // An emptied stream among the first few keeps its place (a stream that comes and
+        // goes costs nothing); one of the many is dropped.
+        if emptied && !self.near.iter().any(|(s, _)| *s == k.0) {
+            self.far.remove(&k.0);
+        }
+        self.nodes[h] = Node::default();
         self.len -= 1;
         true
     }
@@ -393,7 +472,12 @@ impl FreeSet {
     /// The first block of `stream` of at least `size` bytes, in (size, address) order.
     #[inline]
     pub fn first_from(&self, stream: u64, size: u64) -> Option<Key> {
-        let bins = self.stream(stream)?;
+        let bins = match self.get(stream)? {
+            Blocks::Few(t) => {
+                return t.get(t.partition_point(|x| *x < (size, 0, 0))).map(|k| (stream, k.0, k.1, k.2));
+            }
+            Blocks::Binned(bins) => bins,
+        };
         let b = bin(size);
         if bins.is_nonempty(b) {
             match &bins.bins[b] {
@@ -447,7 +531,14 @@ impl FreeSet {
 
     /// The blocks of `stream` of at least `size` bytes, in order.
     pub fn from(&self, stream: u64, size: u64) -> Box<dyn Iterator<Item = Key> + '_> {
-        let Some(bins) = self.stream(stream) else { return Box::new(std::iter::empty()) };
+        let bins = match self.get(stream) {
+            None => return Box::new(std::iter::empty()),
+            Some(Blocks::Few(t)) => {
+                let at = t.partition_point(|x| *x < (size, 0, 0));
+                return Box::new(t[at..].iter().map(move |k| (stream, k.0, k.1, k.2)));
+            }
+            Some(Blocks::Binned(bins)) => bins,
+        };
         let b = bin(size);
         let first = self.bin_keys(stream, &bins.bins[b]).filter(move |k| k.1 >= size);
         let mut next = b + 1;
@@ -462,7 +553,14 @@ impl FreeSet {
 
     /// The blocks of `stream` smaller than `size`, largest first.
     pub fn below_rev(&self, stream: u64, size: u64) -> Vec<Key> {
-        let Some(bins) = self.stream(stream) else { return Vec::new() };
+        let bins = match self.get(stream) {
+            None => return Vec::new(),
+            Some(Blocks::Few(t)) => {
+                let at = t.partition_point(|x| *x < (size, 0, 0));
+                return t[..at].iter().rev().map(|k| (stream, k.0, k.1, k.2)).collect();
+            }
+            Some(Blocks::Binned(bins)) => bins,
+        };
         let mut out = Vec::new();
         for i in (0..=bin(size)).rev().filter(|&i| bins.is_nonempty(i)) {
             let mut keys: Vec<Key> = self.bin_keys(stream, &bins.bins[i]).filter(|k| k.1 < size).collect();
@@ -474,14 +572,24 @@ impl FreeSet {
 
     /// Every block, in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = Key> + '_ {
-        self.streams.iter().flat_map(move |(s, bins)| {
-            let mut next = 0;
-            std::iter::from_fn(move || {
-                let i = bins.next_nonempty(next)?;
-                next = i + 1;
-                Some(i)
-            })
-            .flat_map(move |i| self.bin_keys(*s, &bins.bins[i]))
+        let mut streams: Vec<(u64, &Blocks)> =
+            self.near.iter().map(|(s, b)| (*s, b)).chain(self.far.iter().map(|(s, b)| (*s, b))).collect();
+        streams.sort_unstable_by_key(|(s, _)| *s);
+        streams.into_iter().flat_map(move |(s, blocks)| -> Box<dyn Iterator<Item = Key> + '_> {
+            match blocks {
+                Blocks::Few(t) => Box::new(t.iter().map(move |k| (s, k.0, k.1, k.2))),
+                Blocks::Binned(bins) => {
+                    let mut next = 0;
+                    Box::new(
+                        std::iter::from_fn(move || {
+                            let i = bins.next_nonempty(next)?;
+                            next = i + 1;
+                            Some(i)
+                        })
+                        .flat_map(move |i| self.bin_keys(s, &bins.bins[i])),
+                    )
+                }
+            }
         })
     }
 }
@@ -536,6 +644,45 @@ mod tests {
                 assert!(set.iter().eq(reference.iter().copied()));
             }
         }
+    }
+
+    /// Many streams with a few blocks each (held in one B-tree a stream), some growing past
+    /// the binning threshold and emptying again: every query as one B-tree over all keys.
+    #[test]
+    fn thousands_of_streams_answer_as_one_btree() {
+        let mut set = FreeSet::default();
+        let mut reference: BTreeSet<Key> = BTreeSet::new();
+        let mut seed = 11u64;
+        for round in 0..30000u32 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Streams 0..4 get many blocks (binned), the other 2000 a few.
+            let stream = if seed % 4 == 0 { (seed >> 20) % 4 } else { 4 + (seed >> 24) % 2000 };
+            let key = (stream, 512 << ((seed >> 40) % 16), (seed >> 8) % 100_000 * 512, round);
+            if round < 15000 || seed.is_multiple_of(2) {
+                set.insert(key);
+                reference.insert(key);
+            } else if let Some(&k) = reference.range((stream, 0, 0, 0)..(stream + 1, 0, 0, 0)).next() {
+                assert!(set.remove(&k));
+                reference.remove(&k);
+            }
+            assert_eq!(set.len(), reference.len());
+            let size = 512 << ((seed >> 44) % 18);
+            let same = |k: &&Key| k.0 == stream;
+            assert_eq!(set.first_from(stream, size), reference.range((stream, size, 0, 0)..).find(same).copied());
+            if round % 499 == 0 {
+                let want: Vec<Key> = reference.range((stream, size, 0, 0)..).filter(same).copied().collect();
+                assert_eq!(set.from(stream, size).collect::<Vec<_>>(), want);
+                let want: Vec<Key> = reference.range(..(stream, size, 0, 0)).rev().filter(same).copied().collect();
+                assert_eq!(set.below_rev(stream, size), want);
+                assert!(set.iter().eq(reference.iter().copied()));
+            }
+        }
+        // Emptied: the few-block streams past the first few are dropped.
+        for k in std::mem::take(&mut reference) {
+            assert!(set.remove(&k));
+        }
+        assert!(set.far.values().all(|b| matches!(b, Blocks::Binned(_))), "only binned streams stay");
+        assert!(set.near.len() + set.far.len() <= NEAR + 8, "{} streams kept", set.near.len() + set.far.len());
     }
 
     /// The vector and the tree agree with a B-tree on every query, across both conversions.

@@ -193,7 +193,8 @@ impl Settings {
         if d > 1 && size > MIN_BLOCK_SIZE * d {
             roundup_power2_next_division(size, d)
         } else {
-            size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+            // Saturating: a request near 2^64 is refused by the device, not an overflow.
+            size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
         }
     }
 
@@ -212,10 +213,10 @@ pub fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
     let floor = 1u64 << (63 - size.leading_zeros());
     let step = floor >> (63 - divisions.leading_zeros());
     if step == 0 {
-        return floor << 1;
+        return floor.checked_shl(1).filter(|&f| f != 0).unwrap_or(u64::MAX);
     }
     let down = size & !(step - 1);
-    if down == size { size } else { down + step }
+    if down == size { size } else { down.saturating_add(step) }
 }
 
 /// The settings' comma-separated items, keeping a bracketed list whole.

@@ -326,3 +326,32 @@ proptest! {
         run_program("expandable_segments:True", &ops)?;
     }
 }
+
+#[test]
+fn a_device_of_a_hundred_petabytes_costs_memory_by_what_is_mapped() {
+    // A page table for a reservation of 9/8 of 128 PiB would take 77 GB: the allocation
+    // aborted before the first tensor.
+    let mut c = caching("expandable_segments:True", 1 << 57);
+    let a = alloc(&mut c, 8 << 20);
+    assert_eq!(reserved(&c), 20 << 20, "one page of the large pool");
+    let b = alloc(&mut c, 300 << 20);
+    c.free(a, 0).unwrap();
+    c.free(b, 0).unwrap();
+    c.empty_cache(0);
+    assert_eq!(reserved(&c), 0);
+    c.check().unwrap();
+}
+
+#[test]
+fn requests_near_two_to_the_64_fail_as_out_of_memory() {
+    for settings in ["", "expandable_segments:True", "roundup_power2_divisions:4"] {
+        for total in [1 << 30, oomscope_base::size::MAX_DEVICE_BYTES] {
+            let mut c = caching(settings, total);
+            for bytes in [u64::MAX, u64::MAX - 511, 1 << 63, (1 << 63) + 1, total + 1] {
+                assert!(c.allocate(bytes, 0, Meta::default()).is_err(), "{settings} {bytes}");
+                c.check().unwrap();
+            }
+            alloc(&mut c, 1 << 20);
+        }
+    }
+}

@@ -73,6 +73,27 @@ pub trait Device: Send {
     }
     /// Takes the memory away from `bytes` of mapped space at `addr`.
     fn unmap(&mut self, _addr: u64, _bytes: u64) {}
+    /// Maps `count` pages of `page` bytes from `addr`, each with memory of its own (as
+    /// PyTorch's expandable segments map them, so that each can be unmapped alone); all or
+    /// none. A device that only counts bytes maps the run at once: the time a run takes is
+    /// then not the number of its pages.
+    fn map_pages(&mut self, addr: u64, page: u64, count: u64) -> Result<(), DeviceError> {
+        for i in 0..count {
+            if let Err(e) = self.map(addr + i * page, page) {
+                for j in 0..i {
+                    self.unmap(addr + j * page, page);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+    /// Unmaps `count` pages of `page` bytes from `addr`, mapped by [`Device::map_pages`].
+    fn unmap_pages(&mut self, addr: u64, page: u64, count: u64) {
+        for i in 0..count {
+            self.unmap(addr + i * page, page);
+        }
+    }
     /// Gives reserved address space back.
     fn unreserve(&mut self, _addr: u64, _bytes: u64) {}
     /// Waits until the device has finished all work queued on it (`cudaDeviceSynchronize`),

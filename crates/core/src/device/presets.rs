@@ -61,7 +61,9 @@ pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
         }
     }
     match parse_size(s) {
-        Ok(total) if total > 0 => Ok(DeviceSpec { total, model: "simulated GPU".to_string() }),
+        Ok(total) if total > 0 => {
+            Ok(DeviceSpec { total: oomscope_base::size::device_bytes(total)?, model: "simulated GPU".to_string() })
+        }
         Ok(_) => Err("a device of 0 bytes cannot hold anything".to_string()),
         Err(e) => {
             let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();

@@ -77,7 +77,7 @@ impl SimDevice {
             if candidate.saturating_add(bytes) <= addr {
                 break;
             }
-            candidate = (addr + size).next_multiple_of(SIM_ALIGN);
+            candidate = addr.saturating_add(size).checked_next_multiple_of(SIM_ALIGN).unwrap_or(u64::MAX);
         }
         candidate
     }
@@ -134,8 +134,10 @@ impl Device for SimDevice {
                 b
             }
             _ => {
-                let top = self.reserved.iter().next_back().map_or(SIM_RESERVED_BASE, |(&a, &s)| a + s);
-                top.next_multiple_of(SIM_ALIGN)
+                let top = self.reserved.iter().next_back().map_or(SIM_RESERVED_BASE, |(&a, &s)| a.saturating_add(s));
+                top.checked_next_multiple_of(SIM_ALIGN)
+                    .filter(|b| b.checked_add(bytes).is_some())
+                    .ok_or_else(|| DeviceError::Other(format!("no address space left for {bytes} bytes")))?
             }
         };
         self.reserved.insert(base, bytes);
@@ -153,6 +155,16 @@ impl Device for SimDevice {
 
     fn unmap(&mut self, _addr: u64, bytes: u64) {
         self.used = self.used.saturating_sub(bytes);
+    }
+
+    fn map_pages(&mut self, addr: u64, page: u64, count: u64) -> Result<(), DeviceError> {
+        // Memory is only counted here: a run is mapped at once, whatever its pages.
+        let bytes = page.checked_mul(count).unwrap_or(u64::MAX);
+        self.map(addr, bytes)
+    }
+
+    fn unmap_pages(&mut self, addr: u64, page: u64, count: u64) {
+        self.unmap(addr, page.saturating_mul(count));
     }
 
     fn unreserve(&mut self, addr: u64, _bytes: u64) {

@@ -139,9 +139,32 @@ pub struct RecordedSettings {
     pub roundup_power2_divisions: Vec<(String, u64)>,
 }
 
-fn int(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(|x| x.as_u64())
+/// `key` of `v`: absent or `None` is `None`; a non-negative integer up to `most` is taken;
+/// anything else (a negative size, `"8MB"`, NaN, 2^64, a size beyond any device) is
+/// refused with what it was: taken as absent it would become 0 and a wrong answer.
+fn int(v: &Value, key: &str, most: u64) -> Result<Option<u64>, String> {
+    let Some(x) = v.get(key) else { return Ok(None) };
+    if matches!(x, Value::None) {
+        return Ok(None);
+    }
+    match x.as_i128() {
+        Some(i) if i < 0 => Err(format!("\"{key}\" is {i}: negative")),
+        Some(i) => match u64::try_from(i).ok().filter(|&u| u <= most) {
+            Some(u) => Ok(Some(u)),
+            None if most == ANY => Err(format!("\"{key}\" is {i}: past 64 bits")),
+            None => Err(format!(
+                "\"{key}\" is {i} bytes: beyond any device (oomscope takes sizes up to {})",
+                oomscope_base::size::human(most)
+            )),
+        },
+        None => Err(format!("\"{key}\" is {}: not an integer", x.repr(40))),
+    }
 }
+
+/// A byte count: at most a device's worth.
+const BYTES: u64 = oomscope_base::size::MAX_DEVICE_BYTES;
+/// An address or a stream: any 64-bit value.
+const ANY: u64 = u64::MAX;
 
 impl Snapshot {
     /// Reads a snapshot pickle of `bytes`, from `path`, with the trace entries' stacks
@@ -237,7 +260,10 @@ impl Snapshot {
     }
 
     fn segment(&mut self, seg: &Value) -> Result<Segment, InputError> {
-        let (Some(address), Some(total_size)) = (int(seg, "address"), int(seg, "total_size")) else {
+        let path = self.path.clone();
+        let refused = move |m: String| InputError { path: path.clone(), line: 0, message: m };
+        let at = |key, most| int(seg, key, most).map_err(|e| refused(format!("a segment's {e}")));
+        let (Some(address), Some(total_size)) = (at("address", ANY)?, at("total_size", BYTES)?) else {
             return Err(self.err("a segment without \"address\" or \"total_size\": not a PyTorch memory snapshot"));
         };
         let items = seg.get("blocks").and_then(|b| b.items()).unwrap_or_default();
@@ -245,7 +271,9 @@ impl Snapshot {
         self.charge(size_of::<Segment>() + items.len() * size_of::<Block>())?;
         let mut blocks = Vec::with_capacity(items.len());
         for b in &items {
-            let size = int(b, "size").ok_or_else(|| self.err("a block without \"size\""))?;
+            let at = |key, most| int(b, key, most).map_err(|e| refused(format!("a block's {e}")));
+            let size = at("size", BYTES)?.ok_or_else(|| self.err("a block without \"size\""))?;
+            let (address, requested) = (at("address", ANY)?, at("requested_size", BYTES)?);
             let state = match b.get("state").as_ref().and_then(Value::as_str) {
                 Some("active_allocated") => BlockState::Allocated,
                 Some("active_pending_free") => BlockState::PendingFree,
@@ -259,13 +287,13 @@ impl Snapshot {
                     b.get("frames").or_else(|| b.get("history").and_then(|h| h.item(0)).and_then(|e| e.get("frames"))),
                 )?
             };
-            blocks.push(Block { size, address: int(b, "address"), requested: int(b, "requested_size"), state, stack });
+            blocks.push(Block { size, address, requested, state, stack });
         }
         Ok(Segment {
             device: seg.get("device").and_then(|d| d.as_i128()).map_or(0, |d| d as i64),
             address,
             total_size,
-            stream: int(seg, "stream"),
+            stream: at("stream", ANY)?,
             small: match seg.get("segment_type").as_ref().and_then(Value::as_str) {
                 Some("small") => Some(true),
                 Some("large") => Some(false),
@@ -282,7 +310,9 @@ impl Snapshot {
         self.charge(items.len() * size_of::<Entry>())?;
         let mut entries = Vec::with_capacity(items.len());
         for (i, e) in items.iter().enumerate() {
-            let action = match e.get("action").as_ref().and_then(Value::as_str) {
+            let name = e.get("action");
+            let name = name.as_ref().and_then(Value::as_str);
+            let action = match name {
                 Some("alloc") => Action::Alloc,
                 Some("free_requested") => Action::FreeRequested,
                 Some("free_completed") => Action::FreeCompleted,
@@ -302,13 +332,19 @@ impl Snapshot {
                 EntryStacks::Allocations => matches!(action, Action::Alloc | Action::Oom),
             };
             let stack = if wanted { self.stack(frames)? } else { None };
+            let at = |key, most| {
+                int(e, key, most).map_err(|m| {
+                    self.err(format!("trace entry {i} of device {device} ({}): {m}", name.unwrap_or_default()))
+                })
+            };
             entries.push(Entry {
                 action,
-                addr: int(e, "addr"),
-                size: int(e, "size"),
-                stream: int(e, "stream"),
+                addr: at("addr", ANY)?,
+                // A failed request may be any size (`torch.empty(2**60)` is recorded too).
+                size: at("size", if action == Action::Oom { ANY } else { BYTES })?,
+                stream: at("stream", ANY)?,
                 t_ns: e.get("time_us").and_then(|t| t.as_f64()).map_or(0, |t| (t.max(0.0) * 1000.0) as u64),
-                device_free: int(e, "device_free"),
+                device_free: at("device_free", BYTES)?,
                 stack,
                 framed,
             });
