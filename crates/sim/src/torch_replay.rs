@@ -452,7 +452,7 @@ impl Device for ScriptedDevice {
 
     fn map_pages(&mut self, addr: u64, page: u64, count: u64) -> Result<(), DeviceError> {
         let mut s = self.script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
-        let bytes = page.checked_mul(count).unwrap_or(u64::MAX);
+        let bytes = page.saturating_mul(count);
         let free = self.total.saturating_sub(self.used);
         if s.refuse || bytes > free {
             return Err(DeviceError::OutOfMemory { requested: page.min(bytes), free });
@@ -464,7 +464,7 @@ impl Device for ScriptedDevice {
         while let Some(front) = s.next.front_mut()
             && front.0 >= addr
             && front.0 < end
-            && (front.0 - addr) % page.max(1) == 0
+            && (front.0 - addr).is_multiple_of(page.max(1))
         {
             let covered = (end - front.0).min(front.1);
             if front.1 > covered {

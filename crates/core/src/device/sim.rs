@@ -159,7 +159,7 @@ impl Device for SimDevice {
 
     fn map_pages(&mut self, addr: u64, page: u64, count: u64) -> Result<(), DeviceError> {
         // Memory is only counted here: a run is mapped at once, whatever its pages.
-        let bytes = page.checked_mul(count).unwrap_or(u64::MAX);
+        let bytes = page.saturating_mul(count);
         self.map(addr, bytes)
     }
 
