@@ -151,7 +151,7 @@ mod tests {
                 prop_assert_eq!(p.contains(i as u64), t);
             }
             let (first, last) = (q.0.min(q.1), q.0.max(q.1));
-            let mut seen = vec![None; 80];
+            let mut seen = [None; 80];
             for (s, e) in p.runs(first, last) {
                 for i in s..e { seen[i as usize] = Some(true); }
             }

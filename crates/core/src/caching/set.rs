@@ -656,7 +656,7 @@ mod tests {
         for round in 0..30000u32 {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             // Streams 0..4 get many blocks (binned), the other 2000 a few.
-            let stream = if seed % 4 == 0 { (seed >> 20) % 4 } else { 4 + (seed >> 24) % 2000 };
+            let stream = if seed.is_multiple_of(4) { (seed >> 20) % 4 } else { 4 + (seed >> 24) % 2000 };
             let key = (stream, 512 << ((seed >> 40) % 16), (seed >> 8) % 100_000 * 512, round);
             if round < 15000 || seed.is_multiple_of(2) {
                 set.insert(key);
