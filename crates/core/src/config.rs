@@ -142,7 +142,7 @@ impl Config {
         let torch_settings =
             match ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"].iter().find_map(|k| Some((*k, get(k)?))) {
                 None => Settings::default(),
-                Some((name, text)) => Settings::parse(&text).map_err(|e| bad(name, &text, e))?,
+                Some((name, text)) => Settings::parse(&text).map_err(|e| bad(name, &text, e.0))?,
             };
         let history = match get("OOMSCOPE_HISTORY") {
             None => 10_000,

@@ -94,23 +94,29 @@ impl Settings {
                 .ok_or_else(|| err(format!("expected key:value, got {item:?}")))?;
             match key {
                 "max_split_size_mb" => {
-                    let mb: f64 =
-                        value.parse().map_err(|_| err(format!("max_split_size_mb {value:?} is not a number")))?;
-                    // PyTorch: "CachingAllocator option max_split_size_mb too small, must be > 20".
-                    if mb <= 20.0 {
-                        return Err(err(format!("max_split_size_mb {value} is too small, it must be > 20")));
+                    // A negative number wraps to SIZE_MAX in PyTorch's size_t: no limit.
+                    let mb = stoi(key, value)?;
+                    if mb >= 0 && mb <= 20 {
+                        return Err(err(format!(
+                            "CachingAllocator option max_split_size_mb too small, must be > 20 (got {value})"
+                        )));
                     }
-                    s.max_split_size = Some((mb * (1u64 << 20) as f64) as u64);
+                    s.max_split_size = u64::try_from(mb).ok().map(|mb| mb << 20);
                 }
                 "max_non_split_rounding_mb" => {
-                    let mb: u64 = value.parse().map_err(|_| err(format!("max_non_split_rounding_mb {value:?}")))?;
-                    s.max_non_split_rounding = mb.max(20) << 20;
+                    let mb = stoi(key, value)?;
+                    if mb >= 0 && mb < 20 {
+                        return Err(err(format!(
+                            "CachingAllocator option max_non_split_rounding_mb too small, must be >= 20 (got {value})"
+                        )));
+                    }
+                    s.max_non_split_rounding = u64::try_from(mb).map_or(u64::MAX >> 20 << 20, |mb| mb << 20);
                 }
                 "garbage_collection_threshold" => {
-                    let t: f64 = value.parse().map_err(|_| err(format!("garbage_collection_threshold {value:?}")))?;
+                    let t = stod(key, value)?;
                     if !(t > 0.0 && t < 1.0) {
                         return Err(err(format!(
-                            "garbage_collection_threshold {value} must be between 0.0 and 1.0, excluded"
+                            "garbage_collect_threshold is invalid, set it in (0.0, 1.0) (got {value})"
                         )));
                     }
                     s.garbage_collection_threshold = t;
@@ -118,7 +124,7 @@ impl Settings {
                 "expandable_segments" => s.expandable_segments = bool_value(key, value)?,
                 "roundup_power2_divisions" => s.roundup_power2_divisions = divisions(value)?,
                 "per_process_memory_fraction" => {
-                    let f: f64 = value.parse().map_err(|_| err(format!("per_process_memory_fraction {value:?}")))?;
+                    let f = stod(key, value)?;
                     if !(0.0..=1.0).contains(&f) {
                         return Err(err(format!("per_process_memory_fraction {value} must be within [0, 1]")));
                     }
@@ -129,12 +135,29 @@ impl Settings {
                     "cudaMallocAsync" => s.async_backend = true,
                     other => return Err(err(format!("unknown backend {other:?}; expected native or cudaMallocAsync"))),
                 },
+                // Options other parts of PyTorch read: checked as PyTorch checks them.
                 "release_lock_on_cudamalloc"
+                | "release_lock_on_hipmalloc"
                 | "pinned_use_cuda_host_register"
-                | "pinned_num_register_threads"
+                | "pinned_use_hip_host_register"
                 | "pinned_use_background_threads"
-                | "graph_capture_record_stream_reuse"
-                | "roundup_bypass_threshold_mb" => {}
+                | "graph_capture_record_stream_reuse" => {
+                    bool_value(key, value)?;
+                }
+                "pinned_num_register_threads" => {
+                    let n = stoi(key, value)?;
+                    if !u64::try_from(n).is_ok_and(u64::is_power_of_two) {
+                        return Err(err(format!("Number of register threads has to be power of 2 (got {value})")));
+                    }
+                    if n > 128 {
+                        return Err(err(format!(
+                            "Number of register threads should be less than or equal to 128 (got {value})"
+                        )));
+                    }
+                }
+                "roundup_bypass_threshold_mb" => {
+                    stoi(key, value)?;
+                }
                 other => return Err(err(format!("unrecognized option {other:?}"))),
             }
         }
@@ -240,10 +263,52 @@ fn split_top(text: &str) -> Vec<&str> {
 
 fn bool_value(key: &str, value: &str) -> Result<bool, SettingsError> {
     match value {
-        "True" | "true" | "1" => Ok(true),
-        "False" | "false" | "0" => Ok(false),
-        other => Err(SettingsError(format!("{key} expects True or False, got {other:?}"))),
+        "True" => Ok(true),
+        "False" => Ok(false),
+        other => Err(SettingsError(format!("Expected a single True/False argument for {key} (got {other:?})"))),
     }
+}
+
+/// C++'s `std::stoi`, as PyTorch reads its integer options: an optional sign and the
+/// digits the text starts with (`20.5` is 20, `1e400` is 1, `0x10` is 0). No digits (`NaN`,
+/// `inf`, `.5`) or a number past an `int` throws, and PyTorch stops at its first allocation.
+fn stoi(key: &str, value: &str) -> Result<i64, SettingsError> {
+    let t = value.trim_start();
+    let sign_len = usize::from(t.starts_with(['+', '-']));
+    let digits = t[sign_len..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(SettingsError(format!(
+            "{key} takes an integer, and {value:?} does not start with one (PyTorch's std::stoi throws invalid_argument)"
+        )));
+    }
+    t[..sign_len + digits].parse::<i32>().map(i64::from).map_err(|_| {
+        SettingsError(format!("{key}: {value} is past the range of an int (PyTorch's std::stoi throws out_of_range)"))
+    })
+}
+
+/// C++'s `std::stod`, as PyTorch reads its fractions: the longest number the text starts
+/// with (`0.5abc` is 0.5; `nan` and `inf` are numbers, refused later by the range checks);
+/// none, or one past a double's range (`1e400`), throws.
+fn stod(key: &str, value: &str) -> Result<f64, SettingsError> {
+    let t = value.trim_start();
+    let parsed = (1..=t.len()).rev().filter(|&n| t.is_char_boundary(n)).find_map(|n| {
+        let p = &t[..n];
+        p.parse::<f64>().ok().map(|v| (p, v))
+    });
+    let Some((p, v)) = parsed else {
+        return Err(SettingsError(format!(
+            "{key} takes a number, and {value:?} does not start with one (PyTorch's std::stod throws invalid_argument)"
+        )));
+    };
+    let lower = p.trim_start_matches(['+', '-']).to_ascii_lowercase();
+    let named = lower.starts_with("inf") || lower == "nan";
+    let has_nonzero_digit = p.bytes().take_while(|b| *b != b'e' && *b != b'E').any(|b| (b'1'..=b'9').contains(&b));
+    if (v.is_infinite() && !named) || (v == 0.0 && has_nonzero_digit) {
+        return Err(SettingsError(format!(
+            "{key}: {value} is past the range of a double (PyTorch's std::stod throws out_of_range)"
+        )));
+    }
+    Ok(v)
 }
 
 /// `roundup_power2_divisions:4` (every interval) or `[256:1,512:2,1024:4,>:8]`: a key K
@@ -253,12 +318,20 @@ fn bool_value(key: &str, value: &str) -> Result<bool, SettingsError> {
 fn divisions(value: &str) -> Result<[u64; ROUNDUP_INTERVALS], SettingsError> {
     let err = |m: String| SettingsError(format!("roundup_power2_divisions: {m}"));
     let check = |v: u64| {
-        if v == 0 || v.is_power_of_two() { Ok(v) } else { Err(err(format!("{v} is not a power of 2 (or 0)"))) }
+        if v == 0 || v.is_power_of_two() {
+            Ok(v)
+        } else {
+            Err(err(format!("For roundups, the divisons has to be power of 2 or 0 to disable roundup (got {v})")))
+        }
     };
     let mut out = [0u64; ROUNDUP_INTERVALS];
     let Some(list) = value.strip_prefix('[') else {
-        let v: u64 = value.parse().map_err(|_| err(format!("{value:?} is not a number")))?;
-        out = [check(v)?; ROUNDUP_INTERVALS];
+        let v = stoi("roundup_power2_divisions", value)?;
+        let v = u64::try_from(v)
+            .ok()
+            .filter(|v| v.is_power_of_two())
+            .ok_or_else(|| SettingsError(format!("For roundups, the divisons has to be power of 2 (got {value})")))?;
+        out = [v; ROUNDUP_INTERVALS];
         return Ok(out);
     };
     let list = list.strip_suffix(']').ok_or_else(|| err(format!("{value:?} has no closing ]")))?;
@@ -266,14 +339,14 @@ fn divisions(value: &str) -> Result<[u64; ROUNDUP_INTERVALS], SettingsError> {
     let mut last_index = 0usize;
     for pair in list.split(',') {
         let (k, v) = pair.split_once(':').ok_or_else(|| err(format!("{pair:?} is not key:value")))?;
-        let v = check(v.trim().parse().map_err(|_| err(format!("{v:?} is not a number")))?)?;
+        let v = check(u64::try_from(stoi("roundup_power2_divisions", v.trim())?).unwrap_or(u64::MAX))?;
         if k.trim() == ">" {
             for slot in out.iter_mut().skip(last_index) {
                 *slot = v;
             }
             continue;
         }
-        let mb: u64 = k.trim().parse().map_err(|_| err(format!("{k:?} is not a number")))?;
+        let mb = u64::try_from(stoi("roundup_power2_divisions", k.trim())?).unwrap_or(u64::MAX);
         if !mb.is_power_of_two() {
             return Err(err(format!("the interval {mb} MiB is not a power of 2")));
         }
@@ -338,5 +411,44 @@ mod tests {
         let w = s.with("expandable_segments:True").unwrap();
         assert_eq!(w.to_conf(), "max_split_size_mb:512,garbage_collection_threshold:0.6,expandable_segments:True");
         assert_eq!(Settings::parse(&w.to_conf()).unwrap().to_conf(), w.text);
+    }
+
+    #[test]
+    fn numbers_are_read_as_pytorchs_stoi_and_stod_read_them() {
+        // Integers: the leading digits; what has none, or is past an int, is refused.
+        for bad in ["NaN", "nan", "-nan", "inf", ".5", "abc", "99999999999"] {
+            let e = Settings::parse(&format!("max_split_size_mb:{bad}")).unwrap_err().0;
+            assert!(e.contains("std::stoi"), "{bad}: {e}");
+        }
+        for too_small in ["20.5", "20.0000001", "1e400", "0x400", "20"] {
+            let e = Settings::parse(&format!("max_split_size_mb:{too_small}")).unwrap_err().0;
+            assert!(e.contains("too small, must be > 20"), "{too_small}: {e}");
+        }
+        let s = Settings::parse("max_split_size_mb:21.9").unwrap();
+        assert_eq!(s.max_split_size, Some(21 * MIB), "PyTorch reads 21");
+        assert_eq!(s.to_conf(), "max_split_size_mb:21");
+        assert_eq!(Settings::parse("max_split_size_mb:-5").unwrap().max_split_size, None, "size_t wraps: no limit");
+        // Fractions: the longest number the text starts with; NaN and infinities fail the
+        // range check, numbers past a double are refused by stod itself.
+        assert_eq!(Settings::parse("garbage_collection_threshold:0.5abc").unwrap().garbage_collection_threshold, 0.5);
+        for bad in ["nan", "NaN", "inf", "-inf", "1", "0"] {
+            let e = Settings::parse(&format!("garbage_collection_threshold:{bad}")).unwrap_err().0;
+            assert!(e.contains("set it in (0.0, 1.0)"), "{bad}: {e}");
+        }
+        for bad in ["1e400", "1e-400", "x"] {
+            let e = Settings::parse(&format!("garbage_collection_threshold:{bad}")).unwrap_err().0;
+            assert!(e.contains("std::stod"), "{bad}: {e}");
+        }
+        assert!(Settings::parse("per_process_memory_fraction:nan").is_err());
+        // Booleans: True or False, as written.
+        for bad in ["true", "1", "yes"] {
+            let e = Settings::parse(&format!("expandable_segments:{bad}")).unwrap_err().0;
+            assert!(e.contains("Expected a single True/False argument for expandable_segments"), "{e}");
+        }
+        assert!(Settings::parse("roundup_power2_divisions:3").unwrap_err().0.contains("power of 2"));
+        assert!(Settings::parse("roundup_power2_divisions:4.7").is_ok(), "stoi reads 4");
+        assert!(Settings::parse("pinned_num_register_threads:3").is_err());
+        assert!(Settings::parse("pinned_num_register_threads:256").is_err());
+        assert!(Settings::parse("release_lock_on_cudamalloc:yes").is_err());
     }
 }
