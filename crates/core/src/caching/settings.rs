@@ -96,7 +96,7 @@ impl Settings {
                 "max_split_size_mb" => {
                     // A negative number wraps to SIZE_MAX in PyTorch's size_t: no limit.
                     let mb = stoi(key, value)?;
-                    if mb >= 0 && mb <= 20 {
+                    if (0..=20).contains(&mb) {
                         return Err(err(format!(
                             "CachingAllocator option max_split_size_mb too small, must be > 20 (got {value})"
                         )));
@@ -105,7 +105,7 @@ impl Settings {
                 }
                 "max_non_split_rounding_mb" => {
                     let mb = stoi(key, value)?;
-                    if mb >= 0 && mb < 20 {
+                    if (0..20).contains(&mb) {
                         return Err(err(format!(
                             "CachingAllocator option max_non_split_rounding_mb too small, must be >= 20 (got {value})"
                         )));
