@@ -36,6 +36,12 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
         FromArg::Message => From::Message,
     });
     let mut d = import::import(&input, &bytes, from, a.device)?;
+    let snapshot = d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot);
+    if a.device.is_some() && !snapshot {
+        return Err(CliError(format!(
+            "{name}: --gpu picks a PyTorch snapshot's device; a log or a message names its own GPU"
+        )));
+    }
     oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;

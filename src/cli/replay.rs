@@ -28,6 +28,12 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     }
     let is_workload = !super::input::is_trace(&trace_path, kind, source.head());
     let what = if is_workload { "a workload" } else { "a trace" };
+    if a.gpu.is_some() {
+        return Err(CliError(format!(
+            "{}: --gpu picks a PyTorch snapshot's device; {what} is replayed on one device",
+            a.trace.display()
+        )));
+    }
     let no_limit = || {
         CliError(format!(
             "{}: {what} needs --limit SIZE, the allocator's memory limit (for example --limit 8GiB)",
@@ -94,6 +100,20 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         }
         None => !a.set.is_empty() || a.conf.is_some(),
     };
+    if caching {
+        let bfc_only = [
+            (a.allow_growth, "--allow-growth"),
+            (a.gc, "--gc"),
+            (a.fragmentation_fraction.is_some(), "--fragmentation-fraction"),
+            (a.tf_style.is_some(), "--tf-style"),
+        ];
+        if let Some((_, option)) = bfc_only.iter().find(|(given, _)| *given) {
+            return Err(CliError(format!(
+                "{option} is for TensorFlow's BFC allocator, and this replay goes through PyTorch's caching allocator \
+                 (--allocator caching, --set or --conf): drop one or the other"
+            )));
+        }
+    }
     let mut whatifs = Vec::new();
     if caching {
         let conf = a.conf.as_deref().unwrap_or("");

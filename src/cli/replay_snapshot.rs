@@ -8,7 +8,43 @@ use oomscope_format as dump;
 use oomscope_report as render;
 use oomscope_sim::torch_replay::{self, Action, Limit, Options, Outcome, SettingsFrom, SnapshotTrace};
 
+/// The options given that a snapshot's replay does not take, each with what to do instead:
+/// an option silently ignored would change nothing while the user believes it did.
+fn not_for_a_snapshot(a: &ReplayArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut no = |given: bool, option: &str, instead: &str| {
+        if given {
+            v.push(format!("  {option}: {instead}"));
+        }
+    };
+    no(
+        a.limit.is_some(),
+        "--limit",
+        "a snapshot's replay reads its memory from the recorded OOM; give the device's size with --device SIZE",
+    );
+    no(a.allocator.is_some(), "--allocator", "a snapshot replays through PyTorch's caching allocator, as recorded");
+    no(a.conf.is_some(), "--conf", "a snapshot's settings are those it records; try others with --set SETTINGS");
+    no(a.batch.is_some(), "--batch", "for a workload; a snapshot has its own sizes");
+    no(a.allow_growth, "--allow-growth", "an option of TensorFlow's BFC allocator");
+    no(a.gc, "--gc", "an option of TensorFlow's BFC allocator");
+    no(a.fragmentation_fraction.is_some(), "--fragmentation-fraction", "an option of TensorFlow's BFC allocator");
+    no(a.name.is_some(), "--name", "a snapshot's allocator is named by its device (cuda:N)");
+    no(a.tf_style.is_some(), "--tf-style", "a snapshot's report is PyTorch's text, not TensorFlow's");
+    no(a.others != 0, "--others", "the recorded OOM says what was free; give the device's size with --device SIZE");
+    no(a.history != 10_000, "--history", "a snapshot's replay keeps its own trace");
+    v
+}
+
 pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
+    let refused = not_for_a_snapshot(&a);
+    if !refused.is_empty() {
+        return Err(CliError(format!(
+            "{} is a PyTorch memory snapshot; {} not apply to it:\n{}",
+            a.trace.display(),
+            if refused.len() == 1 { "this option does" } else { "these options do" },
+            refused.join("\n")
+        )));
+    }
     let t = SnapshotTrace::read(&a.trace, bytes, a.gpu).map_err(|e| CliError(e.to_string()))?;
     if t.entries.is_empty() {
         return Err(CliError(format!(
@@ -37,17 +73,20 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
         _ => a.device.map(Limit::Device),
     };
     let recorded =
-        torch_replay::run(&t, &Options::on(t.settings.clone(), fraction, true), |done| progress.update(done as u64));
+        torch_replay::run(&t, &Options::on(t.settings.clone(), fraction, true).going_on(a.keep_going), |done| {
+            progress.update(done as u64)
+        });
     progress.finish();
 
     let released = t.entries.iter().any(|e| matches!(e.action, Action::SegmentFree | Action::SegmentUnmap));
     let limit = recorded_limit.or(released.then_some(Limit::PeakReserved(recorded.peak_reserved)));
     let mut runs: Vec<(String, Outcome)> = Vec::new();
     if !whatifs.is_empty() {
-        let baseline = torch_replay::run(&t, &Options::on(t.settings.clone(), limit, false), |_| {});
+        let baseline =
+            torch_replay::run(&t, &Options::on(t.settings.clone(), limit, false).going_on(a.keep_going), |_| {});
         runs.push((t.settings.text.clone(), baseline));
         for s in whatifs {
-            let o = torch_replay::run(&t, &Options::on(s.clone(), limit, false), |_| {});
+            let o = torch_replay::run(&t, &Options::on(s.clone(), limit, false).going_on(a.keep_going), |_| {});
             runs.push((s.text.clone(), o));
         }
     }
@@ -57,7 +96,17 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     d.replay = Some(replay_info(&t, &recorded, shown, limit, &runs));
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
-    oomscope_report::verdict::attach(&mut d, &mut |_, set| torch_replay::what_if(&t, &settings, set, limit?));
+    let mut fix = |_: &dump::Dump, set: &str| torch_replay::what_if(&t, &settings, set, limit?);
+    match &shown.first_oom {
+        // Going on past the first OOM shows the end; the verdict is the first OOM's, on
+        // what was live then.
+        Some(first) => {
+            let mut at_oom = dump::Dump { replay: d.replay.clone(), ..first.clone() };
+            oomscope_report::verdict::attach(&mut at_oom, &mut fix);
+            d.verdict = at_oom.verdict;
+        }
+        None => oomscope_report::verdict::attach(&mut d, &mut fix),
+    }
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }

@@ -115,6 +115,13 @@ fn snapshot(r: &ReplayInfo, device: &str) -> String {
             "The state below is at the first of its {} out-of-memory errors; the program went on after it.",
             r.ooms
         );
+    } else if r.ooms > 0 {
+        let _ = writeln!(
+            s,
+            "The state below is at the end of the trace, after its {} out-of-memory error{}.",
+            r.ooms,
+            if r.ooms == 1 { "" } else { "s" }
+        );
     }
     s.push('\n');
     s

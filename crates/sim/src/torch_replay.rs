@@ -179,6 +179,9 @@ impl SnapshotTrace {
                     .into(),
             });
         }
+        if let Some(d) = gpu {
+            snap.check_device(d)?;
+        }
         let device = gpu.unwrap_or_else(|| snap.default_device());
         let trace = snap.trace_of(device);
         let mut ops = Ops::new();
@@ -490,6 +493,8 @@ pub struct Outcome {
     pub dump: Dump,
     /// `dump` is the state at the first OOM.
     pub at_first_oom: bool,
+    /// With `keep_going`, the state at the first OOM (`dump` is the end's).
+    pub first_oom: Option<Dump>,
     /// As recorded: the entries that begin a release the program asked for (`empty_cache`),
     /// not the allocator (see [`program_release`]).
     pub program_releases: Vec<usize>,
@@ -521,6 +526,8 @@ pub struct Options {
     pub allowed: Option<u64>,
     /// Follow the recorded segment events (as recorded) or let the allocator decide.
     pub as_recorded: bool,
+    /// Show the state at the end, every OOM in it, rather than the state at the first OOM.
+    pub keep_going: bool,
 }
 
 impl Options {
@@ -531,7 +538,13 @@ impl Options {
             Some(l) => (Some(l.bytes()), None),
             None => (None, None),
         };
-        Options { settings, device, allowed, as_recorded }
+        Options { settings, device, allowed, as_recorded, keep_going: false }
+    }
+
+    /// The same, showing the state at the end (`--keep-going`).
+    pub fn going_on(mut self, keep_going: bool) -> Options {
+        self.keep_going = keep_going;
+        self
     }
 }
 
@@ -682,6 +695,18 @@ fn initial_state(t: &SnapshotTrace, settings: &Settings) -> Vec<RestoredSegment>
     out
 }
 
+/// The device's size is not in a snapshot: a dump says what the run is known to have had.
+fn unsized_device(dump: &mut Dump, limit: u64) {
+    dump.device.total = 0;
+    dump.device.free = 0;
+    dump.device.model = "the snapshot's GPU (its size is not in the snapshot)".into();
+    dump.allocator.limit = limit;
+    dump.stats.bytes_limit = limit;
+    for o in dump.oom.iter_mut().chain(dump.ooms.iter_mut()) {
+        o.device_total = 0;
+    }
+}
+
 /// Replays `t` with `opts`; `progress` is called with entries done.
 pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -> Outcome {
     replay_trace(t, opts, &mut progress)
@@ -701,7 +726,7 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
         for e in t.entries.iter().filter(|e| e.action == Action::SegmentAlloc) {
             recorded.entry(e.size).or_default().push_back(e.addr);
         }
-        let as_recorded = Options { settings: t.settings.clone(), device: None, allowed: None, as_recorded: true };
+        let as_recorded = Options::on(t.settings.clone(), None, true);
         program_releases = replay_trace(t, &as_recorded, &mut |_| {}).program_releases.into_iter().collect();
     }
     let mut releases_found = Vec::new();
@@ -856,24 +881,21 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
         });
         equal += u64::from(same);
     }
-    let at_first_oom = failed_first.is_some();
-    if let Some(first) = failed_first {
-        dump = first;
+    let at_first_oom = failed_first.is_some() && !opts.keep_going;
+    let mut first_oom = None;
+    match failed_first {
+        Some(first) if opts.keep_going => first_oom = Some(first),
+        Some(first) => dump = first,
+        None => {}
     }
     if opts.device.is_none() {
-        // The device's size is not in a snapshot: say what the run is known to have had.
-        dump.device.total = 0;
-        dump.device.free = 0;
-        dump.device.model = "the snapshot's GPU (its size is not in the snapshot)".into();
-        let limit = opts.allowed.unwrap_or(stats.reserved.peak);
-        dump.allocator.limit = limit;
-        dump.stats.bytes_limit = limit;
-        for o in dump.oom.iter_mut().chain(dump.ooms.iter_mut()) {
-            o.device_total = 0;
+        for d in std::iter::once(&mut dump).chain(first_oom.as_mut()) {
+            unsized_device(d, opts.allowed.unwrap_or(stats.reserved.peak));
         }
     }
     Outcome {
         dump,
+        first_oom,
         at_first_oom,
         program_releases: releases_found,
         starts_empty,

@@ -236,11 +236,19 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
 ];
 
+/// `marker` in `line`, not inside a longer name: `MemoryError` is Python's host memory
+/// error, `torch.OutOfMemoryError` the GPU's.
+fn contains_word(line: &str, marker: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let starts_ident = marker.starts_with(ident);
+    line.match_indices(marker).any(|(at, _)| !starts_ident || !line[..at].ends_with(ident))
+}
+
 /// What a text that holds no OOM is, when it is a failure users take for one.
 pub fn not_an_oom(text: &str) -> Option<LookAlike> {
     for (i, l) in text.lines().enumerate() {
         for (marker, what) in LOOK_ALIKES {
-            if l.contains(marker) {
+            if contains_word(l, marker) {
                 return Some(LookAlike { line: i + 1, what });
             }
         }

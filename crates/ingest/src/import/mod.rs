@@ -43,7 +43,21 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     match from.unwrap_or_else(|| detect(path, bytes)) {
         From::TorchSnapshot => torch_snapshot::parse(path, bytes, device),
         From::Message => message::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
-        From::TfLog => tf_log::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
+        From::TfLog => tf_log::parse(path, &text()).map_err(|e| {
+            let t = text();
+            // Named as a TF log, but a message that the message reader knows: say so, not
+            // what a look-alike's marker inside it would suggest.
+            if from.is_some() && message::recognises(&t) {
+                return InputError {
+                    path: path.to_path_buf(),
+                    line: e.line,
+                    message: "no TensorFlow allocator report in it, but an out-of-memory message: read it with \
+                              --from message, or without --from"
+                        .into(),
+                };
+            }
+            look_alike(path, &t).unwrap_or(e)
+        }),
     }
 }
 

@@ -389,6 +389,29 @@ impl Snapshot {
             .unwrap_or(0)
     }
 
+    /// The devices the snapshot records: one a trace (PyTorch writes one per device, empty
+    /// when nothing was recorded there) and those its segments are on, in order.
+    pub fn devices(&self) -> Vec<i64> {
+        let mut v: Vec<i64> = (0..self.traces.len() as i64).chain(self.segments.iter().map(|s| s.device)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Refuses a device the snapshot does not record (asked for with `--gpu`).
+    pub fn check_device(&self, device: i64) -> Result<(), InputError> {
+        let devices = self.devices();
+        if devices.is_empty() || devices.contains(&device) {
+            return Ok(());
+        }
+        let list: Vec<String> = devices.iter().map(i64::to_string).collect();
+        Err(self.err(format!(
+            "no device {device} in this snapshot: it records device{} {}; pick one with --gpu",
+            if list.len() == 1 { "" } else { "s" },
+            list.join(", ")
+        )))
+    }
+
     /// Device `device`'s trace (empty when it has none).
     pub fn trace_of(&self, device: i64) -> Rc<Vec<Entry>> {
         usize::try_from(device).ok().and_then(|d| self.traces.get(d)).cloned().unwrap_or_default()

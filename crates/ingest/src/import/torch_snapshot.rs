@@ -28,6 +28,9 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Inp
 /// ([`super::torch_frames::budget`]).
 pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), InputError> {
     let mut snap = Snapshot::read(path, bytes, EntryStacks::All)?;
+    if let Some(d) = device {
+        snap.check_device(d)?;
+    }
     let dev = device.unwrap_or_else(|| snap.default_device());
     let trace = snap.trace_of(dev);
 
