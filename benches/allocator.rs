@@ -321,9 +321,9 @@ static SNAPSHOT_TRACE: LazyLock<oomscope_sim::torch_replay::SnapshotTrace> = Laz
 /// with op names, and the final state compared.
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn replay_snapshot_trace(bench: Bencher) {
-    use oomscope_sim::torch_replay::{Options, run};
+    use oomscope_sim::torch_replay::{Limit, Options, run};
     let t = &*SNAPSHOT_TRACE;
-    let opts = Options { settings: Settings::default(), device: Some(LIMIT), allowed: None, as_recorded: true };
+    let opts = Options::on(Settings::default(), Some(Limit::Device(LIMIT)), true);
     bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| run(t, &opts, |_| {}).allocs);
 }
 
@@ -340,7 +340,7 @@ fn import_and_replay_real_snapshot(bench: Bencher) {
     bench.counter(ItemsCount::new(t.entries.len())).bench_local(|| {
         let bytes = std::fs::read(&path).expect("read");
         let t = SnapshotTrace::read(&path, &bytes, None).expect("a snapshot");
-        let opts = Options { settings: t.settings.clone(), device: None, allowed: None, as_recorded: true };
+        let opts = Options::on(t.settings.clone(), None, true);
         run(&t, &opts, |_| {}).placed
     });
 }
