@@ -60,6 +60,33 @@ fn ctypes_drives_the_c_abi_on_the_simulated_device() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `oomscope_dump(NULL)` writes into the dump directory and stays within its limit, as the
+/// dumps at an OOM or at exit do; a memory fraction set for a device not used yet opens no
+/// device (no empty allocator in every dump) and applies once it is used.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn explicit_dumps_keep_the_directory_limit_and_fractions_open_no_device() {
+    let py = python();
+    let dir = temp_dir("abi-dump-limits");
+    let dumps = dir.join("dumps");
+    let o = Command::new(py)
+        .arg(tests_python().join("abi_dump_limits.py"))
+        .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_DUMP_DIR", &dumps)
+        .env("OOMSCOPE_DUMP_DIR_LIMIT", "65536")
+        .env_remove("PYTORCH_ALLOC_CONF")
+        .env_remove("PYTORCH_CUDA_ALLOC_CONF")
+        .env("PYTHONPATH", tests_python())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "the script's checks failed:\n{out}\n{err}");
+    assert!(out.contains("every check holds"), "{out}");
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// The library's default allocator is PyTorch's caching allocator: PyTorch's figures, its
 /// streams, empty_cache, the memory fraction and its OOM message; the settings a program puts
 /// in PYTORCH_CUDA_ALLOC_CONF before its first allocation apply.

@@ -138,6 +138,9 @@ pub struct Runtime {
     last_oom_ms: AtomicU64,
     /// The process is ending: the watcher stops.
     ending: AtomicBool,
+    /// Memory fractions set for devices not opened yet: applied when they are, so that
+    /// setting one opens no device (and adds no empty allocator to every dump).
+    fractions: Mutex<HashMap<i32, f64>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -211,6 +214,7 @@ impl Runtime {
             dumps_written: AtomicU64::new(0),
             steps_dumped: Mutex::new(Vec::new()),
             steps_missed: Mutex::new(Vec::new()),
+            fractions: Mutex::new(HashMap::new()),
             exit_dumped: AtomicBool::new(false),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
@@ -393,6 +397,9 @@ impl Runtime {
             // PyTorch has no limit of its own: the device's memory is it, unless one is set.
             if self.config.limit.is_some() || self.config.fraction.is_some() {
                 c.set_allowed(self.config.limit_for(mem.total, mem.free));
+            }
+            if let Some(&f) = lock(&self.fractions).get(&ordinal) {
+                c.set_memory_fraction(f);
             }
             Engine::Caching(c)
         } else {
@@ -606,7 +613,22 @@ impl Runtime {
         if !(0.0..=1.0).contains(&fraction) {
             return Err(Failure::Error(format!("memory fraction {fraction}: expected a number from 0 to 1")));
         }
-        let slot = self.slot(device)?;
+        let Some(slot) = self.existing(device) else {
+            if !(0..MAX_DEVICES as i32).contains(&device) {
+                return Err(Failure::Error(format!(
+                    "device {device} is not a device number oomscope handles (0 to {})",
+                    MAX_DEVICES - 1
+                )));
+            }
+            if self.config.allocator != AllocatorChoice::Caching {
+                self.warn(
+                    "fraction",
+                    "set_per_process_memory_fraction is not applied to the BFC allocator (its limit is --limit)",
+                );
+            }
+            lock(&self.fractions).insert(device, fraction);
+            return Ok(());
+        };
         let applied = slot.allocator.with_engine(|e| match e {
             Engine::Caching(c) => {
                 c.set_memory_fraction(fraction);
@@ -706,10 +728,15 @@ impl Runtime {
                 command: Some(self.command.clone()),
                 ..Source::default()
             });
-            if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
+            if path.is_none() {
+                // Into the dump directory, as automatic dumps go: within its limit.
+                self.write_dump(&target, &d).map_err(Failure::Error)?;
+            } else {
+                if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
+                }
+                dump::write_atomic(&target, &d).map_err(|e| Failure::Error(e.to_string()))?;
             }
-            dump::write_atomic(&target, &d).map_err(|e| Failure::Error(e.to_string()))?;
             written.push(target);
         }
         Ok(written)
