@@ -87,6 +87,39 @@ fn explicit_dumps_keep_the_directory_limit_and_fractions_open_no_device() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A process that publishes its live feed forks (a DataLoader worker) and the child exits
+/// normally: no panic in the child (it has no sampler thread to join), its exit status kept,
+/// and the parent's socket left in place.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn a_forked_child_of_a_live_process_exits_cleanly() {
+    use std::os::unix::fs::PermissionsExt;
+    let py = python();
+    let dir = temp_dir("abi-fork-live");
+    let live = dir.join("live");
+    std::fs::create_dir_all(&live).unwrap();
+    std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = Command::new(py)
+        .arg(tests_python().join("abi_fork_live.py"))
+        .env("OOMSCOPE_LIB", library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_LIVE", "1")
+        .env("OOMSCOPE_LIVE_DIR", &live)
+        .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
+        .env("OOMSCOPE_DUMP_AT_EXIT", "1")
+        .env("PYTHONPATH", tests_python())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.contains("child exit status 7"), "{out}");
+    assert!(out.contains("parent sockets after the child's exit: 1"), "{out}");
+    // One exit dump, the parent's: the child's copy of its state is not dumped again.
+    assert_eq!(files_in(&dir.join("dumps")).len(), 1, "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// The library's default allocator is PyTorch's caching allocator: PyTorch's figures, its
 /// streams, empty_cache, the memory fraction and its OOM message; the settings a program puts
 /// in PYTORCH_CUDA_ALLOC_CONF before its first allocation apply.

@@ -141,6 +141,8 @@ pub struct Runtime {
     /// Memory fractions set for devices not opened yet: applied when they are, so that
     /// setting one opens no device (and adds no empty allocator to every dump).
     fractions: Mutex<HashMap<i32, f64>>,
+    /// The process the runtime started in: a forked child inherits a copy of its state.
+    pid: u32,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -215,6 +217,7 @@ impl Runtime {
             steps_dumped: Mutex::new(Vec::new()),
             steps_missed: Mutex::new(Vec::new()),
             fractions: Mutex::new(HashMap::new()),
+            pid: std::process::id(),
             exit_dumped: AtomicBool::new(false),
             warnings: Mutex::new(HashMap::new()),
             command: command_line(),
@@ -341,6 +344,11 @@ impl Runtime {
     /// were marked before anything was allocated are said; OOMs that were counted, not
     /// dumped, are summed up.
     pub fn finish(&self) {
+        if std::process::id() != self.pid {
+            // A forked child (a DataLoader worker) holds a copy of the parent's allocators:
+            // their state, feeds and dumps are the parent's to end.
+            return;
+        }
         self.ending.store(true, Ordering::Relaxed);
         for slot in self.all() {
             let sampler = lock(&slot.sampler).take();

@@ -29,6 +29,8 @@ pub struct Sampler {
     stop: mpsc::Sender<()>,
     thread: Option<JoinHandle<()>>,
     ooms: Pending,
+    /// The process that started the thread: a child forked from it has no such thread.
+    owner: u32,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -86,7 +88,7 @@ impl Sampler {
             }
             drop(publisher);
         })?;
-        Ok(Sampler { stop, thread: Some(thread), ooms })
+        Ok(Sampler { stop, thread: Some(thread), ooms, owner: std::process::id() })
     }
 
     /// Publishes an OOM (its dump, with the verdict attached, and the report as printed)
@@ -98,6 +100,13 @@ impl Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
+        if std::process::id() != self.owner {
+            // A forked child (a DataLoader worker): the thread, and the publisher it holds,
+            // are the parent's; joining it would fail, and the socket is not the child's
+            // to remove.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         let _ = self.stop.send(());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
