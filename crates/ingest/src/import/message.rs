@@ -78,11 +78,23 @@ pub fn recognises(text: &str) -> bool {
 /// message, or start with a cut one), else the first marker of the most telling kind.
 fn find(text: &str) -> Option<Found> {
     let mut best: Option<(usize, Found)> = None;
+    // Only the markers whose longest word is in the text can match, on a line or wrapped
+    // onto the next: each is looked for line by line, the others never (a 50 MB paste of
+    // short lines took minutes when every marker was sought on every line).
+    let candidates: Vec<(usize, &(&str, MessageFormat))> =
+        MARKERS.iter().enumerate().filter(|(_, (marker, _))| text.contains(longest_word(marker))).collect();
+    if candidates.is_empty() && !text.contains("Buffer ") {
+        return None;
+    }
     let lines: Vec<&str> = text.lines().collect();
     for (line, l) in lines.iter().enumerate() {
         // A marker the paste wrapped onto the next line still starts on this one.
-        let joined = format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()));
-        for (rank, (marker, format)) in MARKERS.iter().enumerate() {
+        let joined = if candidates.is_empty() {
+            String::new()
+        } else {
+            format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()))
+        };
+        for &(rank, (marker, format)) in &candidates {
             let at = l.find(marker).or_else(|| joined.find(marker).filter(|&i| i < l.trim_end().len()));
             // Pinned host memory is the host's, not the device's.
             if *format == MessageFormat::CudaRuntime && (l.contains(" on host") || l.contains("pinned host")) {
@@ -104,6 +116,12 @@ fn find(text: &str) -> Option<Found> {
         }
     }
     best.map(|(_, f)| f)
+}
+
+/// A marker's longest run without whitespace: any match of the marker, within a line or
+/// across a line break, holds it whole.
+fn longest_word(marker: &str) -> &str {
+    marker.split_whitespace().max_by_key(|w| w.len()).unwrap_or(marker)
 }
 
 /// `Buffer 13:`, after any log prefix.
@@ -246,8 +264,10 @@ fn contains_word(line: &str, marker: &str) -> bool {
 
 /// What a text that holds no OOM is, when it is a failure users take for one.
 pub fn not_an_oom(text: &str) -> Option<LookAlike> {
+    let candidates: Vec<&(&str, &str)> =
+        LOOK_ALIKES.iter().filter(|(marker, _)| text.contains(longest_word(marker))).collect();
     for (i, l) in text.lines().enumerate() {
-        for (marker, what) in LOOK_ALIKES {
+        for &(marker, what) in &candidates {
             if contains_word(l, marker) {
                 return Some(LookAlike { line: i + 1, what });
             }

@@ -31,6 +31,11 @@ const STATS_LABELS: [&str; 8] =
 
 /// Markers that start the part of a line the importer reads: the earliest one found in a
 /// line wins.
+/// XLA's exact figure for a failed request.
+const XLA_REQUEST: &str = "Out of memory while trying to allocate ";
+/// "N Chunks of size S totalling H".
+const CHUNK_COUNTS: &str = " Chunks of size ";
+
 const MARKERS: &[&str] = &[
     "Allocator (",
     "Ran out of memory trying to allocate ",
@@ -521,6 +526,11 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 
 #[derive(Debug, Default)]
 struct Log {
+    /// The markers the text holds somewhere: only these are looked for on each line.
+    markers: Vec<&'static str>,
+    /// The text holds XLA's request line, a summary's chunk counts.
+    has_xla_request: bool,
+    has_chunk_counts: bool,
     reports: Vec<Report>,
     /// XLA's exact figure for a failed request, after its BFC report: `Out of memory while
     /// trying to allocate 92198188384 bytes`.
@@ -578,7 +588,9 @@ impl Log {
     }
 
     fn line(&mut self, line: &str) -> bool {
-        if let Some(n) = after(line, "Out of memory while trying to allocate ").and_then(first_int) {
+        if self.has_xla_request
+            && let Some(n) = after(line, XLA_REQUEST).and_then(first_int)
+        {
             self.xla_requests.push(n);
             return true;
         }
@@ -591,9 +603,10 @@ impl Log {
             self.at_most(newest_by(date));
         }
         // "N Chunks of size S totalling H" has its count before the marker.
-        if let Some(i) = line.find(" Chunks of size ")
+        if self.has_chunk_counts
+            && let Some(i) = line.find(CHUNK_COUNTS)
             && let (Some(count), Some(size)) =
-                (word_before(line, i).and_then(|w| w.parse::<u64>().ok()), first_int(&line[i + 16..]))
+                (word_before(line, i).and_then(|w| w.parse::<u64>().ok()), first_int(&line[i + CHUNK_COUNTS.len()..]))
         {
             let r = self.report();
             r.summary.get_or_insert_with(Vec::new).push([count, size]);
@@ -636,7 +649,8 @@ impl Log {
             self.report().occupancy = Some(bar);
             return true;
         }
-        let Some((at, marker)) = MARKERS.iter().filter_map(|m| line.find(m).map(|i| (i, *m))).min_by_key(|(i, _)| *i)
+        let Some((at, marker)) =
+            self.markers.iter().filter_map(|m| line.find(m).map(|i| (i, *m))).min_by_key(|(i, _)| *i)
         else {
             return false;
         };
@@ -908,7 +922,12 @@ fn occupancy(trimmed: &str) -> Option<String> {
 
 /// Reads a TF log.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
-    let mut log = Log::default();
+    let mut log = Log {
+        markers: MARKERS.iter().copied().filter(|m| text.contains(m)).collect(),
+        has_xla_request: text.contains(XLA_REQUEST),
+        has_chunk_counts: text.contains(CHUNK_COUNTS),
+        ..Log::default()
+    };
     // Lines as `wc -l` and an editor count them: a final newline ends the last line rather
     // than starting an empty one.
     for raw in text.split_terminator('\n') {

@@ -5,6 +5,7 @@
 //! becomes the event history, and the last `oom` action the failed request. One device per
 //! dump: the one that ran out of memory, unless asked.
 
+use oomscope_core::caching::MIN_BLOCK_SIZE;
 use super::snapshot::{Action, BlockState, EntryStacks, Snapshot};
 use oomscope_core::record::{EventKind, Kind, UNNAMED_OP};
 use oomscope_format::InputError;
@@ -90,7 +91,10 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     snap.charge(trace.len() * size_of::<EventInfo>())?;
     let mut events = Vec::new();
     let mut oom: Option<(u64, u64, Option<String>, u64, Kind)> = None; // (size, device_free, op, time, kind)
-    let (mut live, mut peak, mut allocs) = (0i128, 0i128, 0u64);
+    // Bytes allocated and reserved through the trace, relative to its start; anchored to the
+    // final state below (a trace may start mid-run, with memory already held).
+    let (mut live, mut allocs) = (0i128, 0u64);
+    let (mut live_high, mut reserved, mut reserved_high) = (0i128, 0i128, 0i128);
     let mut sizes: HashMap<u64, u64> = HashMap::new();
     for (seq, e) in trace.iter().enumerate() {
         let addr = e.addr.unwrap_or(0);
@@ -98,17 +102,26 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         let kind = match e.action {
             Action::Alloc => {
                 allocs += 1;
-                live += size as i128;
-                peak = peak.max(live);
-                sizes.insert(addr, size);
+                // The block it takes, as the final state counts blocks: 512-byte steps.
+                let block = size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE);
+                live += block as i128;
+                live_high = live_high.max(live);
+                sizes.insert(addr, block);
                 EventKind::Alloc
             }
             Action::FreeCompleted | Action::Free => {
-                live -= sizes.remove(&addr).unwrap_or(size) as i128;
+                live -= sizes.remove(&addr).unwrap_or(size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)) as i128;
                 EventKind::Free
             }
-            Action::SegmentAlloc | Action::SegmentMap => EventKind::Extend,
-            Action::SegmentFree | Action::SegmentUnmap => EventKind::RegionFree,
+            Action::SegmentAlloc | Action::SegmentMap => {
+                reserved += size as i128;
+                reserved_high = reserved_high.max(reserved);
+                EventKind::Extend
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                reserved -= size as i128;
+                EventKind::RegionFree
+            }
             Action::Oom => EventKind::Oom,
             Action::FreeRequested | Action::Other => continue,
         };
@@ -149,14 +162,20 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
     let free = pool.saturating_sub(in_use);
     let device_free = oom.as_ref().map_or(0, |o| o.1);
     let limit = pool + device_free;
+    // The trace's highs over what was held when it began: the final state less what the
+    // trace added (a trace from the program's start begins at 0).
+    let high = |end: u64, net: i128, high: i128| -> u64 {
+        let start = (end as i128 - net).max(0);
+        u64::try_from(start + high).unwrap_or(u64::MAX).max(end)
+    };
     let stats = Stats {
         bytes_limit: limit,
         bytes_in_use: in_use,
-        peak_bytes_in_use: (peak.max(0) as u64).max(in_use),
+        peak_bytes_in_use: high(in_use, live, live_high),
         num_allocs: allocs.max(regions.iter().flat_map(|r| &r.chunks).filter(|c| c.in_use).count() as u64),
         largest_alloc_size: largest_alloc,
         pool_bytes: pool,
-        peak_pool_bytes: pool,
+        peak_pool_bytes: high(pool, reserved, reserved_high),
         largest_free_block: largest_free,
         free_bytes: free,
         fragmentation: if free == 0 { 0.0 } else { 1.0 - largest_free as f64 / free as f64 },
