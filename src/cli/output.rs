@@ -45,23 +45,10 @@ pub fn print(text: &str) -> io::Result<()> {
     }
 }
 
-/// `text` with control characters other than newline and tab written as `\x1b`, `\u{9b}`:
-/// op names and messages come from logs pasted from anywhere, and a terminal would act on
-/// an escape sequence in them (retitle the window, clear the screen, worse).
+/// `text` safe for a terminal: control characters and direction overrides written out
+/// (`\x1b`, `\u{202e}`).
 pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.contains(bad) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            c if !bad(c) => out.push(c),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    oomscope_base::text::safe(text)
 }
 
 /// Bold red for the verdict's label and its kind, bold green for the fix's label: only lines
@@ -152,11 +139,5 @@ mod tests {
         );
         let json = "{\"verdict\":{\"fix\":\"Fix: x\"}}\n";
         assert_eq!(super::paint(json), json);
-    }
-
-    #[test]
-    fn control_characters_are_shown_not_sent() {
-        assert_eq!(super::safe("a\tb\nc"), "a\tb\nc");
-        assert_eq!(super::safe("x\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}y"), "x\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\u{9b}y");
     }
 }

@@ -327,3 +327,37 @@ fn the_report_is_searched_with_slash_and_n() {
     press(&mut app, &[KeyCode::Esc]);
     assert!(app.quit);
 }
+
+/// Op names with a right-to-left override and an escape sequence (from a snapshot or log
+/// anyone could have written) reach no terminal raw: every view shows the text as written,
+/// without the controls, and `report` writes them out (`\u{202e}`).
+#[test]
+fn direction_overrides_and_escapes_in_names_are_not_sent_to_the_terminal() {
+    let mut d = dump::read(&root().join("fixtures/dumps/unet-b2.dump.json")).unwrap();
+    let hostile = "shared_model/\u{202e}gnp.exe\u{1b}]0;pwned\u{7}/Conv2D";
+    d.usage_by_node[0].op = hostile.into();
+    for r in &mut d.regions {
+        for c in &mut r.chunks {
+            if c.in_use {
+                c.op = Some(hostile.into());
+            }
+        }
+    }
+    let mut app = App::new(vec![from_dump(&d, "dump hostile", view_report(&d))]);
+    for v in View::ALL {
+        app.update(oomscope_tui::Action::Show(v));
+        let s = screen(&app, 160, 48);
+        assert!(!s.contains(oomscope_base::text::unsafe_char), "{v:?}: {s:?}");
+        if v == View::Nodes {
+            assert!(s.contains("gnp.exe"), "the name stays readable: {s}");
+        }
+    }
+    let dir = temp_dir("tui-hostile-names");
+    let path = dir.join("hostile.dump.json");
+    dump::write_atomic(&path, &d).unwrap();
+    let o = oomscope(&["report", path.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains(oomscope_base::text::unsafe_char), "{out}");
+    assert!(out.contains("shared_model/\\u{202e}gnp.exe\\x1b]0;pwned\\x07/Conv2D"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

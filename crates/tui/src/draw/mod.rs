@@ -60,11 +60,24 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if app.monochrome {
         without_colour(frame.buffer_mut());
     }
+    defuse(frame.buffer_mut());
 }
 
 /// The screen without colour: what was set off by a background (the selection, the cursor,
 /// the tab on screen, a status badge, a match) is reversed instead, what was grey is dim, and
 /// every other colour goes. Black backgrounds (a gauge's empty part) are no emphasis.
+/// Every cell without the characters a terminal would act on or reorder text around (an
+/// op name from a snapshot with U+202E turns the rest of its line around; an escape sequence
+/// would reach the terminal): whatever a view drew, the screen shows text as written.
+pub(crate) fn defuse(buf: &mut ratatui::buffer::Buffer) {
+    for c in &mut buf.content {
+        if c.symbol().contains(oomscope_base::text::unsafe_char) {
+            let kept: String = c.symbol().chars().filter(|&ch| !oomscope_base::text::unsafe_char(ch)).collect();
+            c.set_symbol(if kept.is_empty() { " " } else { &kept });
+        }
+    }
+}
+
 pub(crate) fn without_colour(buf: &mut ratatui::buffer::Buffer) {
     for c in &mut buf.content {
         if !matches!(c.bg, Color::Reset | Color::Black) {
