@@ -63,9 +63,14 @@ class _Watcher(importlib.abc.MetaPathFinder):
 
 
 def _feed():
+    """oomscope run's pipe, while the descriptor is still that pipe: a launcher may have
+    closed it, and a file opened since may have its number."""
     try:
-        return int(os.environ["OOMSCOPE_FEED_FD"])
-    except (KeyError, ValueError):
+        fd = int(os.environ["OOMSCOPE_FEED_FD"])
+        if os.fstat(fd).st_ino != int(os.environ["OOMSCOPE_FEED_INODE"]):
+            return None
+        return fd
+    except (KeyError, ValueError, OSError):
         return None
 
 

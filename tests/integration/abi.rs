@@ -236,6 +236,32 @@ fn oomscope_run(args: &[&str], envs: &[(&str, &Path)]) -> Output {
     c.output().unwrap()
 }
 
+/// A process that ran out of memory 16 times and ended with `os._exit` (no exit handler)
+/// never prints its total; the run says it, from what the allocator told it at each OOM.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn run_says_how_many_ooms_a_process_had_when_it_could_not() {
+    let py = python();
+    let dir = temp_dir("abi-run-many");
+    let dumps = dir.join("dumps");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:1GiB", "--dump-dir"])
+        .arg(&dumps)
+        .args(["--", py])
+        .arg(tests_python().join("run_many_ooms.py"))
+        .env("PYTHONPATH", tests_python())
+        .env_remove("PYTORCH_ALLOC_CONF")
+        .env_remove("PYTORCH_CUDA_ALLOC_CONF")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(err.contains("ran out of memory 16 times in all, 5 dumped (it ended without saying so)"), "{err}");
+    assert_eq!(files_in(&dumps).len(), 5, "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 #[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
 fn run_passes_output_and_exit_code_and_reports_each_processs_oom() {

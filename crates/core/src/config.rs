@@ -91,6 +91,9 @@ pub struct Config {
     /// When another rank of the job runs out of memory, this one writes its state
     /// (`OOMSCOPE_JOB_DUMPS`, default on in a job).
     pub job_dumps: bool,
+    /// Where `oomscope run` reads what its processes tell it (`OOMSCOPE_FEED_FD`), and the
+    /// pipe's inode (`OOMSCOPE_FEED_INODE`): written only while the descriptor is that pipe.
+    pub feed_fd: Option<(i32, u64)>,
 }
 
 impl Config {
@@ -177,6 +180,11 @@ impl Config {
             live: flag("OOMSCOPE_LIVE")?,
             quiet: flag("OOMSCOPE_QUIET")?,
             history,
+            // Set by `oomscope run` only: one that is not a number is not ours, and ignored.
+            feed_fd: get("OOMSCOPE_FEED_FD")
+                .and_then(|f| f.parse().ok())
+                .filter(|&f: &i32| f > 2)
+                .zip(get("OOMSCOPE_FEED_INODE").and_then(|i| i.parse().ok())),
         })
     }
 

@@ -369,6 +369,9 @@ impl Runtime {
         if ooms > written {
             let _ = writeln!(std::io::stderr().lock(), "oomscope: {ooms} OOMs in all, {written} dump(s) written");
         }
+        if ooms > 0 {
+            self.tell_run(true);
+        }
     }
 
     fn all(&self) -> Vec<&Slot> {
@@ -780,6 +783,7 @@ impl Runtime {
         if written.is_ok() {
             self.dumps_written.fetch_add(1, Ordering::Relaxed);
         }
+        self.tell_run(false);
         let where_ = match &written {
             Ok(()) => format!("dump: {}", path.display()),
             Err(e) => format!("the dump was not written: {e}"),
@@ -835,9 +839,33 @@ impl Runtime {
         }
     }
 
+    /// Tells `oomscope run` (when it started this process) its OOMs and dumps so far: the
+    /// line every few seconds and the total at exit may never be printed (`os._exit`, a kill).
+    fn tell_run(&self, said: bool) {
+        let Some((fd, inode)) = self.config.feed_fd else { return };
+        // The descriptor is still run's pipe (a launcher may have closed it, and something
+        // else may hold its number now).
+        // SAFETY: fstat writes into `st`; a closed descriptor gives an error.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != inode {
+            return;
+        }
+        let count = oomscope_format::feed::OomCount {
+            pid: std::process::id(),
+            ooms: self.ooms.load(Ordering::Relaxed),
+            dumps: self.dumps_written.load(Ordering::Relaxed),
+            said,
+        };
+        let line = count.line();
+        // One write of a short line to a pipe: whole, never interleaved with another's.
+        // SAFETY: writes `line`'s bytes to a descriptor; a closed one gives an error, ignored.
+        let _ = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
+    }
+
     /// An OOM past the dump budget: no verdict, no dump, no report; a line now and then.
     fn count_oom(&self, slot: &Slot, oom: &Oom, n: u64) -> String {
         self.undumped.fetch_add(1, Ordering::Relaxed);
+        self.tell_run(false);
         let now = Instant::now();
         let due = {
             let mut last = lock(&self.undumped_line);

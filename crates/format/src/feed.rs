@@ -1,14 +1,17 @@
-//! What the Python hook of a TensorFlow or JAX program tells `oomscope run` on the file
-//! descriptor in `OOMSCOPE_FEED_FD`: one JSON object a line. The framework's allocator is
-//! its own (oomscope reads its OOM report from stderr); these lines carry only the log
-//! level the program asked for and memory samples for the live view.
+//! What the processes `oomscope run` starts tell it on the file descriptor in
+//! `OOMSCOPE_FEED_FD`: one JSON object a line. The Python hook of a TensorFlow or JAX
+//! program sends the log level the program asked for and memory samples for the live view
+//! (the framework's allocator is its own; oomscope reads its OOM report from stderr);
+//! oomscope's own allocator sends its count of OOMs at each one, so that the run can say
+//! how many there were even when the process ends without saying it (`os._exit`, a kill).
 //!
 //! ```text
 //! {"min_log_level":2}
 //! {"framework": "tensorflow", "device": "GPU:0", "current": 123, "peak": 456, "limit": 0}
+//! {"pid": 4242, "ooms": 16, "dumps": 5, "said": false}
 //! ```
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One line of the feed.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -20,6 +23,27 @@ pub enum FeedLine {
         min_log_level: u8,
     },
     Sample(FrameworkSample),
+    Ooms(OomCount),
+}
+
+/// A process's OOMs so far, and the dumps written of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomCount {
+    pub pid: u32,
+    pub ooms: u64,
+    pub dumps: u64,
+    /// The process said the total itself, at its normal exit.
+    #[serde(default)]
+    pub said: bool,
+}
+
+impl OomCount {
+    /// As a line of the feed.
+    pub fn line(&self) -> String {
+        let mut s = serde_json::to_string(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
 }
 
 /// What the framework says of one device's memory.
@@ -60,6 +84,8 @@ mod tests {
         assert_eq!((s.device.as_str(), s.current, s.peak, s.limit), ("GPU:1", 5, Some(9), 16));
         let Some(FeedLine::Sample(s)) = FeedLine::parse(r#"{"device": "GPU:0", "current": 5}"#) else { panic!() };
         assert_eq!((s.peak, s.limit), (None, 0));
+        let c = OomCount { pid: 7, ooms: 16, dumps: 5, said: false };
+        assert_eq!(FeedLine::parse(c.line().trim_end()), Some(FeedLine::Ooms(c)));
         for bad in
             ["", "{}", "{\"device\": 3, \"current\": 1}", "{\"current\": 1}", "not json", "{\"min_log_level\": -1}"]
         {

@@ -17,11 +17,11 @@ use super::CliError;
 use super::args::RunArgs;
 use frameworks::Frameworks;
 use oomscope_core::device::cuda;
-use oomscope_format::feed::FeedLine;
+use oomscope_format::feed::{FeedLine, OomCount};
 use oomscope_format::{DumpName, Moment};
 use oomscope_tui::model::Update;
 use relay::Relay;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -230,6 +230,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     }
     let (feed_read, feed_write) = feed_pipe()?;
     cmd.env("OOMSCOPE_FEED_FD", feed_write.as_raw().to_string());
+    // Which pipe it is: a process whose launcher closed the descriptor (and maybe opened a
+    // file under its number) must not write there.
+    cmd.env("OOMSCOPE_FEED_INODE", feed_write.inode().to_string());
     let log = if a.tui {
         let path = dump_dir.join(format!("oomscope-run-{}.log", std::process::id()));
         let file = std::fs::File::create(&path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
@@ -306,7 +309,8 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     };
     let frameworks = Arc::new(Mutex::new(Frameworks::new(child.id(), &a.command.join(" "), &dump_dir, live)));
     let relayed = relay_stderr(stderr, out, Arc::clone(&min_level), Arc::clone(&frameworks));
-    read_feed(feed_read, min_level, Arc::clone(&frameworks));
+    let counts = OomCounts::default();
+    let fed = read_feed(feed_read, min_level, Arc::clone(&frameworks), Arc::clone(&counts));
     if let Some(dir) = &live_dir {
         watch(&dir.0, child.id());
         eprintln!("oomscope: the UI is closed; waiting for {program} to finish");
@@ -316,6 +320,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let status = status?;
     // What the program wrote last; processes it left behind may keep its stderr open.
     let _ = relayed.recv_timeout(std::time::Duration::from_secs(3));
+    let _ = fed.recv_timeout(std::time::Duration::from_secs(1));
     let (report, reported) = {
         let mut f = frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f.finish();
@@ -327,6 +332,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
 
     // The allocator's own dumps (PyTorch); the framework's were told with their verdict.
     let dumps: Vec<PathBuf> = new_dumps(&dump_dir, &before).into_iter().filter(|d| !reported.contains(d)).collect();
+    untold_ooms(&counts);
     if let Some(log) = &log {
         eprintln!("oomscope: the program's output is in {}", log.display());
     }
@@ -419,6 +425,16 @@ impl RawFdHolder {
     fn as_raw(&self) -> i32 {
         std::os::fd::AsRawFd::as_raw_fd(&self.0)
     }
+
+    /// The pipe's inode number.
+    fn inode(&self) -> u64 {
+        // SAFETY: fstat writes into `st` for a descriptor we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.as_raw(), &mut st) } != 0 {
+            return 0;
+        }
+        st.st_ino
+    }
 }
 
 /// A terminal for the program's stderr, the size of ours: (our side, its side).
@@ -488,7 +504,17 @@ fn relay_stderr(
 }
 
 /// The hook's messages: the user's own TF log level, and memory samples for the live view.
-fn read_feed(from: std::fs::File, min_level: Arc<AtomicU8>, frameworks: Arc<Mutex<Frameworks>>) {
+/// Each process's latest count of OOMs, by pid.
+type OomCounts = Arc<Mutex<BTreeMap<u32, OomCount>>>;
+
+/// Reads the feed until every writer closed it; the receiver hears when it is done.
+fn read_feed(
+    from: std::fs::File,
+    min_level: Arc<AtomicU8>,
+    frameworks: Arc<Mutex<Frameworks>>,
+    counts: OomCounts,
+) -> std::sync::mpsc::Receiver<()> {
+    let (done, finished) = std::sync::mpsc::channel();
     let _ = std::thread::Builder::new().name("oomscope-feed".into()).spawn(move || {
         for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
             match FeedLine::parse(&line) {
@@ -498,10 +524,27 @@ fn read_feed(from: std::fs::File, min_level: Arc<AtomicU8>, frameworks: Arc<Mute
                 Some(FeedLine::Sample(s)) => {
                     frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&s)
                 }
+                Some(FeedLine::Ooms(c)) => {
+                    counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(c.pid, c);
+                }
                 None => {}
             }
         }
+        let _ = done.send(());
     });
+    finished
+}
+
+/// The OOMs of processes that ended without saying how many they had (`os._exit`, a kill):
+/// their stderr's last count may be days old, so the run says it.
+fn untold_ooms(counts: &OomCounts) {
+    let counts = counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for c in counts.values().filter(|c| !c.said && c.ooms > c.dumps) {
+        eprintln!(
+            "oomscope: process {} ran out of memory {} times in all, {} dumped (it ended without saying so)",
+            c.pid, c.ooms, c.dumps
+        );
+    }
 }
 
 /// The program's pid, for the forwarding handler (0: none).
