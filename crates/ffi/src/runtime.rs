@@ -847,7 +847,8 @@ impl Runtime {
         // else may hold its number now).
         // SAFETY: fstat writes into `st`; a closed descriptor gives an error.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != inode {
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != inode
+        {
             return;
         }
         let count = oomscope_format::feed::OomCount {

@@ -438,14 +438,21 @@ impl Device for ScriptedDevice {
     fn reserve(&mut self, bytes: u64) -> Result<u64, DeviceError> {
         // A reservation starts where the recorded run's first mapping of it was.
         let s = self.script.lock().map_err(|_| DeviceError::Other("script poisoned".into()))?;
+        let exhausted = || DeviceError::Other(format!("no address space left to reserve {bytes} bytes"));
         let a = match s.next.front() {
             Some(&(addr, _)) => addr,
             None => {
+                // Each reservation spans 9/8 of the device: thousands of streams on a device
+                // of unknown size run out of 64-bit addresses, as a GPU's 48-bit space would.
                 let a = self.fresh;
-                self.fresh = self.fresh.saturating_add(bytes.next_multiple_of(SMALL_BUFFER));
+                self.fresh = bytes
+                    .checked_next_multiple_of(SMALL_BUFFER)
+                    .and_then(|b| self.fresh.checked_add(b))
+                    .ok_or_else(exhausted)?;
                 a
             }
         };
+        a.checked_add(bytes).ok_or_else(exhausted)?;
         Ok(a)
     }
 

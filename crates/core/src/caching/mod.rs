@@ -206,6 +206,11 @@ struct Pool {
     blocks: FreeSet,
     unmapped: OrderedSet<UnmappedKey>,
     get_free_blocks_call_count: u64,
+    /// A release went through the free set and nothing entered it since: another release
+    /// would find nothing (a block becomes releasable only by entering the set), so it is
+    /// skipped. A program failing in a loop over thousands of split blocks made every OOM
+    /// walk them all.
+    released: bool,
 }
 
 /// An expandable segment: reserved address space, mapped page by page.
@@ -291,6 +296,8 @@ pub struct Caching {
     cold: Vec<Cold>,
     free_handles: Vec<u32>,
     pools: [Pool; 2],
+    /// Freed blocks waiting for other streams (`event_count > 0`).
+    pending: usize,
     /// Handed-out and pending-free blocks by address.
     active: FastMap<u64, u32>,
     expandable: Vec<Expandable>,
@@ -338,6 +345,7 @@ impl Caching {
             cold: Vec::new(),
             free_handles: Vec::new(),
             pools: [Pool::default(), Pool::default()],
+            pending: 0,
             active: FastMap::default(),
             expandable: Vec::new(),
             total_allocated_memory: 0,
@@ -463,7 +471,7 @@ impl Caching {
 
     /// The largest free mapped block.
     pub fn largest_free_block(&self) -> u64 {
-        self.pools.iter().flat_map(|p| p.blocks.iter()).map(|k| k.1).max().unwrap_or(0)
+        self.pools.iter().map(|p| p.blocks.largest()).max().unwrap_or(0)
     }
 
     // ---- blocks ----------------------------------------------------------------------
@@ -538,6 +546,7 @@ impl Caching {
         self.blocks[h as usize].gc_base = self.pools[pool].get_free_blocks_call_count;
         let k = self.key(h);
         self.pools[pool].blocks.insert(k);
+        self.pools[pool].released = false;
     }
 
     /// The free block keyed `old` is now block `h` (its key changed): one step in the set
@@ -547,6 +556,7 @@ impl Caching {
         self.blocks[h as usize].gc_base = self.pools[pool].get_free_blocks_call_count;
         let k = self.key(h);
         self.pools[pool].blocks.replace(&old, k);
+        self.pools[pool].released = false;
     }
 
     fn remove_free(&mut self, h: u32) {
@@ -832,6 +842,7 @@ impl Caching {
             self.blocks[h as usize].event_count = u32::try_from(uses.len()).unwrap_or(u32::MAX);
             uses.clear();
             self.active.insert(addr, h);
+            self.pending += 1;
         }
         Ok(size)
     }
@@ -849,7 +860,10 @@ impl Caching {
 
     /// Allocations freed by the program and still waiting for other streams.
     pub fn pending_frees(&self) -> impl Iterator<Item = u64> + '_ {
-        self.active.iter().filter(|(_, h)| self.blocks[**h as usize].event_count > 0).map(|(&a, _)| a)
+        // Counted, so that a synchronize with none pending (every OOM synchronizes) does not
+        // walk every live allocation.
+        let any = self.pending > 0;
+        self.active.iter().filter(move |(_, h)| any && self.blocks[**h as usize].event_count > 0).map(|(&a, _)| a)
     }
 
     /// One of the streams a pending free waited for has passed its event; at the last one
@@ -863,6 +877,7 @@ impl Caching {
         b.event_count -= 1;
         if b.event_count == 0 {
             self.active.remove(&addr);
+            self.pending -= 1;
             self.free_block(h, t_ns);
         }
         true
@@ -878,6 +893,7 @@ impl Caching {
         }
         b.event_count = 0;
         self.active.remove(&addr);
+        self.pending -= 1;
         self.free_block(h, t_ns);
         true
     }
@@ -892,6 +908,7 @@ impl Caching {
         for &addr in &pending {
             if let Some(h) = self.active.remove(&addr) {
                 self.blocks[h as usize].event_count = 0;
+                self.pending -= 1;
                 self.free_block(h, t_ns);
             }
         }
@@ -1063,6 +1080,9 @@ impl Caching {
     pub fn release_cached_blocks(&mut self, t_ns: u64) {
         self.synchronize(t_ns);
         for pi in [PoolKind::Large.index(), PoolKind::Small.index()] {
+            if self.pools[pi].released {
+                continue;
+            }
             let keys: Vec<FreeKey> = self.pools[pi].blocks.iter().collect();
             let mut to_unmap = Vec::new();
             for k in keys {
@@ -1080,6 +1100,8 @@ impl Caching {
                     self.release_expandable_segment(h);
                 }
             }
+            // What stayed (split blocks, partial pages) stays until something enters.
+            self.pools[pi].released = true;
         }
     }
 
@@ -1572,6 +1594,13 @@ impl Caching {
         }
         if reserved != self.total_allocated_memory {
             return Err(format!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
+        }
+        for pool in &self.pools {
+            pool.blocks.check()?;
+        }
+        let pending = self.active.values().filter(|&&h| self.blocks[h as usize].event_count > 0).count();
+        if pending != self.pending {
+            return Err(format!("{pending} frees pending, {} counted", self.pending));
         }
         // Expandable segments' mapped pages are the memory their segments hold.
         let mut pages_bytes = 0;

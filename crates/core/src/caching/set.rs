@@ -160,6 +160,11 @@ pub(super) struct FreeSet {
     /// By handle: the block's size and address while it is in the set, and its list links.
     nodes: Vec<Node>,
     len: usize,
+    /// The largest block's size when known (`None`: to be found again). Every OOM reports
+    /// it; found by a walk, it made a program failing in a loop over many streams
+    /// quadratic. An insert raises it at once; only the removal of a block of that size
+    /// forgets it.
+    largest: std::cell::Cell<Option<u64>>,
 }
 
 /// One stream's free blocks. Bins cost 8 KiB a stream: a stream that holds few blocks keeps
@@ -433,6 +438,9 @@ impl FreeSet {
             }
         }
         self.len += 1;
+        if let Some(m) = self.largest.get() {
+            self.largest.set(Some(m.max(k.1)));
+        }
     }
 
     #[inline]
@@ -459,7 +467,52 @@ impl FreeSet {
         }
         self.nodes[h] = Node::default();
         self.len -= 1;
+        if self.largest.get() == Some(n.size) {
+            self.largest.set(None);
+        }
         true
+    }
+
+    /// The largest block's size (0: none).
+    pub fn largest(&self) -> u64 {
+        if let Some(m) = self.largest.get() {
+            return m;
+        }
+        let m =
+            self.near.iter().map(|(_, b)| b).chain(self.far.values()).map(|b| self.largest_of(b)).max().unwrap_or(0);
+        self.largest.set(Some(m));
+        m
+    }
+
+    /// The remembered largest size is the largest block's.
+    pub fn check(&self) -> Result<(), String> {
+        let Some(m) = self.largest.get() else { return Ok(()) };
+        let actual = self.iter().map(|k| k.1).max().unwrap_or(0);
+        if m != actual {
+            return Err(format!("the free set remembers {m} bytes as its largest block; it is {actual}"));
+        }
+        Ok(())
+    }
+
+    fn largest_of(&self, b: &Blocks) -> u64 {
+        match b {
+            Blocks::Few(t) => t.last().map_or(0, |k| k.0),
+            Blocks::Binned(bins) => {
+                let Some(top) = (0..BINS).rev().find(|&i| bins.is_nonempty(i)) else { return 0 };
+                match &bins.bins[top] {
+                    Bin::Tree(t) => t.last().map_or(0, |k| k.0),
+                    Bin::List { head, .. } => {
+                        let mut at = *head;
+                        let mut size = 0;
+                        while at != NIL {
+                            size = self.nodes[at as usize].size;
+                            at = self.nodes[at as usize].next;
+                        }
+                        size
+                    }
+                }
+            }
+        }
     }
 
     /// Replaces the key `old` by `new`, as `remove` then `insert` would.

@@ -5,8 +5,8 @@
 //! becomes the event history, and the last `oom` action the failed request. One device per
 //! dump: the one that ran out of memory, unless asked.
 
-use oomscope_core::caching::MIN_BLOCK_SIZE;
 use super::snapshot::{Action, BlockState, EntryStacks, Snapshot};
+use oomscope_core::caching::MIN_BLOCK_SIZE;
 use oomscope_core::record::{EventKind, Kind, UNNAMED_OP};
 use oomscope_format::InputError;
 use oomscope_format::{
@@ -110,7 +110,8 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
                 EventKind::Alloc
             }
             Action::FreeCompleted | Action::Free => {
-                live -= sizes.remove(&addr).unwrap_or(size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)) as i128;
+                live -=
+                    sizes.remove(&addr).unwrap_or(size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)) as i128;
                 EventKind::Free
             }
             Action::SegmentAlloc | Action::SegmentMap => {
