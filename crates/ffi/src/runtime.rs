@@ -845,10 +845,11 @@ impl Runtime {
         let Some((fd, inode)) = self.config.feed_fd else { return };
         // The descriptor is still run's pipe (a launcher may have closed it, and something
         // else may hold its number now).
-        // SAFETY: fstat writes into `st`; a closed descriptor gives an error.
+        // SAFETY: a zeroed `stat` is a valid value of this plain C struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != inode
-        {
+        // SAFETY: fstat writes into `st`; a closed descriptor gives an error.
+        let failed = unsafe { libc::fstat(fd, &mut st) } != 0;
+        if failed || st.st_mode & libc::S_IFMT != libc::S_IFIFO || st.st_ino != inode {
             return;
         }
         let count = oomscope_format::feed::OomCount {

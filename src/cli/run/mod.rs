@@ -428,8 +428,9 @@ impl RawFdHolder {
 
     /// The pipe's inode number.
     fn inode(&self) -> u64 {
-        // SAFETY: fstat writes into `st` for a descriptor we own.
+        // SAFETY: a zeroed `stat` is a valid value of this plain C struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into `st` for a descriptor we own.
         if unsafe { libc::fstat(self.as_raw(), &mut st) } != 0 {
             return 0;
         }
