@@ -152,10 +152,10 @@ impl<K: Ord + Copy> OrderedSet<K> {
 /// worse than logarithmic. The order seen outside is PyTorch's.
 #[derive(Clone, Debug, Default)]
 pub(super) struct FreeSet {
-    /// By stream: the first few streams in a list (a lookup in the hot path is a compare or
-    /// two), the rest in a map (a program may use thousands of streams and each lookup must
-    /// stay logarithmic).
-    near: Vec<(u64, Blocks)>,
+    /// By stream: the first few streams binned, in a list (a lookup in the hot path is a
+    /// compare or two); the rest in a map, few-block streams unbinned (a program may use
+    /// thousands of streams: each lookup stays logarithmic, memory follows the blocks).
+    near: Vec<(u64, Bins)>,
     far: BTreeMap<u64, Blocks>,
     /// By handle: the block's size and address while it is in the set, and its list links.
     nodes: Vec<Node>,
@@ -167,22 +167,28 @@ pub(super) struct FreeSet {
     largest: std::cell::Cell<Option<u64>>,
 }
 
-/// One stream's free blocks. Bins cost 8 KiB a stream: a stream that holds few blocks keeps
-/// them in one sorted list instead, and is binned once it holds more than [`BINNED_PAST`]
-/// (the streams a program really allocates on, where the bins pay off). A binned stream
-/// stays binned; a stream of few blocks that empties is dropped, unless it is one of the
-/// first few. Memory then follows the blocks, not the streams ever seen.
+/// One stream's free blocks, past the first few streams. Bins cost 8 KiB a stream: a stream
+/// that holds few blocks keeps them in one sorted list instead, and is binned once it holds
+/// more than [`BINNED_PAST`]. A binned stream stays binned; a stream of few blocks that
+/// empties is dropped. Memory then follows the blocks, not the streams ever seen.
 #[derive(Clone, Debug)]
 enum Blocks {
     /// Sorted.
     Few(Vec<BinKey>),
-    Binned(Box<Bins>),
+    Binned(Bins),
 }
 
 /// A stream's blocks are binned past this many.
 const BINNED_PAST: usize = 16;
-/// Streams looked up in a list.
+/// Streams looked up in a list, always binned.
 const NEAR: usize = 4;
+
+/// A stream's blocks as a query reads them.
+#[derive(Clone, Copy)]
+enum BlocksRef<'a> {
+    Few(&'a [BinKey]),
+    Binned(&'a Bins),
+}
 
 type Key = (u64, u64, u64, u32);
 type BinKey = (u64, u64, u32);
@@ -282,6 +288,7 @@ impl Bins {
 impl Bins {
     /// Links block `h` (size and address in `nodes[h]`) into its bin, after every block
     /// ordered before it.
+    #[inline(always)]
     fn insert(&mut self, nodes: &mut [Node], h: u32) {
         let (size, addr) = (nodes[h as usize].size, nodes[h as usize].addr);
         let b = bin(size);
@@ -326,6 +333,7 @@ impl Bins {
     }
 
     /// Unlinks block `h`, described by `n` (its node before the call).
+    #[inline(always)]
     fn remove(&mut self, nodes: &mut [Node], n: Node, h: u32) {
         let b = bin(n.size);
         let empty = match &mut self.bins[b] {
@@ -372,42 +380,78 @@ impl FreeSet {
         self.len
     }
 
-    #[inline]
-    fn get(&self, stream: u64) -> Option<&Blocks> {
+    #[inline(always)]
+    fn get(&self, stream: u64) -> Option<BlocksRef<'_>> {
         match self.near.iter().find(|(s, _)| *s == stream) {
-            Some((_, b)) => Some(b),
+            Some((_, b)) => Some(BlocksRef::Binned(b)),
             None if self.far.is_empty() => None,
-            None => self.far.get(&stream),
+            None => self.far.get(&stream).map(|b| match b {
+                Blocks::Few(t) => BlocksRef::Few(t),
+                Blocks::Binned(b) => BlocksRef::Binned(b),
+            }),
         }
     }
 
-    #[inline]
-    fn get_in<'a>(
-        near: &'a mut [(u64, Blocks)],
-        far: &'a mut BTreeMap<u64, Blocks>,
-        stream: u64,
-    ) -> Option<&'a mut Blocks> {
-        match near.iter_mut().find(|(s, _)| *s == stream) {
-            Some((_, b)) => Some(b),
-            None => far.get_mut(&stream),
-        }
+    /// Every stream's blocks, in stream order.
+    fn all(&self) -> Vec<(u64, BlocksRef<'_>)> {
+        let mut v: Vec<(u64, BlocksRef<'_>)> = self
+            .near
+            .iter()
+            .map(|(s, b)| (*s, BlocksRef::Binned(b)))
+            .chain(self.far.iter().map(|(s, b)| {
+                (
+                    *s,
+                    match b {
+                        Blocks::Few(t) => BlocksRef::Few(t),
+                        Blocks::Binned(b) => BlocksRef::Binned(b),
+                    },
+                )
+            }))
+            .collect();
+        v.sort_unstable_by_key(|(s, _)| *s);
+        v
     }
 
-    /// The stream's blocks, made (few) when new.
-    #[inline]
-    fn entry_in<'a>(
-        near: &'a mut Vec<(u64, Blocks)>,
-        far: &'a mut BTreeMap<u64, Blocks>,
-        stream: u64,
-    ) -> &'a mut Blocks {
-        if let Some(i) = near.iter().position(|(s, _)| *s == stream) {
-            return &mut near[i].1;
+    /// Past the first few streams: out of the hot path. False when the key is not there.
+    #[inline(never)]
+    fn remove_far(far: &mut BTreeMap<u64, Blocks>, nodes: &mut [Node], n: Node, k: &Key) -> bool {
+        let emptied = match far.get_mut(&k.0) {
+            None => return false,
+            Some(Blocks::Binned(bins)) => {
+                bins.remove(nodes, n, k.3);
+                false
+            }
+            Some(Blocks::Few(t)) => {
+                let Ok(at) = t.binary_search(&(n.size, n.addr, k.3)) else { return false };
+                t.remove(at);
+                t.is_empty()
+            }
+        };
+        if emptied {
+            far.remove(&k.0);
         }
-        if near.len() < NEAR && !far.contains_key(&stream) {
-            near.push((stream, Blocks::Few(Vec::new())));
-            return &mut near.last_mut().expect("just pushed").1;
+        true
+    }
+
+    /// Past the first few streams: out of the hot path.
+    #[inline(never)]
+    fn insert_far(far: &mut BTreeMap<u64, Blocks>, nodes: &mut [Node], k: Key) {
+        let blocks = far.entry(k.0).or_insert_with(|| Blocks::Few(Vec::new()));
+        match blocks {
+            Blocks::Binned(bins) => bins.insert(nodes, k.3),
+            Blocks::Few(t) => {
+                let key = (k.1, k.2, k.3);
+                let at = t.partition_point(|x| *x < key);
+                t.insert(at, key);
+                if t.len() > BINNED_PAST {
+                    let mut bins = Bins::default();
+                    for &(_, _, x) in t.iter() {
+                        bins.insert(nodes, x);
+                    }
+                    *blocks = Blocks::Binned(bins);
+                }
+            }
         }
-        far.entry(stream).or_insert_with(|| Blocks::Few(Vec::new()))
     }
 
     #[inline]
@@ -420,22 +464,14 @@ impl FreeSet {
             return;
         }
         self.nodes[h] = Node { size: k.1, addr: k.2, prev: NIL, next: NIL, linked: true };
-        let nodes = &mut self.nodes;
-        let blocks = Self::entry_in(&mut self.near, &mut self.far, k.0);
-        match blocks {
-            Blocks::Binned(bins) => bins.insert(nodes, k.3),
-            Blocks::Few(t) => {
-                let key = (k.1, k.2, k.3);
-                let at = t.partition_point(|x| *x < key);
-                t.insert(at, key);
-                if t.len() > BINNED_PAST {
-                    let mut bins = Box::<Bins>::default();
-                    for &(_, _, x) in t.iter() {
-                        bins.insert(nodes, x);
-                    }
-                    *blocks = Blocks::Binned(bins);
-                }
-            }
+        if let Some((_, bins)) = self.near.iter_mut().find(|(s, _)| *s == k.0) {
+            bins.insert(&mut self.nodes, k.3);
+        } else if self.near.len() < NEAR && !self.far.contains_key(&k.0) {
+            let mut bins = Bins::default();
+            bins.insert(&mut self.nodes, k.3);
+            self.near.push((k.0, bins));
+        } else {
+            Self::insert_far(&mut self.far, &mut self.nodes, k);
         }
         self.len += 1;
         if let Some(m) = self.largest.get() {
@@ -450,20 +486,10 @@ impl FreeSet {
         if !n.linked || (n.size, n.addr) != (k.1, k.2) {
             return false;
         }
-        let mut emptied = false;
-        match Self::get_in(&mut self.near, &mut self.far, k.0) {
-            None => return false,
-            Some(Blocks::Binned(bins)) => bins.remove(&mut self.nodes, n, k.3),
-            Some(Blocks::Few(t)) => {
-                let Ok(at) = t.binary_search(&(n.size, n.addr, k.3)) else { return false };
-                t.remove(at);
-                emptied = t.is_empty();
-            }
-        }
-        // An emptied stream among the first few keeps its place (a stream that comes and
-        // goes costs nothing); one of the many is dropped.
-        if emptied && !self.near.iter().any(|(s, _)| *s == k.0) {
-            self.far.remove(&k.0);
+        if let Some((_, bins)) = self.near.iter_mut().find(|(s, _)| *s == k.0) {
+            bins.remove(&mut self.nodes, n, k.3);
+        } else if !Self::remove_far(&mut self.far, &mut self.nodes, n, k) {
+            return false;
         }
         self.nodes[h] = Node::default();
         self.len -= 1;
@@ -478,8 +504,7 @@ impl FreeSet {
         if let Some(m) = self.largest.get() {
             return m;
         }
-        let m =
-            self.near.iter().map(|(_, b)| b).chain(self.far.values()).map(|b| self.largest_of(b)).max().unwrap_or(0);
+        let m = self.all().into_iter().map(|(_, b)| self.largest_of(b)).max().unwrap_or(0);
         self.largest.set(Some(m));
         m
     }
@@ -494,10 +519,10 @@ impl FreeSet {
         Ok(())
     }
 
-    fn largest_of(&self, b: &Blocks) -> u64 {
+    fn largest_of(&self, b: BlocksRef<'_>) -> u64 {
         match b {
-            Blocks::Few(t) => t.last().map_or(0, |k| k.0),
-            Blocks::Binned(bins) => {
+            BlocksRef::Few(t) => t.last().map_or(0, |k| k.0),
+            BlocksRef::Binned(bins) => {
                 let Some(top) = (0..BINS).rev().find(|&i| bins.is_nonempty(i)) else { return 0 };
                 match &bins.bins[top] {
                     Bin::Tree(t) => t.last().map_or(0, |k| k.0),
@@ -525,12 +550,23 @@ impl FreeSet {
     /// The first block of `stream` of at least `size` bytes, in (size, address) order.
     #[inline]
     pub fn first_from(&self, stream: u64, size: u64) -> Option<Key> {
-        let bins = match self.get(stream)? {
-            Blocks::Few(t) => {
-                return t.get(t.partition_point(|x| *x < (size, 0, 0))).map(|k| (stream, k.0, k.1, k.2));
-            }
-            Blocks::Binned(bins) => bins,
-        };
+        match self.near.iter().find(|(s, _)| *s == stream) {
+            Some((_, bins)) => self.first_in_bins(stream, bins, size),
+            None => self.first_from_far(stream, size),
+        }
+    }
+
+    /// Past the first few streams: out of the hot path.
+    #[inline(never)]
+    fn first_from_far(&self, stream: u64, size: u64) -> Option<Key> {
+        match self.far.get(&stream)? {
+            Blocks::Few(t) => t.get(t.partition_point(|x| *x < (size, 0, 0))).map(|k| (stream, k.0, k.1, k.2)),
+            Blocks::Binned(bins) => self.first_in_bins(stream, bins, size),
+        }
+    }
+
+    #[inline(always)]
+    fn first_in_bins(&self, stream: u64, bins: &Bins, size: u64) -> Option<Key> {
         let b = bin(size);
         if bins.is_nonempty(b) {
             match &bins.bins[b] {
@@ -586,11 +622,11 @@ impl FreeSet {
     pub fn from(&self, stream: u64, size: u64) -> Box<dyn Iterator<Item = Key> + '_> {
         let bins = match self.get(stream) {
             None => return Box::new(std::iter::empty()),
-            Some(Blocks::Few(t)) => {
+            Some(BlocksRef::Few(t)) => {
                 let at = t.partition_point(|x| *x < (size, 0, 0));
                 return Box::new(t[at..].iter().map(move |k| (stream, k.0, k.1, k.2)));
             }
-            Some(Blocks::Binned(bins)) => bins,
+            Some(BlocksRef::Binned(bins)) => bins,
         };
         let b = bin(size);
         let first = self.bin_keys(stream, &bins.bins[b]).filter(move |k| k.1 >= size);
@@ -608,11 +644,11 @@ impl FreeSet {
     pub fn below_rev(&self, stream: u64, size: u64) -> Vec<Key> {
         let bins = match self.get(stream) {
             None => return Vec::new(),
-            Some(Blocks::Few(t)) => {
+            Some(BlocksRef::Few(t)) => {
                 let at = t.partition_point(|x| *x < (size, 0, 0));
                 return t[..at].iter().rev().map(|k| (stream, k.0, k.1, k.2)).collect();
             }
-            Some(Blocks::Binned(bins)) => bins,
+            Some(BlocksRef::Binned(bins)) => bins,
         };
         let mut out = Vec::new();
         for i in (0..=bin(size)).rev().filter(|&i| bins.is_nonempty(i)) {
@@ -625,13 +661,10 @@ impl FreeSet {
 
     /// Every block, in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = Key> + '_ {
-        let mut streams: Vec<(u64, &Blocks)> =
-            self.near.iter().map(|(s, b)| (*s, b)).chain(self.far.iter().map(|(s, b)| (*s, b))).collect();
-        streams.sort_unstable_by_key(|(s, _)| *s);
-        streams.into_iter().flat_map(move |(s, blocks)| -> Box<dyn Iterator<Item = Key> + '_> {
+        self.all().into_iter().flat_map(move |(s, blocks)| -> Box<dyn Iterator<Item = Key> + '_> {
             match blocks {
-                Blocks::Few(t) => Box::new(t.iter().map(move |k| (s, k.0, k.1, k.2))),
-                Blocks::Binned(bins) => {
+                BlocksRef::Few(t) => Box::new(t.iter().map(move |k| (s, k.0, k.1, k.2))),
+                BlocksRef::Binned(bins) => {
                     let mut next = 0;
                     Box::new(
                         std::iter::from_fn(move || {
@@ -735,7 +768,7 @@ mod tests {
             assert!(set.remove(&k));
         }
         assert!(set.far.values().all(|b| matches!(b, Blocks::Binned(_))), "only binned streams stay");
-        assert!(set.near.len() + set.far.len() <= NEAR + 8, "{} streams kept", set.near.len() + set.far.len());
+        assert_eq!(set.near.len(), NEAR, "the first streams stay");
     }
 
     /// The vector and the tree agree with a B-tree on every query, across both conversions.
