@@ -166,9 +166,11 @@ fn inputs(dir: &Path) -> Vec<(PathBuf, Kind)> {
 }
 
 /// `oomscope COMMAND FILE` with what the command needs besides.
-fn run(command: &str, file: &str, dir: &Path) -> Output {
+fn run(command: &str, file: &str, dir: &Path, kind: Kind) -> Output {
     let out = dir.join("out").display().to_string();
     let args: Vec<&str> = match command {
+        // A snapshot's replay takes the device's size; a trace's, the allocator's limit.
+        "replay" if kind == Kind::Snapshot => vec!["replay", file, "--device", "8GiB"],
         "replay" => vec!["replay", file, "--limit", "8GiB"],
         "export" => vec!["export", file, "--format", "perfetto", "-o", &out],
         "diff" => vec!["diff", file, "fixtures/dumps/unet-b2.dump.json"],
@@ -194,7 +196,7 @@ fn every_command_reads_its_kinds_and_names_the_reader_of_the_others() {
         let file = path.display().to_string();
         for (command, reads) in COMMANDS {
             let what = format!("oomscope {command} {file} ({kind:?})");
-            let o = run(command, &file, &dir);
+            let o = run(command, &file, &dir, kind);
             let err = stderr(&o);
             assert_no_internals(&what, &err);
             if reads.contains(&kind) {
