@@ -3,7 +3,7 @@
 //! out for each in `expected.tsv`; and the command's contract for them.
 
 use crate::common::{oomscope, oomscope_with_stdin, root, stderr, stdout};
-use oomscope_format::{Dump, Message};
+use oomscope_format::{Dump, Message, VerdictKind};
 use oomscope_ingest::import;
 use std::path::Path;
 
@@ -214,4 +214,179 @@ fn the_call_site_is_read_from_the_traceback() {
     assert_eq!(site.call.as_deref(), Some("F.conv2d"), "{site:?}");
     let d = read("generateu-10-linear.txt").unwrap();
     assert!(d.oom.unwrap().op.is_some_and(|op| op.starts_with("F.linear")));
+}
+
+/// A text of one of the held-out sets (`fixtures/messages-heldout/`, `fixtures/messages-fresh/`)
+/// read as `oomscope import` reads it: the dump and its verdict, or the refusal.
+fn read_in(set: &str, file: &str) -> Result<Dump, String> {
+    let path = root().join("fixtures").join(set).join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut d = import::import(Path::new(file), &bytes, None, None).map_err(|e| e.to_string())?;
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    Ok(d)
+}
+
+/// How a held-out set is read: real OOMs whose verdict names the labelled cause, of how many;
+/// look-alikes told apart (refused with what they are), of how many; and the misses.
+fn score(set: &str) -> (usize, usize, usize, usize, Vec<String>) {
+    let text = std::fs::read_to_string(root().join("fixtures").join(set).join("expected.tsv")).unwrap();
+    let (mut real, mut real_ok, mut look, mut look_ok, mut misses) = (0, 0, 0, 0, Vec::new());
+    for row in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let c: Vec<&str> = row.split('\t').collect();
+        let (file, label) = (format!("{}.txt", c[0]), c[1]);
+        let got = match read_in(set, &file) {
+            Ok(d) => serde_json::to_value(d.verdict.unwrap().kind).unwrap().as_str().unwrap().to_string(),
+            Err(e) if e.contains("not an out-of-memory error") => "refused".to_string(),
+            Err(e) => format!("unread ({e})"),
+        };
+        if label == "refused" {
+            look += 1;
+        } else {
+            real += 1;
+        }
+        if got == label {
+            if label == "refused" { look_ok += 1 } else { real_ok += 1 }
+        } else {
+            misses.push(format!("{file}: {got}, labelled {label}"));
+        }
+    }
+    (real_ok, real, look_ok, look, misses)
+}
+
+/// Texts the rules were not written on (docs/import-export.md gives the figures before and
+/// after): the first held-out set named the classes the rules were then fixed for, so it must
+/// be read right almost always; the second was collected after those fixes and measures them.
+#[test]
+fn held_out_texts_are_read_as_labelled() {
+    let (ok, n, look_ok, look, misses) = score("messages-heldout");
+    assert!(n >= 60 && look >= 15, "the set has {n} OOMs and {look} look-alikes");
+    assert!(ok * 100 >= n * 95, "{ok} of {n} verdicts name the cause:\n{}", misses.join("\n"));
+    assert_eq!(look_ok, look, "every look-alike is told apart:\n{}", misses.join("\n"));
+    let (ok, n, look_ok, look, misses) = score("messages-fresh");
+    assert!(n >= 30 && look >= 8, "the set has {n} OOMs and {look} look-alikes");
+    assert!(ok * 100 >= n * 90 && look_ok * 10 >= look * 9, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+}
+
+/// Each class of text the rules once got wrong, with the figures that decide it.
+#[test]
+fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
+    let verdict = |set: &str, file: &str| read_in(set, file).unwrap().verdict.unwrap();
+    let refusal = |set: &str, file: &str| read_in(set, file).unwrap_err();
+    // TensorFlow's `Stats:` in the integer form: in use at the limit is a peak; almost nothing
+    // in use, a request beyond the limit; the block pasted alone, without its `Stats:` line.
+    let v = verdict("messages-heldout", "tf-3304-2016-stats-limit-480mib.txt");
+    assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
+    assert!(v.evidence[0].contains("479.76MiB in use of the 479.96MiB limit"), "{:?}", v.evidence);
+    let v = verdict("messages-heldout", "tf-59389-tsl-stats-inuse-1792-fuzz.txt");
+    assert_eq!(v.kind, VerdictKind::SingleTensor, "{v:?}");
+    assert_eq!(verdict("messages-heldout", "adaptive-style-transfer-28-bare-stats-hint.txt").kind, VerdictKind::Peak);
+    // ... also in markdown bold or a quote.
+    let dir = crate::common::temp_dir("stats-markdown");
+    let pasted = dir.join("log.txt");
+    std::fs::write(
+        &pasted,
+        "> **Limit:        3157432729**\n> **InUse:              9984**\n> **MaxInUse:          10752**\n\
+         Hint: If you want to see a list of allocated tensors when OOM happens, add \
+         report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n",
+    )
+    .unwrap();
+    let o = oomscope(&["import", pasted.to_str().unwrap(), "--format", "json"]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+    assert_eq!(d["verdict"]["kind"], "single_tensor", "{}", d["verdict"]);
+    assert_eq!(d["allocator"]["limit"], 3157432729u64);
+    std::fs::remove_dir_all(dir).unwrap();
+    // A tensor's shape without a byte figure or a type: its size in float, said to be assumed.
+    let d = read("neural-style-tf-28-2017-see-above.txt").unwrap();
+    let o = d.oom.as_ref().unwrap();
+    assert_eq!((o.requested, o.size_assumed), (64 * 512 * 482 * 4, true));
+    assert!(oomscope_report::summary::request_line(o).starts_with("60.25MiB (its shape in float"));
+    // A request larger than the device, whatever else the message says (Windows lends shared
+    // memory: 17.20 GiB allocated on an 8.00 GiB card).
+    let v = read("ipassr-9-alloc-exceeds-total.txt").unwrap().verdict.unwrap();
+    assert_eq!(v.kind, VerdictKind::SingleTensor, "{v:?}");
+    assert!(v.evidence[0].contains("the device's 8.00 GiB; the process held more through shared"), "{:?}", v.evidence);
+    // A request no GPU has, with no total; XLA's arguments beyond its base limit.
+    let v = verdict("messages-heldout", "ik-llama-cpp-749-280gb-compute-buffer.txt");
+    assert_eq!(v.kind, VerdictKind::SingleTensor);
+    assert!(v.headline.contains("more than any GPU has"), "{}", v.headline);
+    assert_eq!(verdict("messages-heldout", "jax-27354-base-limit-1tib.txt").kind, VerdictKind::SingleTensor);
+    // Forms not read before: a TPU's `bytes allocatable, bytes available` (fragmentation when
+    // the request is at most what is available), XLA compiling a program no device holds, its
+    // arguments alone more than the device.
+    let v = verdict("messages-heldout", "jax-14304-colab-tpu-could-not-allocate-hbm0.txt");
+    assert_eq!(v.kind, VerdictKind::Fragmentation, "{v:?}");
+    assert_eq!(
+        verdict("messages-heldout", "jax-7822-tpu-aborting-compilation-exabytes.txt").kind,
+        VerdictKind::SingleTensor
+    );
+    let v = read("easydel-142-tpu-gemma.txt").unwrap().verdict.unwrap();
+    assert!(v.kind == VerdictKind::SingleTensor && v.headline.starts_with("The arguments alone (15.90G)"), "{v:?}");
+    // XLA's cudaMallocAsync allocator, in the words of its log line.
+    let dir = crate::common::temp_dir("xla-async");
+    let log = dir.join("log.txt");
+    std::fs::write(
+        &log,
+        "2024-05-01 10:00:00.000000: E external/xla/xla/stream_executor/gpu/gpu_cudamallocasync_allocator.cc:359] \
+         gpu_async_0 cuMemAllocAsync failed to allocate 2147483648 bytes: CUDA error: out of memory \
+         (CUDA_ERROR_OUT_OF_MEMORY)\n Reported by CUDA: Free memory/Total memory: 1073741824/25769803776\n\
+         2024-05-01 10:00:00.000001: E external/xla/xla/stream_executor/gpu/gpu_cudamallocasync_allocator.cc:364] \
+         Stats: Limit:                     24696061952\nInUse:                     19327352832\n",
+    )
+    .unwrap();
+    let o = oomscope(&["import", log.to_str().unwrap(), "--format", "json"]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)));
+    let m = &d["imported"]["message"];
+    assert_eq!(
+        (m["format"].as_str(), m["free"].as_u64(), m["total"].as_u64()),
+        (Some("xla_async"), Some(1 << 30), Some(24 << 30))
+    );
+    assert_eq!(d["oom"]["requested"], 2u64 << 30);
+    // 24 GiB - 1 GiB free - 18 GiB in use leaves 5 GiB the pool keeps (or others hold).
+    assert_eq!(d["verdict"]["kind"], "fragmentation", "{}", d["verdict"]);
+    assert!(d["verdict"]["fix"].as_str().unwrap().contains("XLA's own allocator"), "{}", d["verdict"]);
+    std::fs::remove_dir_all(dir).unwrap();
+    // Memory outside the cache within what a process's own context and libraries take is not
+    // taken for other processes' (1.54 GiB outside on a 2 GiB card, none listed) ...
+    let v = read("ai-voice-cloning-62-to-device.txt").unwrap().verdict.unwrap();
+    assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
+    assert!(v.evidence.iter().any(|e| e.contains("other processes may hold some")), "{:?}", v.evidence);
+    // ... nor when the message gives this process's own total ...
+    assert_eq!(verdict("messages-heldout", "vllm-14452-vllmworker-rank-interleaved.txt").kind, VerdictKind::Peak);
+    // ... nor when that total is a container's 0 bytes.
+    assert_eq!(verdict("messages-heldout", "aria-24-vllm-worker-zero-process.txt").kind, VerdictKind::Fragmentation);
+    // Look-alikes that deserve an answer: the Linux OOM killer, pinned host memory (TF's
+    // `cuda_host_bfc` included), TF's "not a failure" warning, PyTorch's warning alone.
+    for (file, what) in [
+        ("cppo-6-torchrun-exitcode-9.txt", "SIGKILL, usually by the Linux OOM killer"),
+        ("fastmaskrcnn-172-bold-killed.txt", "Linux OOM killer"),
+        ("tf-11915-cuda-host-bfc-64gib.txt", "pinned host memory allocator (cuda_host_bfc)"),
+        ("ollama-8964-ggml-pinned-host-fallback.txt", "pinned host memory"),
+        ("tensorpack-1303-bfc-not-a-failure-quoted.txt", "so it is not an error"),
+        ("pytorch-193195-oom-warning-rank1.txt", "PyTorch then frees its cache and tries again"),
+        ("pytorch-xla-9524-vmem-bad-statusor.txt", "on-chip vector memory (vmem)"),
+    ] {
+        let e = refusal("messages-heldout", file);
+        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
+    }
+}
+
+/// `replay SNAPSHOT --keep-going` goes on past the first OOM: the dump holds every failure and
+/// the state at the end.
+#[test]
+fn a_snapshot_replayed_with_keep_going_shows_every_failure_and_the_end() {
+    let snap = root().join("fixtures/torch-snapshots/oom.pickle");
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["replay", snap.to_str().unwrap(), "--device", "256MiB", "--format", "json"];
+        args.extend_from_slice(extra);
+        let o = oomscope(&args);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_else(|_| panic!("{}", stderr(&o)))
+    };
+    let (first, going) = (replay(&[]), replay(&["--keep-going"]));
+    assert_eq!(first["ooms_total"], 1);
+    assert!(going["ooms_total"].as_u64().unwrap() > 1, "{}", going["ooms_total"]);
+    // The program freed everything by its end; at the first OOM it held most of the device.
+    assert_eq!(going["stats"]["bytes_in_use"], 0);
+    assert!(first["stats"]["bytes_in_use"].as_u64().unwrap() > 200 << 20);
+    // The verdict is the first failure's.
+    assert_eq!(going["verdict"]["kind"], first["verdict"]["kind"]);
 }

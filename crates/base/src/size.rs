@@ -168,6 +168,8 @@ pub fn parse_figure(text: &str) -> Option<u64> {
         "g" | "gb" | "gib" => 3,
         "t" | "tb" | "tib" => 4,
         "p" | "pb" | "pib" => 5,
+        // XLA's compiler prints exabytes for requests no device has (`Requires 3.47E`).
+        "e" | "eb" | "eib" => 6,
         _ => return None,
     };
     if !text.trim().contains(' ')

@@ -23,7 +23,7 @@ use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, V
 
 pub mod job;
 mod message;
-pub use message::{Budget, MessageCause, MessageDiagnosis, MessageFix};
+pub use message::{Budget, LARGEST_GPU, MessageCause, MessageDiagnosis, MessageFix};
 use std::collections::BTreeMap;
 
 /// What a diagnosis found: from an allocator's state (a dump with chunks, a log, a replay),
@@ -94,7 +94,7 @@ pub struct Request {
 
 impl Request {
     fn of(o: &OomRecord) -> Request {
-        Request { op: o.op.clone(), requested: o.requested, rounded: o.rounded, shape: o.shape.clone() }
+        Request { op: o.op.clone(), requested: o.requested, rounded: asked(o), shape: o.shape.clone() }
     }
 }
 
@@ -171,6 +171,15 @@ pub enum Cause {
     },
     /// A partial log with only the failed request.
     PartialRequest { request: Option<Request> },
+    /// A partial log whose allocator was full of live tensors at the failure (its `Stats`
+    /// at the limit, or its occupancy bar all in use): a true peak, whatever was asked.
+    PartialFull { request: Option<Request>, in_use: Option<u64>, limit: Option<u64> },
+    /// A partial log whose allocator held almost nothing at the failure: what was asked was
+    /// more than its whole limit.
+    PartialEmpty { request: Option<Request>, in_use: u64, limit: u64 },
+    /// A request more than any GPU has (or than the limit the log names), from a log without
+    /// the rest of the allocator's figures.
+    BeyondAnyGpu { request: Request, limit: Option<u64> },
     /// One tensor is larger than all the memory the process could ever have free.
     SingleTensor {
         request: Request,
@@ -226,7 +235,10 @@ impl Cause {
                 VerdictKind::Others
             }
             Cause::PartialUsage { .. } | Cause::PartialRequest { .. } => VerdictKind::Undetermined,
-            Cause::SingleTensor { .. } => VerdictKind::SingleTensor,
+            Cause::PartialFull { .. } => VerdictKind::Peak,
+            Cause::SingleTensor { .. } | Cause::PartialEmpty { .. } | Cause::BeyondAnyGpu { .. } => {
+                VerdictKind::SingleTensor
+            }
             Cause::Growth { .. } | Cause::GrowingNoOom { .. } | Cause::ManyOfOneSize { .. } => VerdictKind::Growth,
             Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
             Cause::Peak { .. } => VerdictKind::Peak,
@@ -264,6 +276,11 @@ pub enum Fix {
     RowTooLarge { row: u64 },
     /// No batch dimension to cut: make the tensor smaller than `below`.
     ShrinkTensor { below: u64 },
+    /// A request no device holds: find the shape that makes it.
+    FindShape { request: u64 },
+    /// The live tensors filled the allocator: shrink them (by `need` when the log says the
+    /// request and the limit), and give the whole log for what they were.
+    ShrinkWorkingSet { need: Option<u64> },
     /// Growth: free what `culprit` keeps each step.
     KeepNumbers { culprit: Option<String> },
     /// Growth without an OOM yet.
@@ -309,6 +326,12 @@ pub struct SplitFirst {
     pub part: u64,
 }
 
+/// What a request needed from the allocator: its rounded size, or (a log that printed only
+/// a rounded figure of the request) the request.
+fn asked(o: &OomRecord) -> u64 {
+    if o.rounded > 0 { o.rounded } else { o.requested }
+}
+
 /// Bytes the process could have in one piece at the failure beyond what the pool holds:
 /// a new region within both the limit and what the device had free.
 fn growable(o: &OomRecord) -> u64 {
@@ -318,7 +341,7 @@ fn growable(o: &OomRecord) -> u64 {
 /// What the pool must grow by to serve the request: the segment PyTorch's caching
 /// allocator asks the device for, else the rounded request.
 fn growth_needed(o: &OomRecord) -> u64 {
-    o.segment_request.unwrap_or(o.rounded).max(o.rounded)
+    o.segment_request.unwrap_or(asked(o)).max(asked(o))
 }
 
 /// All the memory the process could have had: its pool plus what it could still obtain.
@@ -375,7 +398,7 @@ fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(&str) -> Option<Wha
     // Requests of parallel ops fail at the same moment: one that no memory could ever hold
     // is the cause, whichever of them the log happened to print first.
     let mut at_once: Vec<&OomRecord> = d.ooms.iter().filter(|x| x.step == o.step && !x.outside && *x != o).collect();
-    at_once.sort_by_key(|x| std::cmp::Reverse(x.rounded));
+    at_once.sort_by_key(|x| std::cmp::Reverse(asked(x)));
     for candidate in std::iter::once(o).chain(at_once) {
         if let Some(v) = single_tensor(d, candidate, &b) {
             return v;
@@ -436,7 +459,7 @@ fn others(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagnosis> {
     // The limit allowed the request; the device did not have it.
     let grow = growable(o);
     let seg = growth_needed(o);
-    if grow < seg && o.limit_headroom >= seg && o.largest_free_block < o.rounded {
+    if grow < seg && o.limit_headroom >= seg && o.largest_free_block < asked(o) {
         return Some(StateDiagnosis {
             cause: Cause::DeviceRefused {
                 request: Request::of(o),
@@ -457,7 +480,7 @@ fn complete_log(d: &Dump) -> bool {
     d.has(Section::Request)
         && d.allocator.limit > 0
         && (d.has(Section::Totals) || d.has(Section::Stats))
-        && d.oom.as_ref().is_some_and(|o| !o.outside && o.requested > 0)
+        && d.oom.as_ref().is_some_and(|o| !o.outside && o.requested > 0 && !o.size_assumed)
 }
 
 /// What a partial TF log allows: the preallocation story when the device refused regions,
@@ -484,6 +507,45 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         };
     }
     let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op.is_some()).map(Request::of);
+    let limit = (card > 0).then_some(card);
+    if let Some(o) = o.filter(|o| o.requested > message::LARGEST_GPU || limit.is_some_and(|l| o.requested > l)) {
+        return StateDiagnosis {
+            cause: Cause::BeyondAnyGpu { request: Request::of(o), limit },
+            fix: Fix::FindShape { request: o.requested },
+            breakdown: b,
+        };
+    }
+    // The allocator's own figures without the request: at its limit, a true peak; with
+    // almost nothing in use, the request alone was beyond the limit.
+    if let Some(l) = limit.filter(|_| d.has(Section::Stats)) {
+        let in_use = d.stats.bytes_in_use;
+        if in_use.saturating_mul(100) >= l.saturating_mul(95) {
+            return StateDiagnosis {
+                cause: Cause::PartialFull { request, in_use: Some(in_use), limit },
+                fix: Fix::ShrinkWorkingSet {
+                    need: o.filter(|o| o.requested > 0).map(|o| (in_use + o.requested).saturating_sub(l)),
+                },
+                breakdown: b,
+            };
+        }
+        // (An `InUse` of 0 is a figure the paste lost, more often than nothing in use.)
+        if in_use > 0 && in_use.saturating_mul(100) <= l {
+            return StateDiagnosis {
+                cause: Cause::PartialEmpty { request, in_use, limit: l },
+                fix: Fix::ShrinkTensor { below: l },
+                breakdown: b,
+            };
+        }
+    }
+    // TF's occupancy bar with every cell in use: live tensors filled the pool.
+    let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
+    if bar.is_some_and(|bar| bar.bytes().all(|c| c == b'*')) && d.usage_by_node.is_empty() {
+        return StateDiagnosis {
+            cause: Cause::PartialFull { request, in_use: None, limit: None },
+            fix: Fix::ShrinkWorkingSet { need: None },
+            breakdown: b,
+        };
+    }
     if !d.usage_by_node.is_empty() {
         let nodes =
             d.usage_by_node.len() as u64 + d.imported.as_ref().and_then(|i| i.usage_remaining).map_or(0, |r| r[0]);
@@ -533,16 +595,16 @@ fn single_tensor(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDiagno
     // the inputs already on the device.
     let fixed = fixed_bytes(b) + b.iter().filter(|k| k.kind == Kind::Input).map(|k| k.bytes).sum::<u64>();
     let room = cap.saturating_sub(fixed);
-    if o.rounded <= room {
+    if asked(o) <= room {
         return None;
     }
     let eval = d.workload.as_ref().is_some_and(|w| w.mode == Mode::Eval);
     let batch = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
     let fix = match batch {
         Some(n) => {
-            let at_most = (n as u128 * room as u128 / o.rounded as u128) as u64;
+            let at_most = (n as u128 * room as u128 / asked(o) as u128) as u64;
             if at_most == 0 {
-                Fix::RowTooLarge { row: o.rounded / n }
+                Fix::RowTooLarge { row: asked(o) / n }
             } else {
                 let known = d.workload.as_ref().is_some_and(|w| w.batch == n);
                 Fix::SplitBatch { batch: n, at_most, known, eval }
@@ -641,7 +703,7 @@ fn fragmentation(
     let grow = growable(o);
     // Growing takes a whole segment under PyTorch's caching allocator (20 MiB for a 6 MiB
     // request): room for the request alone is not room to grow.
-    if pool_free + grow < o.rounded || o.largest_free_block >= o.rounded || grow >= growth_needed(o) {
+    if pool_free + grow < asked(o) || o.largest_free_block >= asked(o) || grow >= growth_needed(o) {
         return None;
     }
     let a = &d.allocator;
@@ -666,15 +728,13 @@ fn fragmentation(
         } else {
             Fix::ExpandableSegments { what_if: replay(EXPANDABLE) }
         }
-    } else if !a.garbage_collection
-        && !empty_regions.is_empty()
-        && empty_regions.iter().sum::<u64>() + grow >= o.rounded
+    } else if !a.garbage_collection && !empty_regions.is_empty() && empty_regions.iter().sum::<u64>() + grow >= asked(o)
     {
         Fix::GarbageCollection { empty_regions: empty_regions.len() }
     } else if a.allow_growth && d.regions.len() > 1 {
         Fix::OneRegion { regions: d.regions.len() }
     } else {
-        Fix::Reorder { pinning: pins.iter().find_map(|p| p.0.clone()), rounded: o.rounded }
+        Fix::Reorder { pinning: pins.iter().find_map(|p| p.0.clone()), rounded: asked(o) }
     };
     Some(StateDiagnosis {
         cause: Cause::Fragmentation {
@@ -696,7 +756,7 @@ pub const MAX_SPLIT: &str = "max_split_size_mb:128";
 
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);
-    let need = o.bytes_in_use + o.rounded;
+    let need = o.bytes_in_use + asked(o);
     let fixed = fixed_bytes(&b);
     let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
     // Activations, inputs, the backward pass's tensors and temporaries scale with the
@@ -744,7 +804,7 @@ fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDia
     }
     let (&size, &count) = by_size.iter().max_by_key(|(size, count)| **size * **count)?;
     let bytes = size * count;
-    let one_more = o.rounded == size || rounded_chunk(o.rounded) == size;
+    let one_more = asked(o) == size || rounded_chunk(asked(o)) == size;
     let in_use = o.bytes_in_use.max(1);
     if count < MANY_CHUNKS || (bytes as f64) < MANY_SHARE * in_use as f64 || !one_more {
         return None;

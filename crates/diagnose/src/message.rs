@@ -8,7 +8,7 @@
 //! libraries), other processes' `O`, and a limit `L` the user set, the first that holds:
 //!
 //! 1. **one request too large** — `Q` is more than this process could ever have:
-//!    `min(L, max(T - C, F + R))`;
+//!    `min(L, max(T - C, F + R))`, or than the device, or (no total) than any GPU;
 //! 2. **figures disagree** — what was free, `F' = min(F, L - R)`, held the segment PyTorch
 //!    asks the device for (the memory changed between the failure and the message, or the
 //!    device reports unified memory);
@@ -20,8 +20,8 @@
 //!    free memory, in pieces (PyTorch releases its unused whole blocks and retries before it
 //!    fails, so what it still holds free is split);
 //! 6. **other processes** — `Q ≤ F' + U + O`: it would fit if they were gone (when the
-//!    message does not list them, memory outside the cache beyond a CUDA context's is taken
-//!    for theirs);
+//!    message gives neither them nor this process's total, memory outside the cache well
+//!    beyond what a context and libraries may take is taken for theirs);
 //! 7. **true peak** — live tensors and the request, `A + Q`, are more than this process can
 //!    have, `F' + R`.
 //!
@@ -32,13 +32,17 @@
 use super::Request;
 use oomscope_format::{Dump, Framework, KindBytes, Message, MessageFormat, ProcessMemory, VerdictKind, XlaProgram};
 
-/// Memory a CUDA context, cuBLAS and cuDNN typically take in a process, beyond which memory
-/// outside the framework's cache is taken to be other processes'.
-const CONTEXT_ALLOWANCE: u64 = 1 << 30;
+/// The most a process's own memory outside the framework's cache takes: the CUDA context,
+/// cuBLAS and cuDNN workspaces, NCCL (0.3 to 1.5 GiB).
+const CONTEXT_ALLOWANCE: u64 = 3 << 29;
 
-/// Memory outside the cache beyond a context's that is taken for other processes': less
-/// is within what libraries and the display take.
+/// Memory outside the cache beyond a context's that is taken for other processes' when the
+/// message lists none: less is within what a context, libraries and the display may take.
 const INFERRED_OTHERS: u64 = 512 << 20;
+
+/// The most memory any GPU has (288 GB: NVIDIA's B300, AMD's MI355X): a request beyond it is
+/// one tensor too large on whatever device it ran.
+pub const LARGEST_GPU: u64 = 288_000_000_000;
 
 /// What subtracting figures printed to two decimals can leave over.
 const ROUNDING: u64 = 32 << 20;
@@ -71,6 +75,9 @@ pub enum MessageCause {
     },
     /// A TPU's runtime OOM: the request against what was free (and the largest free piece).
     DeviceBuffer { format: MessageFormat, request: u64, free: u64, largest: Option<u64>, total: Option<u64> },
+    /// vLLM at start-up: the KV cache one request at the model's max length needs is more
+    /// than the memory `gpu_memory_utilization` leaves after the weights and activations.
+    KvCache { needed: u64, available: u64, max_len: Option<u64> },
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
     WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
@@ -83,7 +90,7 @@ impl MessageCause {
             MessageCause::TooLarge { .. } => VerdictKind::SingleTensor,
             MessageCause::Others { .. } => VerdictKind::Others,
             MessageCause::CacheInPieces { .. } => VerdictKind::Fragmentation,
-            MessageCause::Peak { .. } => VerdictKind::Peak,
+            MessageCause::Peak { .. } | MessageCause::KvCache { .. } => VerdictKind::Peak,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,
@@ -116,6 +123,8 @@ pub enum MessageFix {
     /// cudaMallocAsync's pool holds the memory in pieces: PyTorch's own allocator with
     /// expandable segments instead.
     NativeAllocator,
+    /// XLA's cudaMallocAsync pool holds the memory: its BFC allocator instead.
+    XlaBfcAllocator,
     /// PyTorch fragmentation before 1.10: no allocator setting for it; upgrade, or make the
     /// request fit in what is free.
     UpgradeForFragmentation { free: u64, request: u64 },
@@ -136,6 +145,9 @@ pub enum MessageFix {
     /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
     /// what was missing; `fragmented`: enough was free, in pieces).
     TpuBuffer { short: u64, fragmented: bool },
+    /// vLLM: a shorter max length (`fits`: what vLLM estimates fits), more of the GPU, or the
+    /// KV cache shared or made smaller.
+    VllmKvCache { fits: Option<u64>, short: u64 },
     /// What to run to find out.
     FindOut { format: MessageFormat, framework: Framework },
 }
@@ -173,6 +185,10 @@ pub struct Budget {
     /// `cached` is inferred: cudaMallocAsync's pool, or other processes (the message cannot
     /// tell them apart).
     pub pool_inferred: bool,
+    /// Memory outside the cache the message does not attribute (no process figure, no
+    /// processes listed), too little to be sure it is other processes': this process's
+    /// context and libraries, or others'.
+    pub unattributed: Option<u64>,
     pub listed: Vec<ProcessMemory>,
     /// Of `live`, what CUDA graphs' private pools hold.
     pub private_pools: Option<u64>,
@@ -243,55 +259,85 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
             breakdown: b,
         };
     }
+    if let (MessageFormat::VllmKvCache, Some(r), Some(available)) = (m.format, &request, m.free) {
+        return MessageDiagnosis {
+            cause: MessageCause::KvCache { needed: r.requested, available, max_len: m.max_len },
+            fix: MessageFix::VllmKvCache { fits: m.estimated_len, short: r.requested.saturating_sub(available) },
+            breakdown: b,
+        };
+    }
     if matches!(m.format, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) {
         return xla(d, m, b).unwrap_or_else(&without);
     }
-    // `Tried to allocate more than 1EB memory`: no device has it, whatever else is known.
-    if let Some(r) = request.as_ref().filter(|r| r.requested >= 1 << 60) {
+    // A request more than any GPU has (or than this device has, whatever else the message
+    // says: Windows can report more in use than the device holds, from shared system memory)
+    // is one tensor too large, with or without the other figures.
+    let figured = m.total.is_some() && m.free.is_some() && m.allocated.is_some();
+    if let Some(r) = request.as_ref().filter(|r| {
+        !figured
+            && (r.requested > LARGEST_GPU || m.total.is_some_and(|t| r.requested > t && m.free.is_none_or(|f| f <= t)))
+    }) {
+        let total = m.total.unwrap_or(0);
+        let can_ever = if total > 0 && r.requested > total { total.min(m.allowed.unwrap_or(total)) } else { 0 };
         let budget = Budget {
             format: m.format,
             device: m.device.clone().unwrap_or_else(|| "the device".into()),
             request: r.requested,
-            total: m.total.unwrap_or(0),
+            site: r.op.clone(),
+            total,
+            free: m.free.unwrap_or(0),
+            limit: m.allowed,
             ..Budget::default()
         };
+        let absurd =
+            r.requested >= 1 << 60 || r.requested > ABSURD.saturating_mul(if total > 0 { total } else { LARGEST_GPU });
         return MessageDiagnosis {
             fix: MessageFix::ShrinkRequest {
                 request: r.requested,
-                can_ever: 0,
-                share: 0.0,
-                absurd: true,
+                can_ever,
+                share: if can_ever > 0 { can_ever as f64 / r.requested as f64 } else { 0.0 },
+                absurd: absurd || can_ever == 0,
                 format: m.format,
             },
-            cause: MessageCause::TooLarge { budget, can_ever: m.total.unwrap_or(0) },
+            cause: MessageCause::TooLarge { budget, can_ever: if can_ever > 0 { can_ever } else { LARGEST_GPU } },
             breakdown: b,
         };
     }
-    let (Some(r), Some(total), Some(free), Some(live)) = (&request, m.total, m.free, m.allocated) else {
+    let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated) else {
         return without(b);
     };
+    // Without the device's total (PaddlePaddle's message), only what this process holds and
+    // what was free are known: a peak when they do not hold the request, others unknown.
+    let total = m.total.unwrap_or(0);
     let mut cached = m.unallocated().unwrap_or(0);
-    // NVML reporting every process at 0 bytes (MIG, some containers) says nothing.
-    let nvml_blind = !m.processes.is_empty() && m.processes.iter().all(|p| p.bytes == 0) && m.process.unwrap_or(0) == 0;
+    // NVML reporting every process at 0 bytes (MIG, some containers), or this process at less
+    // than its own cache, says nothing.
+    let nvml_blind =
+        (!m.processes.is_empty() && m.processes.iter().all(|p| p.bytes == 0) && m.process.unwrap_or(0) == 0)
+            || m.process.is_some_and(|p| p < live + cached);
     let process = m.process.filter(|_| !nvml_blind);
     let mut others = if nvml_blind { None } else { m.others() };
     let mut others_inferred = false;
+    let mut unattributed = None;
     let context = process.map(|p| p.saturating_sub(live + cached));
     // Three figures rounded to two decimals leave a few MiB that are nobody's.
     others = others.filter(|&o| !m.processes.is_empty() || o >= ROUNDING);
     let mut pool_inferred = false;
-    if others.is_none() && m.format != MessageFormat::TorchMps {
-        // Outside the cache: a context's worth is this process's own, the rest others' (or,
-        // with cudaMallocAsync, the driver's pool keeping what PyTorch freed: it keeps all).
+    if others.is_none() && process.is_none() && total > 0 && m.format != MessageFormat::TorchMps {
+        // Outside the cache, and this process's own total not given: up to a context's worth
+        // may be this process's own, what is well beyond it others' (or, with cudaMallocAsync,
+        // the driver's pool keeping what was freed: it keeps all).
         let outside = total.saturating_sub(free).saturating_sub(live + cached);
         if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
-            if m.format == MessageFormat::TorchAsync {
+            if matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) {
                 cached = outside - CONTEXT_ALLOWANCE;
                 pool_inferred = true;
             } else {
                 others = Some(outside - CONTEXT_ALLOWANCE);
                 others_inferred = true;
             }
+        } else if outside >= 1 << 30 {
+            unattributed = Some(outside);
         }
     }
     let budget = Budget {
@@ -308,11 +354,15 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         others,
         others_inferred,
         pool_inferred,
+        unattributed,
         listed: if nvml_blind { Vec::new() } else { m.processes.clone() },
         private_pools: m.private_pools,
     };
     let q = budget.request;
-    let can_ever = budget.can_ever();
+    // More than the device holds is too large even where Windows lends shared system memory.
+    // (Not when the figures disagree: free more than the device is unified or shared memory.)
+    let can_ever =
+        if total > 0 && q > total && free <= total { budget.can_ever().min(total) } else { budget.can_ever() };
     if q > can_ever {
         let share = can_ever as f64 / q as f64;
         return MessageDiagnosis {
@@ -328,7 +378,7 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         };
     }
     let free_now = budget.usable_free();
-    if free > total || free_now >= segment(m.format, q) {
+    if (total > 0 && free > total) || free_now >= segment(m.format, q) {
         return MessageDiagnosis {
             cause: MessageCause::FiguresDisagree { budget },
             fix: MessageFix::FindOut { format: m.format, framework: m.framework },
@@ -421,6 +471,7 @@ fn fragmentation_fix(m: &Message, request: u64, free: u64) -> MessageFix {
     match m.format {
         MessageFormat::TorchCapacity | MessageFormat::TorchCapacty => MessageFix::ExpandableSegmentsIn { conf_var },
         MessageFormat::TorchAsync => MessageFix::NativeAllocator,
+        MessageFormat::XlaAsync => MessageFix::XlaBfcAllocator,
         MessageFormat::TorchMaxSplitHint => {
             // Blocks this size and larger are then never split for smaller requests.
             let mb = if request < 1 << 30 { 128 } else { 512 };
@@ -449,6 +500,10 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<MessageDiagnosis, Vec
         .iter()
         .find(|n| !n.op.starts_with("parameter "))
         .filter(|n| program.needed > 0 && n.bytes * 10 >= program.needed * 4);
+    // One program (or its arguments alone) larger than any device, or than this one: a
+    // smaller batch cannot help when the arguments alone do not fit.
+    let single =
+        single || program.needed > LARGEST_GPU || (program.capacity > 0 && program.parameters > program.capacity);
     let donate = program.parameters > 0
         && program.outputs * 10 >= program.parameters * 9
         && program.parameters * 4 >= program.needed;

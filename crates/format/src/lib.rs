@@ -440,6 +440,10 @@ pub struct OomRecord {
     /// The request was for memory outside the pool, straight from the device.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outside: bool,
+    /// `requested` is the shape's size in float: the log printed neither the size nor the
+    /// element type.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub size_assumed: bool,
     pub bytes_in_use: u64,
     pub pool_bytes: u64,
     pub largest_free_block: u64,

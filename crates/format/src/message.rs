@@ -31,6 +31,10 @@ pub enum MessageFormat {
     /// XLA (JAX, TF's XLA) at run time: `Out of memory while trying to allocate N bytes`,
     /// with or without the `BufferAssignment OOM Debugging` block.
     XlaRuntime,
+    /// XLA's cudaMallocAsync allocator (`TF_GPU_ALLOCATOR=cuda_malloc_async`, JAX's
+    /// `XLA_PYTHON_CLIENT_ALLOCATOR`): `cuMemAllocAsync failed to allocate N bytes ... Free
+    /// memory/Total memory: F/T`, then its `Stats:`.
+    XlaAsync,
     /// XLA on a TPU, at compile time: `Ran out of memory in memory space hbm`.
     XlaHbm,
     /// XLA on a TPU, at run time: `Attempting to allocate 15.65G. That was not possible.
@@ -45,6 +49,19 @@ pub enum MessageFormat {
     /// cuDNN could not start or allocate: `CUDNN_STATUS_NOT_INITIALIZED`,
     /// `CUDNN_STATUS_ALLOC_FAILED`, TF's `Could not create cudnn handle`.
     Cudnn,
+    /// PaddlePaddle: `Out of memory error on GPU 0. Cannot allocate 98.000244MB memory on GPU 0,
+    /// 6.000000GB memory has been allocated and available memory is only 0.000000B.`
+    Paddle,
+    /// llama.cpp and what builds on it (ggml, ollama): `allocating 9866.00 MiB on device 1:
+    /// cudaMalloc failed: out of memory`.
+    Ggml,
+    /// vLLM at start-up: the KV cache for one request at the model's max length does not fit
+    /// what `gpu_memory_utilization` leaves after the weights (`… KV cache is needed, which is
+    /// larger than the available KV cache memory …`).
+    VllmKvCache,
+    /// ONNX Runtime's arena: `BFCArena::AllocateRawInternal ... Failed to allocate memory for
+    /// requested buffer of size N`.
+    OnnxArena,
     /// A format a newer oomscope knows.
     #[serde(other)]
     Other,
@@ -63,12 +80,17 @@ impl MessageFormat {
             MessageFormat::TorchMps => "PyTorch on Apple silicon (MPS)",
             MessageFormat::TorchCpu => "PyTorch's CPU allocator",
             MessageFormat::XlaRuntime => "XLA (JAX or TensorFlow) at run time",
+            MessageFormat::XlaAsync => "XLA's cudaMallocAsync allocator",
             MessageFormat::XlaHbm => "XLA on a TPU, at compile time",
             MessageFormat::TpuRuntime => "XLA on a TPU, at run time",
             MessageFormat::TfTensor => "TensorFlow",
             MessageFormat::CudaRuntime => "the CUDA runtime",
             MessageFormat::Cublas => "cuBLAS",
             MessageFormat::Cudnn => "cuDNN",
+            MessageFormat::Paddle => "PaddlePaddle",
+            MessageFormat::Ggml => "llama.cpp (ggml)",
+            MessageFormat::OnnxArena => "ONNX Runtime",
+            MessageFormat::VllmKvCache => "vLLM's KV cache check",
             MessageFormat::Other => "a newer oomscope's format",
         }
     }
@@ -93,6 +115,12 @@ pub enum Framework {
     PyTorch,
     TensorFlow,
     Jax,
+    Paddle,
+    /// llama.cpp, ggml, ollama.
+    LlamaCpp,
+    OnnxRuntime,
+    MxNet,
+    TensorRt,
     /// Not told by the text.
     #[default]
     #[serde(other)]
@@ -200,6 +228,11 @@ pub struct Message {
     /// The largest free piece, when the message gives it (a TPU's runtime OOM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub largest_free: Option<u64>,
+    /// vLLM's KV cache check: the model's max length, and the length vLLM estimates fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_len: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_len: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<CallSite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

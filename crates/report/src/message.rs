@@ -10,8 +10,25 @@ use std::fmt::Write;
 pub fn size(format: MessageFormat, n: u64) -> String {
     match format {
         MessageFormat::XlaHbm | MessageFormat::TpuRuntime => human_bytes_driver(n),
-        MessageFormat::XlaRuntime | MessageFormat::TfTensor => human(n),
+        MessageFormat::XlaRuntime | MessageFormat::XlaAsync | MessageFormat::TfTensor | MessageFormat::OnnxArena => {
+            human(n)
+        }
         _ => torch(n),
+    }
+}
+
+/// A framework's name as its users write it.
+fn named(framework: Framework) -> &'static str {
+    match framework {
+        Framework::PyTorch => "PyTorch",
+        Framework::TensorFlow => "TensorFlow",
+        Framework::Jax => "JAX",
+        Framework::Paddle => "PaddlePaddle",
+        Framework::LlamaCpp => "llama.cpp",
+        Framework::OnnxRuntime => "ONNX Runtime",
+        Framework::MxNet => "MXNet",
+        Framework::TensorRt => "TensorRT",
+        Framework::Unknown => "",
     }
 }
 
@@ -22,8 +39,13 @@ fn pct(part: u64, whole: u64) -> f64 {
 /// The tool that holds the framework's allocator settings, by format.
 fn framework_name(format: MessageFormat) -> &'static str {
     match format {
-        MessageFormat::XlaRuntime | MessageFormat::XlaHbm | MessageFormat::TpuRuntime => "XLA",
+        MessageFormat::XlaRuntime | MessageFormat::XlaAsync | MessageFormat::XlaHbm | MessageFormat::TpuRuntime => {
+            "XLA"
+        }
         MessageFormat::TfTensor => "TensorFlow",
+        MessageFormat::Paddle => "PaddlePaddle",
+        MessageFormat::Ggml => "llama.cpp",
+        MessageFormat::OnnxArena => "ONNX Runtime",
         _ => "PyTorch",
     }
 }
@@ -32,6 +54,16 @@ fn framework_name(format: MessageFormat) -> &'static str {
 /// [`super::verdict`]).
 pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
     match c {
+        MessageCause::TooLarge { budget: b, can_ever: oomscope_diagnose::LARGEST_GPU } => {
+            let s = |n| size(b.format, n);
+            let mut evidence = vec![
+                "a request this size comes from a shape the code did not mean (a size computed wrong, a dimension \
+                 that overflowed, two large dimensions broadcast together), not from the memory in use"
+                    .to_string(),
+            ];
+            evidence.extend(site(b));
+            (format!("One request of {} is more than any GPU has (the largest hold 288 GB)", s(b.request)), evidence)
+        }
         MessageCause::TooLarge { budget: b, can_ever } => {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
@@ -58,6 +90,21 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 evidence,
             )
         }
+        MessageCause::KvCache { needed, available, max_len } => (
+            format!(
+                "vLLM's KV cache does not fit: one request at the model's max length{} needs {} of KV cache, and \
+                 {} is left after the weights within gpu_memory_utilization",
+                max_len.map_or(String::new(), |l| format!(" ({l} tokens)")),
+                torch(*needed),
+                torch(*available)
+            ),
+            vec![format!(
+                "{} needed > {} available: short by {}",
+                torch(*needed),
+                torch(*available),
+                torch(needed.saturating_sub(*available))
+            )],
+        ),
         MessageCause::Others { budget: b, short } => {
             let s = |n| size(b.format, n);
             let others = b.others.unwrap_or(0);
@@ -82,8 +129,8 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                     s(b.free),
                     s(b.reserved()),
                     framework_name(b.format),
-                    s(others + (1 << 30)),
-                    s(1 << 30),
+                    s(others + (3 << 29)),
+                    s(3 << 29),
                     s(others)
                 ));
             }
@@ -98,17 +145,21 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        MessageCause::CacheInPieces { budget: b } if b.format == MessageFormat::TorchAsync => {
+        MessageCause::CacheInPieces { budget: b }
+            if matches!(b.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) =>
+        {
             let s = |n| size(b.format, n);
             let mut evidence = vec![format!(
-                "{} total - {} free - {} allocated leaves {} that PyTorch's tensors do not hold; a CUDA context takes \
-                 about {}, and cudaMallocAsync's pool keeps what PyTorch frees: about {} is that pool's, or other \
+                "{} total - {} free - {} allocated leaves {} that {}'s tensors do not hold; a CUDA context takes \
+                 up to about {}, and cudaMallocAsync's pool keeps what {} frees: about {} is that pool's, or other \
                  processes' (nvidia-smi tells)",
                 s(b.total),
                 s(b.free),
                 s(b.live),
-                s(b.cached + (1 << 30)),
-                s(1 << 30),
+                s(b.cached + (3 << 29)),
+                framework_name(b.format),
+                s(3 << 29),
+                framework_name(b.format),
                 s(b.cached)
             )];
             evidence.extend(site(b));
@@ -196,6 +247,19 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                     s(c),
                     framework_name(b.format)
                 ));
+            }
+            if let Some(u) = b.unattributed {
+                evidence.push(format!(
+                    "{} is outside {}'s cache: a CUDA context, cuDNN and cuBLAS take up to about 1.5 GiB, so other \
+                     processes may hold some of it (nvidia-smi tells)",
+                    s(u),
+                    framework_name(b.format)
+                ));
+            }
+            if b.total == 0 {
+                evidence.push(
+                    "the message has no device total: other processes may hold some of it (nvidia-smi tells)".into(),
+                );
             }
             evidence.extend(site(b));
             let headline = if b.limited() {
@@ -292,6 +356,13 @@ fn ever_terms(b: &Budget) -> String {
     if b.limited() {
         return format!("{} allowed by the limit set for it", s(b.limit.unwrap_or(0)));
     }
+    if b.total > 0 && b.request > b.total && b.total < b.free + b.reserved() && b.free <= b.total {
+        return format!(
+            "the device's {}; the process held more through shared system memory, which Windows lends at a \
+             fraction of the speed",
+            s(b.total)
+        );
+    }
     match b.context.filter(|&c| c > 0) {
         Some(c) if b.total.saturating_sub(c) >= b.free + b.reserved() => {
             format!("{} total - {} it holds outside {}", s(b.total), s(c), framework_name(b.format))
@@ -336,9 +407,21 @@ fn xla_cause(
     for (op, bytes) in top.iter().take(3) {
         evidence.push(format!("{} {}", s(*bytes), op));
     }
-    let headline = if single {
-        let (op, bytes) = top.first().cloned().unwrap_or_default();
-        format!("One buffer of {} ({op}) is larger than the device's {}", s(bytes), s(p.capacity))
+    let largest = top.first().cloned().unwrap_or_default();
+    let headline = if single && p.capacity > 0 && largest.1 > p.capacity {
+        format!("One buffer of {} ({}) is larger than the device's {}", s(largest.1), largest.0, s(p.capacity))
+    } else if single && p.capacity > 0 && p.parameters > p.capacity {
+        format!(
+            "The arguments alone ({}) are more than the device's {}: a smaller batch cannot make them fit",
+            s(p.parameters),
+            s(p.capacity)
+        )
+    } else if single {
+        format!(
+            "The program needs {}, more than any device has{}: a shape the code did not mean",
+            s(p.needed),
+            if p.capacity > 0 { format!(" (this one {})", s(p.capacity)) } else { String::new() }
+        )
     } else if p.capacity > 0 {
         format!(
             "The program needs {} and the device has {}: over by {}",
@@ -391,6 +474,11 @@ fn without(format: MessageFormat, framework: Framework, request: Option<&Request
             "XLA could not allocate {}: the message has no account of the program's memory",
             what.unwrap_or_else(|| "memory".into())
         ),
+        MessageFormat::Paddle | MessageFormat::Ggml | MessageFormat::OnnxArena => format!(
+            "{} could not allocate {}: the message does not say what else held the device",
+            framework_name(format),
+            what.unwrap_or_else(|| "memory".into())
+        ),
         _ => format!(
             "An out-of-memory message without its figures{}: it cannot tell the causes apart",
             what.map_or(String::new(), |w| format!(" ({w})"))
@@ -398,15 +486,7 @@ fn without(format: MessageFormat, framework: Framework, request: Option<&Request
     };
     let mut evidence = Vec::new();
     if framework != Framework::Unknown {
-        evidence.push(format!(
-            "from {}",
-            match framework {
-                Framework::PyTorch => "PyTorch",
-                Framework::TensorFlow => "TensorFlow",
-                Framework::Jax => "JAX",
-                Framework::Unknown => "",
-            }
-        ));
+        evidence.push(format!("from {}", named(framework)));
     }
     (headline, evidence)
 }
@@ -536,6 +616,10 @@ pub(super) fn fix(f: &MessageFix) -> String {
             }
             steps.join("; ")
         }
+        MessageFix::XlaBfcAllocator => "go back to XLA's own allocator (unset TF_GPU_ALLOCATOR=cuda_malloc_async, \
+             or XLA_PYTHON_CLIENT_ALLOCATOR for JAX), which keeps one pool of its own; or reduce the batch. If \
+             nvidia-smi shows other processes on the GPU, free them first"
+            .to_string(),
         MessageFix::NativeAllocator => "go back to PyTorch's own allocator (remove backend:cudaMallocAsync from \
              PYTORCH_CUDA_ALLOC_CONF) with expandable_segments:True, whose segments grow in place; or reduce the batch. \
              If nvidia-smi shows other processes on the GPU, free them first"
@@ -554,6 +638,13 @@ pub(super) fn fix(f: &MessageFix) -> String {
                 )
             }
         }
+        MessageFix::VllmKvCache { fits, short } => format!(
+            "lower max_model_len{} (the KV cache grows with it), or raise gpu_memory_utilization so the KV cache gets \
+             at least {} more, or make the cache smaller (kv_cache_dtype=fp8) or share it over more GPUs \
+             (tensor_parallel_size)",
+            fits.map_or(String::new(), |f| format!(" to {f} or less (vLLM's estimate of what fits)")),
+            torch(*short)
+        ),
         MessageFix::FindOut { format, framework } => find_out(*format, *framework),
     }
 }
@@ -565,6 +656,24 @@ fn find_out(format: MessageFormat, framework: Framework) -> String {
         (f, _) => f,
     };
     match framework {
+        Framework::Paddle => "nvidia-smi shows whether other processes share the GPU (PaddlePaddle's message asks \
+             the same); if none do, reduce the batch. PaddlePaddle takes FLAGS_fraction_of_gpu_memory_to_use of the \
+             device up front (0.92 by default): FLAGS_allocator_strategy=auto_growth makes it grow on demand instead"
+            .to_string(),
+        Framework::LlamaCpp => "offload fewer layers to the GPU (--n-gpu-layers / -ngl), shorten the context \
+             (-c / --ctx-size), lower the batch (-b, -ub), or quantize the KV cache (--cache-type-k q8_0); nvidia-smi \
+             shows what else holds the GPU"
+            .to_string(),
+        Framework::OnnxRuntime => "give the CUDA execution provider's arena a limit and let it grow only by what is \
+             asked (gpu_mem_limit, arena_extend_strategy: kSameAsRequested), run fewer sessions on one GPU, or a \
+             smaller batch; nvidia-smi shows what else holds the GPU"
+            .to_string(),
+        Framework::MxNet => "reduce the batch, or run with MXNET_GPU_MEM_POOL_TYPE=Round so the pool wastes less; \
+             nvidia-smi shows whether other processes share the GPU"
+            .to_string(),
+        Framework::TensorRt => "give the builder less workspace (IBuilderConfig::setMemoryPoolLimit) or build with \
+             nothing else on the GPU; for the engine, a smaller batch or optimization profile"
+            .to_string(),
         Framework::TensorFlow => "run it under `oomscope run -- python train.py`: it reads TensorFlow's allocator \
              report at the OOM, even when the logs are silenced. TensorFlow takes the whole GPU up front unless memory \
              growth is on (TF_FORCE_GPU_ALLOW_GROWTH=true, or tf.config.experimental.set_memory_growth), which leaves \
@@ -604,10 +713,15 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::Cublas => "cuBLAS could not allocate (an out-of-memory error in disguise)",
         MessageFormat::Cudnn => "cuDNN could not start or allocate (usually an out-of-memory error in disguise)",
         MessageFormat::CudaRuntime => "CUDA runtime out of memory",
+        MessageFormat::XlaAsync => "XLA out of memory (cudaMallocAsync)",
+        MessageFormat::Paddle => "PaddlePaddle out of memory",
+        MessageFormat::Ggml => "llama.cpp out of memory",
+        MessageFormat::OnnxArena => "ONNX Runtime out of memory",
+        MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
         _ => "out of memory",
     };
     let _ = write!(o, "{what}");
-    if let Some(dev) = m.device.as_ref().filter(|_| m.format != MessageFormat::XlaHbm) {
+    if let Some(dev) = m.device.as_ref().filter(|d| m.format != MessageFormat::XlaHbm && d.as_str() != "TPU") {
         let _ = write!(o, " on {dev}");
     }
     if let Some(oom) = &d.oom {

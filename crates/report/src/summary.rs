@@ -230,6 +230,9 @@ pub fn request_line(oom: &OomRecord) -> String {
         (true, 0, _) => format!("memory outside the pool for {}", op_text(&oom.op)),
         (true, r, _) => format!("{} outside the pool for {}", human(r), op_text(&oom.op)),
         (false, 0, 0) => format!("a tensor of unknown size for {}", op_text(&oom.op)),
+        (false, r, _) if oom.size_assumed => {
+            format!("{} (its shape in float: the log names no type) for {}", human(r), op_text(&oom.op))
+        }
         (false, r, 0) => format!("{} for {}", human(r), op_text(&oom.op)),
         (false, r, rounded) => format!("{} (rounded to {rounded}) for {}", human(r), op_text(&oom.op)),
     };

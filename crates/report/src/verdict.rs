@@ -206,6 +206,66 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 evidence,
             )
         }
+        Cause::PartialFull { request, in_use, limit } => {
+            let mut evidence = Vec::new();
+            match (in_use, limit) {
+                (Some(u), Some(l)) => evidence.push(format!(
+                    "Stats: {} in use of the {} limit ({:.1}%): {} was left for any request",
+                    human(*u),
+                    human(*l),
+                    pct(*u, *l),
+                    human(l.saturating_sub(*u))
+                )),
+                _ => evidence.push(
+                    "the allocator's occupancy bar is all in use (`*`): no free chunk was left in its pool".to_string(),
+                ),
+            }
+            if let Some(r) = request.as_ref().filter(|r| r.requested > 0) {
+                evidence.push(format!("{} failed", request_text(r)));
+            }
+            (
+                "A true peak: the live tensors filled the allocator, so whatever was asked next did not fit; the log \
+                 does not say which tensors they were"
+                    .to_string(),
+                evidence,
+            )
+        }
+        Cause::PartialEmpty { request, in_use, limit } => (
+            format!(
+                "One request larger than the allocator's whole limit ({}): almost nothing ({}) was in use when {} failed",
+                human(*limit),
+                human(*in_use),
+                request.as_ref().filter(|r| r.requested > 0).map_or_else(|| "it".to_string(), request_text)
+            ),
+            vec![format!(
+                "Stats: {} in use of the {} limit ({:.2}%): no other tensor took the room",
+                human(*in_use),
+                human(*limit),
+                pct(*in_use, *limit)
+            )],
+        ),
+        Cause::BeyondAnyGpu { request, limit } => (
+            match limit {
+                Some(l) => format!(
+                    "One tensor of {} ({}{}) is more than the allocator's whole limit, {}",
+                    human(request.requested),
+                    op_text(&request.op),
+                    shape_text(&request.shape),
+                    human(*l)
+                ),
+                None => format!(
+                    "One tensor of {} ({}{}) is more than any GPU has (the largest hold 288 GB)",
+                    human(request.requested),
+                    op_text(&request.op),
+                    shape_text(&request.shape)
+                ),
+            },
+            vec![
+                "a request this size comes from a shape the code did not mean (a size computed wrong, a dimension \
+                  that overflowed, two large dimensions broadcast together), not from the memory in use"
+                    .to_string(),
+            ],
+        ),
         Cause::PartialRequest { request } => (
             format!(
                 "{} could not be allocated; the log shows neither the limit nor what else was in use",
@@ -484,6 +544,20 @@ fn fix(f: &Fix) -> String {
         Fix::RowTooLarge { row } => format!(
             "even one row of this tensor ({}) does not fit: make the sample smaller (resolution, sequence length) or use float16",
             human(*row)
+        ),
+        Fix::FindShape { request } => format!(
+            "find the shape that makes this {} request: print the shapes going into the failing op (an uninitialized \
+             or negative size, an overflow, a broadcast of two large dimensions make requests like it)",
+            human(*request)
+        ),
+        Fix::ShrinkWorkingSet { need } => format!(
+            "{}: a smaller batch (or sequence length, or resolution), or activation checkpointing; for which tensors, \
+             give oomscope the whole log (TF prints the usage by node after the allocator's state) or run the program \
+             under `oomscope run`",
+            match need {
+                Some(n) if *n > 0 => format!("cut at least {} from what is live", human(*n)),
+                _ => "cut what is live at the failure".to_string(),
+            }
         ),
         Fix::ShrinkTensor { below } => format!(
             "make this tensor smaller than {}: fewer samples per call, a smaller resolution, or float16",

@@ -145,6 +145,7 @@ pub fn oom_record(f: &AllocFailure, names: &Names) -> OomRecord {
         step: f.meta.step,
         t_ns: f.meta.t_ns,
         outside: f.outside,
+        size_assumed: false,
         bytes_in_use: f.bytes_in_use,
         pool_bytes: f.pool_bytes,
         largest_free_block: f.largest_free_block,

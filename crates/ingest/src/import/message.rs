@@ -19,6 +19,9 @@ use oomscope_format::{
 };
 use std::path::Path;
 
+/// What figures printed to two decimals can differ by.
+const ROUNDING: u64 = 16 << 20;
+
 /// Lines after a message's first that may still be part of it (wrapped by the user or a
 /// terminal, or the lines of a multi-line message).
 const MESSAGE_LINES: usize = 12;
@@ -44,6 +47,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Out of memory while trying to allocate", MessageFormat::XlaRuntime),
     ("Failed to allocate request for", MessageFormat::XlaRuntime),
     ("That was not possible. There are", MessageFormat::XlaRuntime),
+    ("cuMemAllocAsync failed to allocate", MessageFormat::XlaRuntime),
+    ("bytes allocatable,", MessageFormat::XlaRuntime),
     ("is reserved by PyTorch but unallocated", MessageFormat::TorchCapacity),
     ("reserved in total by PyTorch", MessageFormat::TorchReserved),
     ("CUBLAS_STATUS_ALLOC_FAILED", MessageFormat::Cublas),
@@ -62,12 +67,43 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("BufferAssignment stats:", MessageFormat::XlaRuntime),
     ("Peak buffers:", MessageFormat::XlaRuntime),
     ("Entry Parameter Subshape:", MessageFormat::XlaRuntime),
+    ("Total hbm usage >=", MessageFormat::XlaHbm),
     ("Largest program allocations in hbm", MessageFormat::XlaHbm),
+    ("Aborting compilation early because it's unlikely to have enough memory", MessageFormat::XlaHbm),
+    ("Out of memory error on GPU", MessageFormat::Paddle),
+    ("Failed to allocate memory for requested buffer of size", MessageFormat::OnnxArena),
+    ("cudaMalloc failed: out of memory", MessageFormat::CudaRuntime),
     ("Allocation on device", MessageFormat::TorchAsync),
     ("OutOfMemoryError", MessageFormat::TorchCapacity),
     ("failed to allocate memory", MessageFormat::TfTensor),
     ("ran out of memory when allocating", MessageFormat::TfTensor),
+    ("larger than the available KV cache memory", MessageFormat::VllmKvCache),
+    ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
+    ("enforce allocating <= available failed", MessageFormat::Paddle),
+    ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
+    // TensorRT and others print the CUDA error's code and name: 2 is cudaErrorMemoryAllocation.
+    ("2 (out of memory)", MessageFormat::CudaRuntime),
+    ("Cuda Runtime (out of memory)", MessageFormat::CudaRuntime),
 ];
+
+/// A line that says a CUDA allocation ran out of memory in no words above (an engine's own
+/// log: `CUDA q8 cache alloc failed (64.00 MiB): out of memory`), read when nothing else is.
+fn cuda_out_of_memory(line: &str) -> bool {
+    line.contains("out of memory")
+        && (line.contains("CUDA") || line.contains("cuda"))
+        && (line.contains("failed") || line.contains("rror"))
+        && !line.trim_start().starts_with("If ")
+        && !PINNED.iter().any(|p| line.contains(p))
+}
+
+/// PyTorch 2.9+'s warning, logged when one cudaMalloc fails; PyTorch then frees its cache and
+/// tries again, and raises its error only if that fails too.
+const TORCH_OOM_WARNING: &str = "memory allocation failed with OOM on device";
+
+/// Words on a line that make a CUDA allocation failure the host's: pinned (page-locked) host
+/// memory, not the device's.
+const PINNED: &[&str] =
+    &[" on host", "pinned host", "pinned memory", "cudaHostAlloc", "cuMemHostAlloc", "host_malloc", "cudaHostRegister"];
 
 /// True when the text holds a message this module reads.
 pub fn recognises(text: &str) -> bool {
@@ -83,7 +119,7 @@ fn find(text: &str) -> Option<Found> {
     // short lines took minutes when every marker was sought on every line).
     let candidates: Vec<(usize, &(&str, MessageFormat))> =
         MARKERS.iter().enumerate().filter(|(_, (marker, _))| text.contains(longest_word(marker))).collect();
-    if candidates.is_empty() && !text.contains("Buffer ") {
+    if candidates.is_empty() && !text.contains("Buffer ") && !text.contains("out of memory") {
         return None;
     }
     let lines: Vec<&str> = text.lines().collect();
@@ -97,7 +133,11 @@ fn find(text: &str) -> Option<Found> {
         for &(rank, (marker, format)) in &candidates {
             let at = l.find(marker).or_else(|| joined.find(marker).filter(|&i| i < l.trim_end().len()));
             // Pinned host memory is the host's, not the device's.
-            if *format == MessageFormat::CudaRuntime && (l.contains(" on host") || l.contains("pinned host")) {
+            if *format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
+                continue;
+            }
+            // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
+            if *marker == "Ran out of memory in memory space" && !joined.contains("memory space hbm") {
                 continue;
             }
             if let Some(at) = at {
@@ -107,6 +147,9 @@ fn find(text: &str) -> Option<Found> {
                 break;
             }
         }
+        if best.is_none() && cuda_out_of_memory(l) {
+            best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
+        }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
         if best.is_none() && is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
             best = Some((MARKERS.len(), Found { format: MessageFormat::XlaRuntime, line, at: 0 }));
@@ -115,7 +158,11 @@ fn find(text: &str) -> Option<Found> {
             break;
         }
     }
-    best.map(|(_, f)| f)
+    // PyTorch's warning alone is not the failure: it may have recovered.
+    let warning_only = best.is_some_and(|(_, f)| lines[f.line].contains(TORCH_OOM_WARNING))
+        && !text.contains("out of memory. Tried to allocate")
+        && !text.contains("OutOfMemoryError");
+    best.filter(|_| !warning_only).map(|(_, f)| f)
 }
 
 /// A marker's longest run without whitespace: any match of the marker, within a line or
@@ -222,10 +269,105 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          the CPU, to see the failing check",
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    (
+        "Buy new RAM",
+        "host memory (RAM) running out, in PyTorch's old CPU allocator (TH): the GPU's memory is not involved",
+    ),
+    (
+        "The caller indicates that this is not a failure",
+        "TensorFlow's warning that an allocation allowed to fail did (a cache, or a faster algorithm's \
+         workspace): TensorFlow carries on without it, so it is not an error. If the program stopped, its error is \
+         elsewhere in the log; if it runs, memory growth (TF_FORCE_GPU_ALLOW_GROWTH=true) or a smaller batch only \
+         makes it faster",
+    ),
+    (
+        TORCH_OOM_WARNING,
+        "PyTorch's warning that one cudaMalloc failed: PyTorch then frees its cache and tries again, and raises \
+         torch.OutOfMemoryError only if that fails too. Without that error after it the program recovered (often \
+         at some cost in speed); if the error followed, give its text",
+    ),
+    (
+        "due to insufficient memory on requested size",
+        "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than its workspace allows: \
+         it chose another, so it is not an error. A larger workspace (IBuilderConfig::setMemoryPoolLimit) may give \
+         a faster engine",
+    ),
+    (
+        "in memory space vmem",
+        "a TPU kernel whose tiles do not fit the core's on-chip vector memory (vmem), found when compiling: a \
+         limit of the kernel's block sizes, not the device memory (HBM). Smaller blocks in the kernel (a Pallas \
+         kernel's block_shape), or the XLA op instead of the custom kernel",
+    ),
+    (
+        "in memory space smem",
+        "a TPU kernel that does not fit the core's on-chip scalar memory (smem), found when compiling: a limit of \
+         the kernel, not the device memory (HBM)",
+    ),
+    (
+        "pinned memory",
+        "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
+         GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers), or raise the \
+         locked-memory limit (ulimit -l) where a container sets it",
+    ),
+    (
+        "cuMemHostAlloc",
+        "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
+         GPU's. Lower the size of what is pinned, or raise the locked-memory limit (ulimit -l)",
+    ),
+    (
+        "cudaHostAlloc",
+        "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
+         GPU's. Lower the size of what is pinned, or raise the locked-memory limit (ulimit -l)",
+    ),
+    (
+        "cudaHostRegister",
+        "host memory that could not be pinned (page-locked) for transfers: a limit of the host (locked memory, \
+         vm.max_map_count), not the GPU's memory",
+    ),
+    (
+        "pin_memory=True",
+        "a pinned (page-locked) host buffer that could not be allocated: host memory for transfers, not the GPU's. \
+         Pin less at once (a smaller pinned buffer, or pin_memory=False)",
+    ),
+    (
+        "CUDNN_STATUS_EXECUTION_FAILED",
+        "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or an earlier error \
+         surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
+    ),
+    (
+        "CUDNN_STATUS_BAD_PARAM",
+        "cuDNN refusing an operation's parameters (shapes, types or layouts it does not take), not an allocation",
+    ),
+    (
+        "CUDNN_STATUS_NOT_SUPPORTED",
+        "cuDNN not supporting this operation's configuration on this GPU, not an allocation",
+    ),
+    (
+        "CUDNN_STATUS_MAPPING_ERROR",
+        "a cuDNN kernel that could not access its memory (often an earlier kernel's bad access), not an \
+         allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
+    ),
     ("oom-kill", "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved"),
     (
         "Out of memory: Killed process",
         "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
+    ),
+    (
+        "Signals.SIGKILL",
+        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
+         not involved. `dmesg | grep -i oom` confirms it; load less into RAM at once (fewer DataLoader workers, \
+         memory-mapped datasets, low_cpu_mem_usage when loading a model)",
+    ),
+    (
+        "(SIGKILL)",
+        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
+         not involved. `dmesg | grep -i oom` confirms it; load less into RAM at once (fewer DataLoader workers, \
+         memory-mapped datasets, low_cpu_mem_usage when loading a model)",
+    ),
+    (
+        "earlyoom",
+        "earlyoom (a daemon that ends processes before the host runs out of RAM) stopping the program: host memory, \
+         not the GPU's. Load less into RAM at once (fewer DataLoader workers, memory-mapped datasets)",
     ),
     (
         "is killed by signal: Killed",
@@ -246,6 +388,17 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "ncclSystemError",
         "an NCCL (multi-GPU communication) error: a system call failed between processes (sockets, shared \
          memory), not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "/dev/shm",
+        "NCCL (multi-GPU communication) running out of shared host memory in /dev/shm: a container's small shared \
+         memory (docker's 64 MB default), not the GPU's. Give the container more (--shm-size, or --ipc=host), or \
+         NCCL_SHM_DISABLE=1",
+    ),
+    (
+        "NCCL WARN",
+        "an NCCL (multi-GPU communication) failure: a network, shared-memory or setup problem between processes, \
+         not a lack of GPU memory. Rerun with NCCL_DEBUG=INFO for the cause",
     ),
     (
         "NCCL Error",
@@ -273,8 +426,8 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
             }
         }
         // The Linux OOM killer's one word, alone on its line (as the shell prints it, also
-        // in Chinese locales).
-        if matches!(l.trim(), "Killed" | "已杀死") {
+        // in Chinese locales, also pasted in markdown bold).
+        if matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
             return Some(LookAlike {
                 line: i + 1,
                 what: "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the \
@@ -334,6 +487,28 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
             m.device = Some("TPU".into());
             m.format = MessageFormat::TpuRuntime;
         }
+        MessageFormat::XlaRuntime if body.contains("bytes allocatable") => {
+            // A TPU at run time, newer: `Could not allocate 10485760 bytes in memory 0x0x0_HBM0;
+            // 4374528 bytes allocatable, 14942208 bytes available`.
+            request = after(text, "Could not allocate ").and_then(leading_u64);
+            m.largest_free =
+                figure_before(&body, " bytes allocatable").or_else(|| exact_before(&body, " bytes allocatable"));
+            m.free = exact_before(&body, " bytes available");
+            m.device = Some("TPU".into());
+            m.format = MessageFormat::TpuRuntime;
+        }
+        MessageFormat::XlaRuntime if body.contains("cuMemAllocAsync failed to allocate") => {
+            // XLA's cudaMallocAsync allocator: `cuMemAllocAsync failed to allocate N bytes: ...
+            // Free memory/Total memory: F/T`, then its `Stats:`.
+            request = after(&body, "cuMemAllocAsync failed to allocate ").and_then(leading_u64);
+            if let Some(ft) = after(text, "Free memory/Total memory: ") {
+                m.free = leading_u64(ft);
+                m.total = ft.split_once('/').and_then(|(_, t)| leading_u64(t));
+            }
+            m.allocated = stat_after(text, "InUse:");
+            m.allowed = stat_after(text, "Limit:").filter(|&l| l > 0 && m.total.is_none_or(|t| l < t));
+            m.format = MessageFormat::XlaAsync;
+        }
         MessageFormat::XlaRuntime => {
             request = xla_request(&body);
             m.xla = xla_stats(&lines);
@@ -350,11 +525,50 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
         }
         MessageFormat::TfTensor => {
             op = after(&body, "[Op:").map(|s| s.split(']').next().unwrap_or(s).trim().to_string());
+            // A kernel's scratch memory: `Ran out of GPU memory when allocating 1294336000 bytes for`.
+            request = after(&body, "Ran out of GPU memory when allocating ").and_then(leading_u64);
+        }
+        MessageFormat::Paddle if body.contains("enforce allocating <= available failed") => {
+            // PaddlePaddle Fluid: `enforce allocating <= available failed, 10513462067 > 1369702144`.
+            let figures = after(&body, "failed, ");
+            request = figures.and_then(leading_u64);
+            m.free = figures.and_then(|f| after(f, "> ")).and_then(leading_u64);
+        }
+        MessageFormat::VllmKvCache => {
+            // `(4.26 GiB KV cache is needed, which is larger than the available KV cache memory
+            // (4.25 GiB). Based on the available memory, the estimated maximum model length is N.`
+            // A terminal may wrap it mid-word: read it joined without breaks too.
+            let tight = joined(&lines, Found { line: found.line.saturating_sub(1), ..found }, "");
+            let around = if tight.contains("KV cache is needed") { tight } else { body.clone() };
+            request = figure_before(&around, " KV cache is needed");
+            m.free = after(&around, "available KV cache memory (").and_then(leading_figure);
+            m.max_len = after(&around, "max seq len (").and_then(leading_u64);
+            m.estimated_len = after(&around, "maximum model length is ").and_then(leading_u64);
+        }
+        MessageFormat::Paddle => {
+            // `Cannot allocate 98.000244MB memory on GPU 0, 6.000000GB memory has been allocated and
+            // available memory is only 0.000000B.`
+            request = after(&body, "Cannot allocate ").and_then(leading_figure);
+            m.device = after(&body, "Out of memory error on GPU ").and_then(leading_u64).map(|n| format!("GPU {n}"));
+            m.allocated = figure_before(&body, " memory has been allocated");
+            m.free = after(&body, "available memory is only ").and_then(leading_figure);
+        }
+        MessageFormat::OnnxArena => {
+            request = after(&body, "requested buffer of size ").and_then(leading_u64);
         }
         MessageFormat::CudaRuntime => {
             // `failed to allocate 2.96G (3179741184 bytes) from device`, `Failed to CUDA calloc N bytes`.
             request = exact_bytes_before(&body, " bytes) from device")
-                .or_else(|| after(&body, "Failed to CUDA calloc ").and_then(leading_u64));
+                .or_else(|| after(&body, "Failed to CUDA calloc ").and_then(leading_u64))
+                .or_else(|| after(text, "Requested amount of GPU memory (").and_then(leading_u64));
+            // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
+            // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
+            let line = lines[found.line];
+            if let Some(a) = after(line, "allocating ").filter(|a| a.contains(" on device ")) {
+                request = after(text, "buffer of size ").and_then(leading_u64).or_else(|| leading_figure(a));
+                m.device = after(a, " on device ").and_then(leading_u64).map(|n| format!("GPU {n}"));
+                m.format = MessageFormat::Ggml;
+            }
         }
         _ => {}
     }
@@ -365,7 +579,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
         .into_iter()
         .find(|v| body.contains(v))
         .map(str::to_string);
-    if op.is_none() {
+    // (vLLM's check is not a request a call made.)
+    if op.is_none() && m.format != MessageFormat::VllmKvCache {
         op = m.site.as_ref().map(ToString::to_string);
     }
     Ok(build(path, m, request, op, shape, usage, lines.len()))
@@ -396,9 +611,19 @@ fn framework(format: MessageFormat, text: &str) -> Framework {
         f if f.is_torch_cache() => Framework::PyTorch,
         MessageFormat::TorchAsync | MessageFormat::TorchMps | MessageFormat::TorchCpu => Framework::PyTorch,
         MessageFormat::TfTensor => Framework::TensorFlow,
+        MessageFormat::Paddle => Framework::Paddle,
+        MessageFormat::Ggml => Framework::LlamaCpp,
+        MessageFormat::OnnxArena => Framework::OnnxRuntime,
+        MessageFormat::VllmKvCache => Framework::PyTorch,
         _ => {
             let has = |k: &str| text.contains(k);
-            if has("jax") || has("jaxlib") || has("XlaRuntimeError") || has("xla_bridge") {
+            if has("mxnet") || has("MXNet") {
+                Framework::MxNet
+            } else if has("nvinfer1") || has("[TRT]") || has("TensorRT") {
+                Framework::TensorRt
+            } else if has("ggml_") || has("llama_") {
+                Framework::LlamaCpp
+            } else if has("jax") || has("jaxlib") || has("XlaRuntimeError") || has("xla_bridge") {
                 Framework::Jax
             } else if has("tensorflow") || has("Tensorflow") || has("keras") {
                 Framework::TensorFlow
@@ -501,6 +726,18 @@ fn figure_before(s: &str, key: &str) -> Option<u64> {
     words.first().and_then(|w| parse_figure(w))
 }
 
+/// The integer just before `key` (`14942208 bytes available` → 14942208).
+fn exact_before(s: &str, key: &str) -> Option<u64> {
+    let head = s[..s.find(key)?].trim_end();
+    let start = head.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+    head[start..].parse().ok()
+}
+
+/// A `Stats:` figure logged after the message (`InUse:  9984`), in bytes.
+fn stat_after(text: &str, label: &str) -> Option<u64> {
+    after(text, label).and_then(leading_u64)
+}
+
 /// `(33554432 bytes) from device` → 33554432.
 fn exact_bytes_before(s: &str, key: &str) -> Option<u64> {
     let i = s.find(key)?;
@@ -578,10 +815,17 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         }
         if m.process.is_none() && !m.processes.is_empty() {
             // In a container PyTorch cannot tell its own pid from NVML's, and lists itself as
-            // another process: the one whose memory holds all that PyTorch reserved.
-            if let Some(reserved) = m.reserved
-                && let Some(p) =
-                    m.processes.iter_mut().filter(|p| p.bytes >= reserved).min_by_key(|p| p.bytes - reserved)
+            // another process: the one whose memory holds all that PyTorch reserved (or, the
+            // reserved figure cut off, all the device's used memory and what PyTorch allocated).
+            let used = m.total.zip(m.free).map(|(t, f)| t.saturating_sub(f));
+            let holds = m.reserved.or(m.allocated.filter(|_| m.processes.len() == 1));
+            if let Some(reserved) = holds
+                && let Some(p) = m
+                    .processes
+                    .iter_mut()
+                    .filter(|p| p.bytes >= reserved)
+                    .filter(|p| m.reserved.is_some() || used.is_some_and(|u| u.abs_diff(p.bytes) < ROUNDING))
+                    .min_by_key(|p| p.bytes - reserved)
             {
                 p.this = true;
                 m.process = Some(p.bytes);
@@ -660,8 +904,14 @@ fn labeled(lines: &[&str], label: &str) -> Option<u64> {
 
 /// XLA's `BufferAssignment` stats, wherever they are in the text.
 fn xla_stats(lines: &[&str]) -> Option<XlaProgram> {
+    let parts = ["parameter allocation:", "maybe_live_out allocation:", "preallocated temp allocation:"];
+    // A paste cut before `total allocation:` keeps its parts: their sum is the least it needs.
+    let needed = labeled(lines, "total allocation:").or_else(|| {
+        labeled(lines, "preallocated temp allocation:")?;
+        parts.iter().filter_map(|p| labeled(lines, p)).reduce(|a, b| a + b)
+    })?;
     Some(XlaProgram {
-        needed: labeled(lines, "total allocation:")?,
+        needed,
         capacity: 0,
         parameters: labeled(lines, "parameter allocation:").unwrap_or(0),
         outputs: labeled(lines, "maybe_live_out allocation:").unwrap_or(0),
@@ -739,9 +989,17 @@ fn without_params(name: &str) -> String {
 fn hbm(lines: &[&str]) -> XlaProgram {
     let text = lines.iter().take(3).copied().collect::<Vec<_>>().join(" ");
     let used = after(&text, "Used ");
+    // Compiling stopped early: `Requires 3.47E, has 14.49G available.`
+    let requires = after(&text, "Requires ");
+    // A paste that starts at the usage: `Total hbm usage >= 101.25G:`.
+    let total = after(&text, "Total hbm usage >= ");
     XlaProgram {
-        needed: used.and_then(leading_figure).unwrap_or(0),
-        capacity: used.and_then(|r| after(r, " of ")).and_then(leading_figure).unwrap_or(0),
+        needed: used.or(requires).or(total).and_then(leading_figure).unwrap_or(0),
+        capacity: used
+            .and_then(|r| after(r, " of "))
+            .or_else(|| requires.and_then(|r| after(r, "has ")))
+            .and_then(leading_figure)
+            .unwrap_or(0),
         parameters: labeled(lines, "arguments").unwrap_or(0),
         outputs: 0,
         temporaries: labeled(lines, "HLO temp").unwrap_or(0),
@@ -860,7 +1118,12 @@ fn build(
         MessageFormat::TorchAsync => "PyTorch cudaMallocAsync allocator",
         MessageFormat::TorchMps => "PyTorch MPS allocator",
         MessageFormat::XlaRuntime | MessageFormat::XlaHbm | MessageFormat::TpuRuntime => "XLA",
+        MessageFormat::XlaAsync => "XLA cudaMallocAsync allocator",
         MessageFormat::TfTensor => "TensorFlow",
+        MessageFormat::Paddle => "PaddlePaddle allocator",
+        MessageFormat::Ggml => "llama.cpp (ggml)",
+        MessageFormat::OnnxArena => "ONNX Runtime arena",
+        MessageFormat::VllmKvCache => "vLLM KV cache",
         _ => "the device",
     };
     Dump {

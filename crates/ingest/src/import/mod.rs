@@ -43,22 +43,49 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     match from.unwrap_or_else(|| detect(path, bytes)) {
         From::TorchSnapshot => torch_snapshot::parse(path, bytes, device),
         From::Message => message::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
-        From::TfLog => tf_log::parse(path, &text()).map_err(|e| {
-            let t = text();
-            // Named as a TF log, but a message that the message reader knows: say so, not
-            // what a look-alike's marker inside it would suggest.
-            if from.is_some() && message::recognises(&t) {
-                return InputError {
-                    path: path.to_path_buf(),
-                    line: e.line,
-                    message: "no TensorFlow allocator report in it, but an out-of-memory message: read it with \
+        From::TfLog => tf_log::parse(path, &text())
+            .and_then(|d| match pinned_host(&text()) {
+                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: PINNED_HOST_BFC.into() }),
+                None => Ok(d),
+            })
+            .map_err(|e| {
+                let t = text();
+                // Named as a TF log, but a message that the message reader knows: say so, not
+                // what a look-alike's marker inside it would suggest.
+                if from.is_some() && message::recognises(&t) {
+                    return InputError {
+                        path: path.to_path_buf(),
+                        line: e.line,
+                        message: "no TensorFlow allocator report in it, but an out-of-memory message: read it with \
                               --from message, or without --from"
-                        .into(),
-                };
-            }
-            look_alike(path, &t).unwrap_or(e)
-        }),
+                            .into(),
+                    };
+                }
+                look_alike(path, &t).unwrap_or(e)
+            }),
     }
+}
+
+const PINNED_HOST_BFC: &str = "not an out-of-memory error of the GPU: this is TensorFlow's pinned host memory \
+     allocator (cuda_host_bfc) running out: page-locked RAM used for copies to and from the GPU, not the GPU's \
+     memory. Copy less at once (smaller prefetch buffers or host-side tensors), or give the pinned allocator more \
+     (TF_GPU_HOST_MEM_LIMIT_IN_MB)";
+
+/// The line of a TF log whose failures are all of the pinned host memory allocator
+/// (`cuda_host_bfc`, `gpu_host_bfc`), not a GPU's.
+fn pinned_host(text: &str) -> Option<usize> {
+    let mut first = None;
+    for (i, l) in text.lines().enumerate() {
+        let Some(name) = l.split("Allocator (").nth(1).and_then(|r| r.split(')').next()) else { continue };
+        if !tf_log::is_oom_header(l) {
+            continue;
+        }
+        if !name.contains("host_bfc") {
+            return None;
+        }
+        first.get_or_insert(i + 1);
+    }
+    first
 }
 
 /// A text whose line breaks are `\n` escapes (copied out of JSON) as the lines it stands for.

@@ -244,8 +244,16 @@ pub fn is_oom_header(line: &str) -> bool {
 /// allocating tensor` error, its usage listing or the driver refusing its regions: what this
 /// module reads, rather than another framework's message.
 pub fn has_report(text: &str) -> bool {
+    let (mut before, mut last) = ("", "");
     text.lines().any(|l| {
-        is_oom_header(l)
+        // A `Stats:` block pasted alone, without its `Stats:` line: its limit, then what was
+        // in use.
+        let stats = last.trim().trim_matches(['>', '*', '`', ' ']).starts_with("Limit:")
+            && l.trim().trim_matches(['>', '*', '`', ' ']).starts_with("InUse:")
+            && !before.contains("Stats:");
+        (before, last) = (last, l);
+        stats
+            || is_oom_header(l)
             || l.contains("BFCAllocator dump for")
             || l.contains("OOM when allocating tensor")
             || l.contains("Current usage from device")
@@ -616,16 +624,27 @@ impl Log {
             return true;
         }
         let trimmed = line.trim().trim_start_matches('>').trim();
+        // A `Stats:` line as pasted into markdown (`**Limit:   3157432729**`, `` `InUse: 9984` ``).
+        let stat = trimmed.trim_matches(|c| c == '*' || c == '`').trim();
         if let Some(&i) = self.current.get(&self.thread)
             && self.reports[i].in_stats
         {
-            if let Some(label) = STATS_LABELS.iter().find(|l| trimmed.starts_with(**l))
-                && let Some(v) = figure(trimmed[label.len()..].trim())
+            if let Some(label) = STATS_LABELS.iter().find(|l| stat.starts_with(**l))
+                && let Some(v) = figure(stat[label.len()..].trim().trim_end_matches(['*', '`']).trim())
             {
                 self.reports[i].stats.push((label, v));
                 return true;
             }
             self.reports[i].in_stats = false;
+        }
+        // The block pasted without its `Stats:` line (or its log prefix): it starts with the limit.
+        if let Some(v) = stat.strip_prefix("Limit:").and_then(|v| figure(v.trim().trim_end_matches(['*', '`']).trim()))
+        {
+            let r = self.report_unless(|r| !r.stats.is_empty());
+            r.in_stats = true;
+            r.stats.clear();
+            r.stats.push(("Limit:", v));
+            return true;
         }
         if self.in_usage {
             if let Some(rest) = trimmed.strip_prefix("Remaining ") {
@@ -774,6 +793,10 @@ impl Log {
                 let r = self.report();
                 r.in_stats = true;
                 r.stats.clear();
+                // XLA's cudaMallocAsync allocator logs the block's first figure on this line.
+                if let Some(v) = after(p, "Limit:").and_then(|v| figure(v.split_whitespace().next().unwrap_or(""))) {
+                    r.stats.push(("Limit:", v));
+                }
                 true
             }
             "Current usage from device: " => {
@@ -888,7 +911,12 @@ impl Log {
                 None if (t.shape.is_some() || t.said_oom)
                     && self.reports.iter().all(|r| r.header.is_none() && r.tensor.is_none()) =>
                 {
-                    self.reports.insert(0, Report { tensor: Some(ti), ..Report::default() });
+                    // A paste that kept the allocator's state (its occupancy bar, its Stats)
+                    // but not the line before it: that state is this failure's.
+                    match self.reports.iter().position(|r| !r.is_empty()) {
+                        Some(i) => self.reports[i].tensor = Some(ti),
+                        None => self.reports.insert(0, Report { tensor: Some(ti), ..Report::default() }),
+                    }
                 }
                 None => {}
             }
@@ -1013,7 +1041,19 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
         let q = r.requested?;
         log.xla_requests.iter().copied().find(|&n| human(n) == human(q.bytes) && r.rounded.is_none_or(|ro| n <= ro))
     };
-    let exact = tensor_bytes.or_else(inferred).or_else(xla);
+    // Nothing printed the size: the shape's, in the element size TF prints when it names no
+    // type (float).
+    let shaped = || {
+        let t = tensor?;
+        let elements = t
+            .shape
+            .as_ref()?
+            .iter()
+            .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))?;
+        r.requested.is_none().then(|| elements.checked_mul(4)).flatten()
+    };
+    let size_assumed = tensor_bytes.is_none() && inferred().is_none() && xla().is_none() && shaped().is_some();
+    let exact = tensor_bytes.or_else(inferred).or_else(xla).or_else(shaped);
     let requested = match (exact, r.requested) {
         (_, Some(q)) if q.exact => Some(q.bytes),
         (Some(e), Some(q)) if human(e) == human(q.bytes) => Some(e),
@@ -1035,6 +1075,7 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
         shape: tensor.and_then(|t| t.shape.clone()),
         dtype: tensor.and_then(|t| t.dtype.clone()),
         outside,
+        size_assumed,
         bytes_in_use: f.in_use,
         pool_bytes: f.pool,
         largest_free_block: f.largest_free.or(r.stat("LargestFreeBlock:").map(|s| s.bytes)).unwrap_or(0),
