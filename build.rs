@@ -1,8 +1,8 @@
 //! Names the build for `--version`: the version, and the commit and its date when built
 //! from a git checkout (`oomscope 0.1.0 (abc1234 2026-11-23)`), the version alone otherwise.
 //!
-//! Finds what some integration tests need beyond Rust — python3, tmux, a Python with
-//! PyTorch, one with TensorFlow, the real data in `../shared` — and marks each such test `#[ignore]` with the
+//! Finds what some integration tests need beyond Rust — python3, tmux, chromium, a Python
+//! with PyTorch, one with TensorFlow, the real data in `../shared` — and marks each such test `#[ignore]` with the
 //! reason where it is missing, so `cargo test` reports it as skipped instead of passing it.
 //! Under CI (`CI` set) nothing is ignored: a missing tool fails its tests.
 //!
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the tests may need.
-const NEEDS: [&str; 5] = ["python3", "tmux", "torch", "tensorflow", "shared"];
+const NEEDS: [&str; 6] = ["python3", "tmux", "chromium", "torch", "tensorflow", "shared"];
 
 fn on_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -52,7 +52,7 @@ fn version() -> String {
 fn main() {
     println!("cargo::rustc-env=OOMSCOPE_VERSION={}", version());
     println!(
-        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"torch\", \"tensorflow\", \"shared\"))"
+        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"chromium\", \"torch\", \"tensorflow\", \"shared\"))"
     );
     for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON", "OOMSCOPE_TEST_TF_PYTHON"] {
         println!("cargo::rerun-if-env-changed={var}");
@@ -73,7 +73,7 @@ fn main() {
     }
     for need in NEEDS {
         let present = match need {
-            "python3" | "tmux" => on_path(need).is_some(),
+            "python3" | "tmux" | "chromium" => on_path(need).is_some(),
             // A Python with PyTorch is named, not searched for: importing torch takes seconds.
             "torch" => std::env::var_os("OOMSCOPE_TEST_PYTHON").is_some_and(|v| !v.is_empty()),
             "tensorflow" => std::env::var_os("OOMSCOPE_TEST_TF_PYTHON").is_some_and(|v| !v.is_empty()),

@@ -146,6 +146,8 @@ pub enum FormatArg {
     Summary,
     /// The dump as JSON
     Json,
+    /// One self-contained HTML page to share (nothing fetched; write it with -o FILE)
+    Html,
 }
 
 impl From<FormatArg> for Format {
@@ -154,6 +156,7 @@ impl From<FormatArg> for Format {
             FormatArg::Tf => Format::Tf,
             FormatArg::Summary => Format::Summary,
             FormatArg::Json => Format::Json,
+            FormatArg::Html => Format::Html,
         }
     }
 }
@@ -273,6 +276,10 @@ pub struct ReportArgs {
     /// [default: an imported log's own, else tf-2.12]
     #[arg(long, value_name = "VERSION", value_parser = tf_style)]
     pub tf_style: Option<oomscope_format::TfVariant>,
+    /// Write the report here (atomically) instead of printing it: with --format html, a page
+    /// to open in a browser or attach to an issue
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -355,6 +362,10 @@ pub struct RunArgs {
     /// Also write a dump when each process exits
     #[arg(long)]
     pub dump_at_exit: bool,
+    /// Beside each dump the run writes, a page to share (the same name ending .html; for a
+    /// job's ranks, oomscope-job-JOB.html too): one file, opened in any browser
+    #[arg(long)]
+    pub html: bool,
     /// Name allocations by module only, not by the torch function called (the least
     /// overhead; use with torch.compile)
     #[arg(long, conflicts_with = "aten_ops")]
@@ -439,8 +450,8 @@ pub struct ImportArgs {
     /// Input format [default: detected]
     #[arg(long = "from", value_enum)]
     pub from: Option<FromArg>,
-    /// Write the dump here (atomically)
-    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    /// Write the dump here (atomically); with --format html, the page instead
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// A snapshot's device [default: the one that ran out of memory]
     #[arg(long = "gpu", visible_alias = "device", value_name = "N")]

@@ -43,11 +43,18 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
         )));
     }
     oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
-    if let Some(path) = &a.output {
-        dump::write_atomic(path, &d)?;
-    }
     let format: render::Format = a.format.into();
-    output::print(&render::render(&d, format))?;
+    // A page is written where -o says (the dump is not); other formats print, and -o writes
+    // the dump.
+    let page = format == render::Format::Html && a.output.is_some();
+    match &a.output {
+        Some(path) if page => super::report::write_page(path, &render::render(&d, format))?,
+        Some(path) => dump::write_atomic(path, &d)?,
+        None => {}
+    }
+    if !page {
+        output::print(&render::render(&d, format))?;
+    }
     if let Some(m) = d.imported.as_ref().and_then(|i| i.message.as_ref()) {
         eprintln!("oomscope: read {} as an out-of-memory message of {} (line {})", name, m.format.describe(), m.line);
     } else if let Some(imp) = &d.imported {
@@ -69,7 +76,7 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
         }
     }
     if let Some(path) = &a.output {
-        eprintln!("oomscope: dump written to {}", path.display());
+        eprintln!("oomscope: {} written to {}", if page { "page" } else { "dump" }, path.display());
     }
     Ok(0)
 }

@@ -101,3 +101,12 @@ fn torch(job: &Job) -> bool {
 pub fn size_of(job: &Job) -> fn(u64) -> String {
     if torch(job) { oomscope_base::size::torch } else { oomscope_base::size::human }
 }
+
+/// The dump of the rank that failed first, with its verdict: what a job's page draws.
+pub fn failing(job: &Job, report: &JobReport) -> Option<Dump> {
+    let f = report.first_failure.as_ref()?;
+    let (_, d) = job.ranks.iter().find(|(p, _)| p.display().to_string() == f.dump)?;
+    let mut d = d.clone();
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    Some(d)
+}

@@ -14,8 +14,25 @@ pub fn run(a: ReportArgs) -> Result<u8, CliError> {
     let mut d = dump::read(&a.dump).map_err(|e| CliError(input::explain(e, &a.dump, kind)))?;
     // Dumps written without a verdict (older or foreign ones) get one now.
     oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
-    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
+    emit(&a, &render::render_as(&d, a.format.into(), a.tf_style.as_ref()))
+}
+
+/// The report printed, or written where -o says.
+fn emit(a: &ReportArgs, text: &str) -> Result<u8, CliError> {
+    match &a.output {
+        Some(path) => {
+            write_page(path, text)?;
+            eprintln!("oomscope: written to {}", path.display());
+        }
+        None => output::print(text)?,
+    }
     Ok(0)
+}
+
+/// Writes a page (or any report) atomically, as dumps are written.
+pub fn write_page(path: &std::path::Path, text: &str) -> Result<(), CliError> {
+    dump::atomic::write_file(path, |w| w.write_all(text.as_bytes()))
+        .map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
 /// `oomscope report DIR`: the job whose ranks wrote their dumps there.
@@ -24,6 +41,10 @@ fn job(a: &ReportArgs) -> Result<u8, CliError> {
     let report = super::job::report(&job);
     let text = match a.format {
         FormatArg::Json => serde_json::to_string(&report).map_err(|e| CliError(e.to_string()))? + "\n",
+        FormatArg::Html => {
+            // The failing rank's own dump, drawn below the ranks.
+            oomscope_report::html::job_page(&report, super::job::failing(&job, &report).as_ref())
+        }
         _ => {
             let mut t = oomscope_report::job::render(&report, super::job::size_of(&job));
             let dir = oomscope_base::shell::quoted(&a.dump.display().to_string());
@@ -33,6 +54,5 @@ fn job(a: &ReportArgs) -> Result<u8, CliError> {
             t
         }
     };
-    output::print(&text)?;
-    Ok(0)
+    emit(a, &text)
 }

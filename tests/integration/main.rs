@@ -16,6 +16,7 @@ mod hostile_files;
 mod hostile_limits;
 mod hostile_pickles;
 mod hostile_workloads;
+mod html;
 mod input_kinds;
 mod jobs;
 mod layout;

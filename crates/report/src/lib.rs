@@ -7,6 +7,7 @@
 pub mod diff;
 pub mod export;
 pub mod fit;
+pub mod html;
 pub mod job;
 pub mod message;
 pub mod pickle;
@@ -32,6 +33,8 @@ pub enum Format {
     Summary,
     /// The dump itself, as one line of JSON.
     Json,
+    /// A self-contained HTML page ([`html`]).
+    Html,
 }
 
 impl FromStr for Format {
@@ -41,7 +44,8 @@ impl FromStr for Format {
             "tf" => Ok(Format::Tf),
             "summary" => Ok(Format::Summary),
             "json" => Ok(Format::Json),
-            other => Err(format!("unknown format {other:?}; expected tf, summary or json")),
+            "html" => Ok(Format::Html),
+            other => Err(format!("unknown format {other:?}; expected tf, summary, json or html")),
         }
     }
 }
@@ -52,6 +56,7 @@ impl fmt::Display for Format {
             Format::Tf => "tf",
             Format::Summary => "summary",
             Format::Json => "json",
+            Format::Html => "html",
         })
     }
 }
@@ -96,6 +101,9 @@ pub fn render(dump: &Dump, format: Format) -> String {
 
 /// [`render`], with TF's text as `tf_style` (a TensorFlow version's) prints it.
 pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format::TfVariant>) -> String {
+    if format == Format::Html {
+        return html::page(dump);
+    }
     // A message has no allocator state for TF's text: its report is the summary.
     if let Some(m) = dump.imported.as_ref().and_then(|i| i.message.as_ref())
         && format != Format::Json
@@ -119,7 +127,7 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
             }
             s
         }
-        Format::Summary => process_line(dump) + &replay::account(dump) + &summary::render(dump),
+        Format::Summary | Format::Html => process_line(dump) + &replay::account(dump) + &summary::render(dump),
         Format::Json => {
             // Serializing plain data to a String cannot fail (no maps with non-string keys).
             let mut s = serde_json::to_string(dump).unwrap_or_default();

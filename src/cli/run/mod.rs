@@ -373,6 +373,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if let Some(line) = steps_without_dumps(&a.dump_at_step, &dumped) {
         eprintln!("{line}");
     }
+    if a.html {
+        pages(&dump_dir, &new_dumps(&dump_dir, &before), job);
+    }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
         (None, Some(sig)) => (128 + sig) as u8,
@@ -626,6 +629,38 @@ fn job_summary(dir: &Path) {
             quoted(dir)
         ),
         _ => eprintln!("oomscope: {n} ranks' dumps are in {}: oomscope report {}", dir.display(), quoted(dir)),
+    }
+}
+
+/// `--html`: a page beside each dump this run wrote, and one of the job when ranks wrote them.
+fn pages(dir: &Path, dumps: &[PathBuf], job: bool) {
+    let mut written = Vec::new();
+    for path in dumps {
+        let Ok(mut d) = oomscope_format::read(path) else { continue };
+        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("dump.json");
+        let page = path.with_file_name(format!("{}.html", name.trim_end_matches(".json").trim_end_matches(".dump")));
+        match super::report::write_page(&page, &oomscope_report::html::page(&d)) {
+            Ok(()) => written.push(page),
+            Err(e) => eprintln!("oomscope: no page for {}: {}", path.display(), e.0),
+        }
+    }
+    if job && let Ok(j) = super::job::load(dir) {
+        let report = super::job::report(&j);
+        let failing = super::job::failing(&j, &report);
+        let id: String =
+            report.job.as_deref().unwrap_or("job").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let page = dir.join(format!("oomscope-job-{id}.html"));
+        match super::report::write_page(&page, &oomscope_report::html::job_page(&report, failing.as_ref())) {
+            Ok(()) => written.insert(0, page),
+            Err(e) => eprintln!("oomscope: no page for the job: {}", e.0),
+        }
+    }
+    if !written.is_empty() {
+        eprintln!("oomscope: {} to share, open in a browser:", if written.len() == 1 { "a page" } else { "pages" });
+        for p in &written {
+            eprintln!("  {}", p.display());
+        }
     }
 }
 
