@@ -2,7 +2,7 @@
 //! from a git checkout (`oomscope 0.1.0 (abc1234 2026-11-23)`), the version alone otherwise.
 //!
 //! Finds what some integration tests need beyond Rust — python3, tmux, chromium, a Python
-//! with PyTorch, one with TensorFlow, the real data in `../shared` — and marks each such test `#[ignore]` with the
+//! with PyTorch, one with TensorFlow, the package's wheel, the real data in `../shared` — and marks each such test `#[ignore]` with the
 //! reason where it is missing, so `cargo test` reports it as skipped instead of passing it.
 //! Under CI (`CI` set) nothing is ignored: a missing tool fails its tests.
 //!
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the tests may need.
-const NEEDS: [&str; 6] = ["python3", "tmux", "chromium", "torch", "tensorflow", "shared"];
+const NEEDS: [&str; 7] = ["python3", "tmux", "chromium", "torch", "tensorflow", "wheel", "shared"];
 
 fn on_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -52,9 +52,9 @@ fn version() -> String {
 fn main() {
     println!("cargo::rustc-env=OOMSCOPE_VERSION={}", version());
     println!(
-        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"chromium\", \"torch\", \"tensorflow\", \"shared\"))"
+        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"chromium\", \"torch\", \"tensorflow\", \"wheel\", \"shared\"))"
     );
-    for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON", "OOMSCOPE_TEST_TF_PYTHON"] {
+    for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON", "OOMSCOPE_TEST_TF_PYTHON", "OOMSCOPE_TEST_WHEEL"] {
         println!("cargo::rerun-if-env-changed={var}");
     }
     println!("cargo::rerun-if-changed=build.rs");
@@ -77,6 +77,7 @@ fn main() {
             // A Python with PyTorch is named, not searched for: importing torch takes seconds.
             "torch" => std::env::var_os("OOMSCOPE_TEST_PYTHON").is_some_and(|v| !v.is_empty()),
             "tensorflow" => std::env::var_os("OOMSCOPE_TEST_TF_PYTHON").is_some_and(|v| !v.is_empty()),
+            "wheel" => std::env::var_os("OOMSCOPE_TEST_WHEEL").is_some_and(|v| !v.is_empty()),
             _ => shared.join("data/torch-snapshots").is_dir() && shared.join("reference/tf-bfc.md").is_file(),
         };
         if !present {

@@ -34,16 +34,16 @@ except Exception as e:  # the user's own sitecustomize failed: say so, as Python
 
 if os.environ.get("OOMSCOPE_LIB"):
     try:
-        import oomscope_torch
+        from oomscope import _torch
 
-        oomscope_torch.watch_for_torch()
+        _torch.watch_for_torch()
     except Exception as e:
         print(f"oomscope: warning: the torch hook is off: {e}", file=sys.stderr)
 
 if os.environ.get("OOMSCOPE_FEED_FD"):
     try:
-        import oomscope_tf
+        from oomscope import _tf
 
-        oomscope_tf.watch_for_frameworks()
+        _tf.watch_for_frameworks()
     except Exception as e:
         print(f"oomscope: warning: the TensorFlow/JAX memory sampling is off: {e}", file=sys.stderr)

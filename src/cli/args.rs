@@ -121,6 +121,10 @@ pub enum Command {
     /// Print the man page (roff) of oomscope, or of one of its commands.
     #[command(after_help = "Examples:\n  oomscope man | man -l -\n  oomscope man run > oomscope-run.1")]
     Man(ManArgs),
+    /// Check the settings in the environment (OOMSCOPE_*, PYTORCH_CUDA_ALLOC_CONF) as
+    /// liboomscope.so reads them; the Python package's oomscope.install() asks it.
+    #[command(hide = true)]
+    CheckSettings,
 }
 
 #[derive(Args, Debug)]

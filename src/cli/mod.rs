@@ -74,6 +74,9 @@ pub fn main() -> ExitCode {
         Command::Tui(a) => tui::run(a),
         Command::Completions(a) => shell::completions(a),
         Command::Man(a) => shell::man(a),
+        Command::CheckSettings => oomscope_core::config::Config::from_vars(|k| std::env::var(k).ok())
+            .map(|_| 0)
+            .map_err(|e| CliError(e.to_string())),
     };
     match result {
         Ok(code) => ExitCode::from(code),

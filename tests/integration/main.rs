@@ -22,6 +22,7 @@ mod jobs;
 mod layout;
 mod live;
 mod messages;
+mod package;
 mod public_snapshots_imported;
 mod public_snapshots_replayed;
 mod real_tensorflow;

@@ -1,2 +1,2 @@
 import sys
-print("library loaded:", sys.modules["oomscope_torch"]._lib is not None)
+print("library loaded:", sys.modules["oomscope._torch"]._state.lib is not None)

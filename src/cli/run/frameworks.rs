@@ -3,7 +3,7 @@
 //! each OOM episode — the reports of one failure, and what the program prints after them
 //! (the exception with the node) — becomes a dump in the dump directory, on the live feed,
 //! and, when the program ends, a verdict after its own error. The memory the framework
-//! reports while it runs (`oomscope_tf.py`) becomes the live view's state.
+//! reports while it runs (`python/oomscope/_tf.py`) becomes the live view's state.
 
 use oomscope_format::feed::FrameworkSample;
 use oomscope_format::live::{Hello, Message, OomEvent, PROTOCOL, State};
@@ -172,7 +172,7 @@ impl Frameworks {
         }
     }
 
-    /// A memory sample from the program's framework (a JSON line from `oomscope_tf.py`).
+    /// A memory sample from the program's framework (a JSON line from `python/oomscope/_tf.py`).
     pub fn sample(&mut self, s: &FrameworkSample) {
         let (device, current, limit) = (s.device.as_str(), s.current, s.limit);
         let peak = s.peak.unwrap_or(current);

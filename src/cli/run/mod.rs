@@ -3,7 +3,7 @@
 //! print at an OOM, without a change to the program.
 //!
 //! How: a private directory on PYTHONPATH holds a `sitecustomize.py` (which chains to any
-//! existing one), `oomscope_torch.py` and `oomscope_tf.py` (`python/`); the environment
+//! existing one) and the `oomscope` package (`python/oomscope/`: the torch and TF hooks); the environment
 //! tells them where `liboomscope.so` is and how to behave (`oomscope_core::config`). Child
 //! processes (DataLoader workers, torchrun ranks) inherit all of it; each writes its own
 //! dumps. The program's stdout passes untouched; its stderr passes through oomscope
@@ -35,8 +35,19 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 const SITECUSTOMIZE: &str = include_str!("../../../python/sitecustomize.py");
-const TORCH_HOOK: &str = include_str!("../../../python/oomscope_torch.py");
-const TF_HOOK: &str = include_str!("../../../python/oomscope_tf.py");
+/// The Python package (`python/oomscope/`), written beside the sitecustomize: the hooks
+/// it loads, and the same `import oomscope` API as the installed package's.
+const PACKAGE: [(&str, &str); 9] = [
+    ("__init__.py", include_str!("../../../python/oomscope/__init__.py")),
+    ("__main__.py", include_str!("../../../python/oomscope/__main__.py")),
+    ("_abi.py", include_str!("../../../python/oomscope/_abi.py")),
+    ("_cli.py", include_str!("../../../python/oomscope/_cli.py")),
+    ("_ipython.py", include_str!("../../../python/oomscope/_ipython.py")),
+    ("_log.py", include_str!("../../../python/oomscope/_log.py")),
+    ("_paths.py", include_str!("../../../python/oomscope/_paths.py")),
+    ("_tf.py", include_str!("../../../python/oomscope/_tf.py")),
+    ("_torch.py", include_str!("../../../python/oomscope/_torch.py")),
+];
 
 /// `liboomscope.so`: `$OOMSCOPE_LIB`, or beside the binary (cargo builds both into
 /// `target/<profile>/`; `cargo test` leaves it in `deps/`), or in `../lib`.
@@ -158,10 +169,14 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     .map_err(|e| CliError(format!("{e} (PyTorch would refuse it too)")))?;
 
     let hook = PrivateDir::new("run")?;
-    for (name, text) in
-        [("sitecustomize.py", SITECUSTOMIZE), ("oomscope_torch.py", TORCH_HOOK), ("oomscope_tf.py", TF_HOOK)]
-    {
-        std::fs::write(hook.0.join(name), text).map_err(|e| CliError(format!("{}: {e}", hook.0.display())))?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    };
+    write(hook.0.join("sitecustomize.py"), SITECUSTOMIZE)?;
+    let package = hook.0.join("oomscope");
+    std::fs::create_dir(&package).map_err(|e| CliError(format!("{}: {e}", package.display())))?;
+    for (name, text) in PACKAGE {
+        write(package.join(name), text)?;
     }
     std::fs::create_dir_all(&a.dump_dir).map_err(|e| CliError(format!("{}: {e}", a.dump_dir.display())))?;
     let dump_dir = std::fs::canonicalize(&a.dump_dir).unwrap_or_else(|_| a.dump_dir.clone());
@@ -177,6 +192,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     cmd.args(args)
         .env("PYTHONPATH", python_path)
         .env("OOMSCOPE_LIB", &lib)
+        .env("OOMSCOPE_BIN", std::env::current_exe().unwrap_or_else(|_| PathBuf::from("oomscope")))
         .env("OOMSCOPE_DEVICE", &device_var)
         .env("OOMSCOPE_DUMP_DIR", &dump_dir);
     // What names the job of the processes this run starts when their launcher names none

@@ -1,4 +1,5 @@
-"""oomscope inside a PyTorch process (loaded by oomscope's sitecustomize under `oomscope run`).
+"""oomscope inside a PyTorch process: loaded by oomscope's sitecustomize under `oomscope run`,
+or by `oomscope.install()` in a process that runs already (a notebook).
 
 When `torch` is imported, this installs `liboomscope.so` as PyTorch's CUDA allocator
 (`CUDAPluggableAllocator`) and names every allocation by module path and op:
@@ -47,58 +48,43 @@ import os
 import sys
 import threading
 import weakref
+from typing import Any, List, Optional
 
-_lib = None
-_installed = False
+from . import _abi
+from ._log import say as _say, swallowed as _swallowed
 
-# What an allocation is for: the C ABI's numbers (oomscope_kind_set, oomscope_tag).
-UNKNOWN, WEIGHT, GRADIENT, OPTIMIZER, INPUT, ACTIVATION, TEMPORARY, BACKWARD, COLLECTIVE = range(9)
+
+class _State:
+    """What the hook holds in a process, in one place."""
+
+    def __init__(self) -> None:
+        self.lib: Optional[ctypes.CDLL] = None
+        self.installed = False
+        # The autograd nodes are named by hooks (the function mode is on).
+        self.names_nodes = False
+        # The modes installed, kept alive; the emulator among them.
+        self.keep: List[Any] = []
+        self.emulator: Optional[Any] = None
+        # Optimizer steps taken, and whether step 0 was marked.
+        self.steps = 0
+        self.steps_started = False
+        # Installed by `oomscope.install()`: the report of an OOM is printed from Python,
+        # where a notebook shows it (under `oomscope run` the library prints it).
+        self.report_at_oom = False
+
+
+_state = _State()
+
+from ._abi import ACTIVATION, BACKWARD, COLLECTIVE, GRADIENT, INPUT, OPTIMIZER, TEMPORARY, UNKNOWN, WEIGHT  # noqa: F401
 # Under emulation, the GPU each process stands for: its local rank in a job, as a real job
 # puts each rank on `cuda:LOCAL_RANK`.
 _EMULATED_DEVICE = int(os.environ.get("LOCAL_RANK", "0") or 0)
 
 
-def _say(message):
-    print(f"oomscope: {message}", file=sys.stderr, flush=True)
-
-
-_DEBUG = os.environ.get("OOMSCOPE_DEBUG") == "1"
-
-
-def _swallowed(where, e):
-    """An error the hook goes on after (it must never break the program): said with
-    OOMSCOPE_DEBUG=1."""
-    if _DEBUG:
-        _say(f"debug: {where}: {type(e).__name__}: {e}")
-
-
-def _load():
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL(os.environ["OOMSCOPE_LIB"])
-        lib.oomscope_malloc.restype = ctypes.c_void_p
-        lib.oomscope_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
-        lib.oomscope_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
-        lib.oomscope_scope_push.argtypes = [ctypes.c_char_p]
-        lib.oomscope_scope_pop.argtypes = []
-        lib.oomscope_scope_clear.argtypes = []
-        lib.oomscope_step.argtypes = [ctypes.c_long]
-        lib.oomscope_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        lib.oomscope_last_error.restype = ctypes.c_size_t
-        lib.oomscope_empty_cache.argtypes = []
-        lib.oomscope_set_memory_fraction.argtypes = [ctypes.c_double, ctypes.c_int]
-        lib.oomscope_dump_at_exit.argtypes = []
-        lib.oomscope_dump_at_exit.restype = ctypes.c_int
-        lib.oomscope_kind_set.argtypes = [ctypes.c_int]
-        lib.oomscope_kind_set.restype = ctypes.c_int
-        lib.oomscope_tag.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        lib.oomscope_tag.restype = ctypes.c_int
-        lib.oomscope_tag_shape.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_char_p
-        ]
-        lib.oomscope_tag_shape.restype = ctypes.c_int
-        _lib = lib
-    return _lib
+def _load() -> ctypes.CDLL:
+    if _state.lib is None:
+        _state.lib = _abi.load(os.environ["OOMSCOPE_LIB"])
+    return _state.lib
 
 
 class _TorchWatcher(importlib.abc.MetaPathFinder):
@@ -132,7 +118,7 @@ class _TorchWatcher(importlib.abc.MetaPathFinder):
         return spec
 
 
-def watch_for_torch():
+def watch_for_torch() -> None:
     """Installs oomscope when (and only if) the program imports torch."""
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
@@ -140,11 +126,10 @@ def watch_for_torch():
         sys.meta_path.insert(0, _TorchWatcher())
 
 
-def _on_torch(torch):
-    global _installed
-    if _installed:
+def _on_torch(torch: Any) -> None:
+    if _state.installed:
         return
-    _installed = True
+    _state.installed = True
     try:
         _install(torch)
     except Exception as e:  # never break the user's program
@@ -208,7 +193,8 @@ def _install_exit_dump(lib):
     def dump_at_exit():
         try:
             lib.oomscope_dump_at_exit()
-        except Exception:  # never break the program's exit
+        except Exception as e:  # never break the program's exit
+            _swallowed("dump_at_exit", e)
             pass
 
     atexit.register(dump_at_exit)
@@ -242,8 +228,17 @@ def _oom_error(torch, e):
     PyTorch's own allocator raises it. None for any other error (re-raised as it is)."""
     text = str(e)
     if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+        _reported()
         return torch.cuda.OutOfMemoryError(text)
     return None
+
+
+def _reported() -> None:
+    """An OOM on its way to the program: under `oomscope.install()`, its report printed first."""
+    if _state.report_at_oom:
+        from . import _report_at_oom
+
+        _report_at_oom()
 
 
 class _Modules(threading.local):
@@ -304,7 +299,8 @@ def _tag_nodes(start, stop, path, hooks, through_tagged):
         seen[id(fn)] = fn
         try:
             md = fn.metadata
-        except Exception:
+        except Exception as e:
+            _swallowed("_tag_nodes", e)
             continue
         if "oomscope" in md:
             if not through_tagged:
@@ -351,14 +347,15 @@ def _leave_nodes(lib):
 def _hook_node(fn, name):
     """While autograd node `fn` runs (on the engine's thread: a GPU's own, or the caller's
     for CPU nodes), its allocations are named `name`."""
-    lib = _lib
+    lib = _state.lib
 
     def before(grad_outputs):
         _enter_node(lib, name)
 
     try:
         fn.register_prehook(before)
-    except Exception:  # a node that takes no hooks keeps the module's name off
+    except Exception as e:  # a node that takes no hooks keeps the module's name off
+        _swallowed("before", e)
         pass
 
 
@@ -377,17 +374,17 @@ def _tag_outside_modules(roots):
 _grads_named = set()
 # The backward pass is named by node hooks (with names by torch function; not under
 # --no-ops: each hook costs the backward pass a Python call).
-_names_nodes = [False]
 
 
 def _hook_parameters(module, path):
     """Names what accumulating each parameter's gradient allocates (the first `.grad`, a
     contiguous copy of a strided one): `Net.head/weight.grad`, from the tensor hook that
     runs before the accumulation."""
-    lib = _lib
+    lib = _state.lib
     try:
         params = list(module.named_parameters(recurse=False))
-    except Exception:
+    except Exception as e:
+        _swallowed("_hook_parameters", e)
         return
     for pname, p in params:
         if not getattr(p, "requires_grad", False):
@@ -401,7 +398,8 @@ def _hook_parameters(module, path):
 
         try:
             p.register_hook(before)
-        except Exception:
+        except Exception as e:
+            _swallowed("before", e)
             pass
 
 
@@ -416,9 +414,9 @@ def _install_backward_errors(torch):
 
     def wrap(original):
         def run(*args, **kwargs):
-            if _names_nodes[0] and args:
+            if _state.names_nodes and args:
                 _tag_outside_modules(args[0])
-            restore = _lib.oomscope_kind_set(BACKWARD) if _lib is not None else None
+            restore = _state.lib.oomscope_kind_set(BACKWARD) if _state.lib is not None else None
             try:
                 return original(*args, **kwargs)
             except RuntimeError as e:
@@ -427,10 +425,10 @@ def _install_backward_errors(torch):
                     raise
                 raise oom from None
             finally:
-                if _lib is not None:
-                    _leave_nodes(_lib)
+                if _state.lib is not None:
+                    _leave_nodes(_state.lib)
                     if restore is not None:
-                        _lib.oomscope_kind_set(restore)
+                        _state.lib.oomscope_kind_set(restore)
 
         run.__wrapped__ = original
         run.__name__ = getattr(original, "__name__", "backward")
@@ -457,7 +455,7 @@ def _install_names(torch, lib, ops, emulate):
             # A root module: start from a clean slate, whatever an exception left behind.
             path = type(module).__name__
             lib.oomscope_scope_clear()
-            if not _steps_started[0]:
+            if not _state.steps_started:
                 _start_steps(lib)
             _tag_module_state(module, path)
             restore = lib.oomscope_kind_set(ACTIVATION)
@@ -494,26 +492,27 @@ def _install_names(torch, lib, ops, emulate):
     if ops == "aten" or emulate:
         mode = _OpNames(torch, lib, ops == "aten", emulate)
         mode.__enter__()  # for the rest of the program
-        _keep.append(mode)
+        _state.keep.append(mode)
         if emulate:
-            _emulator.append(mode)
+            _state.emulator = mode
     if ops == "functions":
-        _names_nodes[0] = True
+        _state.names_nodes = True
         try:
             mode = _make_function_mode_class(torch)(lib)
-        except Exception:  # a torch without function modes: names by module only
+        except Exception as e:  # a torch without function modes: names by module only
+            _swallowed("post", e)
             return
         mode.__enter__()
-        _keep.append(mode)
+        _state.keep.append(mode)
 
 
-_keep = []
 
 
 def _op_name(func):
     try:
         return func._schema.name  # aten::convolution
-    except Exception:
+    except Exception as e:
+        _swallowed("_op_name", e)
         return str(func)
 
 
@@ -538,7 +537,8 @@ def _make_mode_class(torch):
                     # Backward, on an autograd thread: name it by the forward's module.
                     try:
                         path = node.metadata.get("oomscope")
-                    except Exception:
+                    except Exception as e:
+                        _swallowed("__torch_dispatch__", e)
                         path = None
                     lib.oomscope_scope_push(f"{path or 'backward'}/{op}".encode())
                 else:
@@ -564,7 +564,8 @@ def _make_mode_class(torch):
                 try:
                     storage = t.untyped_storage()
                     key, nbytes = storage.data_ptr(), storage.nbytes()
-                except Exception:
+                except Exception as e:
+                    _swallowed("_record", e)
                     continue
                 if not key or not nbytes:
                     continue
@@ -574,6 +575,7 @@ def _make_mode_class(torch):
                     if not ptr:
                         buf = ctypes.create_string_buffer(4096)
                         self.lib.oomscope_last_error(buf, 4096)
+                        _reported()
                         raise torch.cuda.OutOfMemoryError(buf.value.decode(errors="replace"))
                     entry = self.live[key] = [0, ptr]
                 entry[0] += 1
@@ -670,7 +672,6 @@ def _make_function_mode_class(torch):
 # Wrappers whose own forward allocates communication buffers (DDP's gradient buckets).
 _COLLECTIVE_WRAPPERS = {"DistributedDataParallel"}
 # The emulated device's allocations by CPU storage (set when emulating).
-_emulator = []
 # id(tensor) -> (the allocation's address, the name and kind it was tagged with).
 _tagged = {}
 # id(parameter) -> its name, from the root modules seen: names gradients and optimizer state.
@@ -693,12 +694,13 @@ def _allocation(t):
     try:
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
-    except Exception:
+    except Exception as e:
+        _swallowed("_allocation", e)
         return None
     if not ptr:
         return None
-    if _emulator:
-        entry = _emulator[0].live.get(ptr)
+    if _state.emulator is not None:
+        entry = _state.emulator.live.get(ptr)
         return (entry[1], _EMULATED_DEVICE) if entry else None
     device = getattr(t, "device", None)
     if getattr(device, "type", None) != "cuda":
@@ -709,19 +711,19 @@ def _allocation(t):
 def _tag(t, name, kind):
     """Tells the library what tensor `t`'s allocation is, once per (allocation, name)."""
     where = _allocation(t)
-    if where is None or _lib is None:
+    if where is None or _state.lib is None:
         return
     key = (where[0], name, kind)
     if _tagged.get(id(t)) == key:
         return
     _tagged[id(t)] = key
-    _lib.oomscope_tag(where[0], where[1], name.encode(), kind)
+    _state.lib.oomscope_tag(where[0], where[1], name.encode(), kind)
 
 
 def _tag_shapes(out):
     """Records the shapes of the tensors an op made: for what the training loop brings to the
     GPU (its inputs), whose shapes set one rank apart from the others."""
-    lib = _lib
+    lib = _state.lib
     for t in _tensors(out):
         where = _allocation(t)
         if where is None:
@@ -743,7 +745,8 @@ def _tag_module_state(module, path):
     try:
         params = list(module.named_parameters())
         buffers = list(module.named_buffers())
-    except Exception:
+    except Exception as e:
+        _swallowed("_tag_module_state", e)
         return
     for qualified, p in params:
         name = _state_name(path, qualified)
@@ -783,7 +786,7 @@ def _with_kind(fn, kind, scope=None):
     """`fn`, its allocations of `kind` (in scope `scope`, when given) on the calling thread."""
 
     def run(*args, **kwargs):
-        lib = _lib
+        lib = _state.lib
         if lib is None:
             return fn(*args, **kwargs)
         restore = lib.oomscope_kind_set(kind)
@@ -830,7 +833,8 @@ def _install_weights(torch, lib):
             register(registered)
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
-    except Exception:
+    except Exception as e:
+        _swallowed("registered", e)
         return
     if not _ours(DDP.__init__):
         DDP.__init__ = _with_kind(DDP.__init__, COLLECTIVE, "DistributedDataParallel/buckets")
@@ -866,16 +870,14 @@ def _install_fsdp(torch, lib):
 
 # ---- steps ----------------------------------------------------------------------------
 
-_steps = [0]
-_steps_started = [False]
 
 
 def _start_steps(lib):
     """Marks step 0, once: at the first forward of a root module or the first optimizer
     step, whichever comes first. What was allocated before (the weights, moved to the GPU)
     is before step 0, and a dump at step 0 shows it."""
-    if not _steps_started[0]:
-        _steps_started[0] = True
+    if not _state.steps_started:
+        _state.steps_started = True
         lib.oomscope_step(0)
 
 
@@ -901,8 +903,8 @@ def _install_steps(torch, lib):
                 lib.oomscope_kind_set(restore)
                 _step_kind.restore = None
         _tag_optimizer_state(optimizer)
-        _steps[0] += 1
-        lib.oomscope_step(_steps[0])
+        _state.steps += 1
+        lib.oomscope_step(_state.steps)
 
     if hasattr(optim, "register_optimizer_step_pre_hook"):
         optim.register_optimizer_step_pre_hook(before_step)

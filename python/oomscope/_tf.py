@@ -27,9 +27,22 @@ import sys
 import threading
 import time
 
+from ._log import swallowed
+
 _PERIOD = 0.5
-_started = set()
-_level_sent = False
+
+
+class _State:
+    """What the sampler holds in a process, in one place."""
+
+    def __init__(self) -> None:
+        # The frameworks whose sampling started.
+        self.started: set = set()
+        # The program's own log level was sent to `oomscope run`.
+        self.level_sent = False
+
+
+_state = _State()
 
 
 class _Watcher(importlib.abc.MetaPathFinder):
@@ -77,10 +90,9 @@ def _feed():
 def _log_level_to_oomscope():
     """Before TF or XLA reads TF_CPP_MIN_LOG_LEVEL: oomscope hides what the program asked to
     hide, and TF prints everything, its allocator's dump included."""
-    global _level_sent
-    if _level_sent:
+    if _state.level_sent:
         return
-    _level_sent = True
+    _state.level_sent = True
     fd = _feed()
     level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip()
     if fd is None or not level.isdigit():
@@ -110,7 +122,8 @@ def _sample_tensorflow(tf):
     for name in _tensorflow_devices(tf):
         try:
             info = tf.config.experimental.get_memory_info(name)
-        except Exception:
+        except Exception as e:
+            swallowed("sampling", e)
             continue
         out.append({"framework": "tensorflow", "device": name, "current": info.get("current", 0),
                     "peak": info.get("peak", 0), "limit": 0})
@@ -122,7 +135,8 @@ def _sample_jax(jax):
     for d in jax.local_devices():
         try:
             stats = d.memory_stats() or {}
-        except Exception:
+        except Exception as e:
+            swallowed("sampling", e)
             continue
         if stats:
             out.append({"framework": "jax", "device": f"{d.platform.upper()}:{d.id}",
@@ -138,7 +152,8 @@ def _loop(name, module, fd):
         time.sleep(_PERIOD)
         try:
             rows = sample(module)
-        except Exception:
+        except Exception as e:
+            swallowed("sampling", e)
             rows = []
         t_ns = int((time.monotonic() - start) * 1e9)
         for row in rows:
@@ -151,9 +166,9 @@ def _loop(name, module, fd):
 
 
 def _start(name, module):
-    if name in _started:
+    if name in _state.started:
         return
-    _started.add(name)
+    _state.started.add(name)
     fd = _feed()
     if fd is None:
         return
