@@ -36,12 +36,8 @@ fn fresh(env: &Path, cwd: &Path, program: &str, args: &[&str]) -> Output {
 
 #[test]
 #[cfg_attr(
-    oomscope_missing = "wheel",
-    ignore = "needs OOMSCOPE_TEST_WHEEL, a wheel built by `pip wheel .` (.ci/run builds one)"
-)]
-#[cfg_attr(
-    oomscope_missing = "torch",
-    ignore = "needs OOMSCOPE_TEST_PYTHON, a Python with PyTorch (.ci/run makes one)"
+    any(oomscope_missing = "wheel", oomscope_missing = "torch"),
+    ignore = "needs OOMSCOPE_TEST_WHEEL (a wheel built by `pip wheel .`) and OOMSCOPE_TEST_PYTHON (a Python with PyTorch); .ci/run makes both"
 )]
 fn the_wheel_installs_the_command_the_library_and_the_python_api() {
     let wheel = wheel();
