@@ -494,13 +494,12 @@ struct Tensor {
 }
 
 impl Tensor {
+    fn elements(&self) -> Option<u64> {
+        self.shape.as_ref()?.iter().try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))
+    }
+
     fn bytes(&self) -> Option<u64> {
-        let elements = self
-            .shape
-            .as_ref()?
-            .iter()
-            .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))?;
-        elements.checked_mul(dtype_bytes(self.dtype.as_deref()?)?)
+        self.elements()?.checked_mul(dtype_bytes(self.dtype.as_deref()?)?)
     }
 }
 
@@ -1027,12 +1026,7 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
     let tensor_bytes = tensor.and_then(Tensor::bytes);
     // TF 1.x printed no dtype: the element size whose product prints as the log's figure.
     let inferred = || {
-        let t = tensor?;
-        let elements = t
-            .shape
-            .as_ref()?
-            .iter()
-            .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))?;
+        let elements = tensor?.elements()?;
         let approx = r.requested?;
         [4u64, 2, 8, 1].iter().filter_map(|b| elements.checked_mul(*b)).find(|&e| human(e) == human(approx.bytes))
     };
@@ -1043,15 +1037,7 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
     };
     // Nothing printed the size: the shape's, in the element size TF prints when it names no
     // type (float).
-    let shaped = || {
-        let t = tensor?;
-        let elements = t
-            .shape
-            .as_ref()?
-            .iter()
-            .try_fold(1u64, |acc, &d| u64::try_from(d).ok().and_then(|d| acc.checked_mul(d)))?;
-        r.requested.is_none().then(|| elements.checked_mul(4)).flatten()
-    };
+    let shaped = || r.requested.is_none().then(|| tensor?.elements()?.checked_mul(4)).flatten();
     let size_assumed = tensor_bytes.is_none() && inferred().is_none() && xla().is_none() && shaped().is_some();
     let exact = tensor_bytes.or_else(inferred).or_else(xla).or_else(shaped);
     let requested = match (exact, r.requested) {
