@@ -657,7 +657,8 @@ fn nodes(d: &Dump, style: Style, colours: &Colours) -> String {
             "<tr data-op=\"{op}\"><td class=\"n\">{}</td><td class=\"n\">{:.1}%</td><td class=\"n\">{}</td><td>{}</td><td class=\"op\"><i style=\"display:inline-block;width:9px;height:9px;background:{colour};margin-right:5px\"></i>{op}</td></tr>",
             style.size(n.bytes),
             n.bytes as f64 * 100.0 / total as f64,
-            n.count,
+            // A TF log's listing does not count the tensors.
+            if n.count > 0 { n.count.to_string() } else { "-".to_string() },
             kind_of(&n.op).name(),
             op = esc(&n.op)
         );
