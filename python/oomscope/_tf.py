@@ -19,14 +19,13 @@ the level the program asked for to `oomscope run` (`{"min_log_level": 2}`), whic
 those lines from the user as TF would have, and sets it to 0 so that TF prints them.
 """
 
-import importlib.abc
-import importlib.util
 import json
 import os
 import sys
 import threading
 import time
 
+from . import _watch
 from ._log import swallowed
 
 _PERIOD = 0.5
@@ -43,36 +42,6 @@ class _State:
 
 
 _state = _State()
-
-
-class _Watcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; when a watched module is found, starts sampling once it loaded."""
-
-    def __init__(self, names):
-        self._names = names
-        self._busy = False
-
-    def find_spec(self, name, path, target=None):
-        if name not in self._names or self._busy:
-            return None
-        _log_level_to_oomscope()
-        self._busy = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            self._names.discard(name)
-            _start(name, module)
-
-        loader.exec_module = exec_module
-        return spec
 
 
 def _feed():
@@ -176,12 +145,6 @@ def _start(name, module):
 
 
 def watch_for_frameworks():
-    """Samples TensorFlow's or JAX's memory when (and only if) the program imports it."""
-    pending = set()
-    for name in ("tensorflow", "jax"):
-        if name in sys.modules:
-            _start(name, sys.modules[name])
-        else:
-            pending.add(name)
-    if pending:
-        sys.meta_path.insert(0, _Watcher(pending))
+    """Samples TensorFlow's or JAX's memory when (and only if) the program imports it; the
+    program's own log level is sent just before either loads."""
+    _watch.when_imported(("tensorflow", "jax"), _start, before=_log_level_to_oomscope)

@@ -42,15 +42,13 @@ tests' stand-in torch: install even on the simulated device).
 import atexit
 import ctypes
 import functools
-import importlib.abc
-import importlib.util
 import os
 import sys
 import threading
 import weakref
 from typing import Any, List, Optional
 
-from . import _abi
+from . import _abi, _watch
 from ._log import say as _say, swallowed as _swallowed
 
 
@@ -87,43 +85,9 @@ def _load() -> ctypes.CDLL:
     return _state.lib
 
 
-class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; when `torch` is found, runs `_on_torch` after it has loaded."""
-
-    def __init__(self):
-        self._busy = False
-
-    def find_spec(self, name, path, target=None):
-        if name != "torch" or self._busy:
-            return None
-        self._busy = True
-        try:
-            spec = importlib.util.find_spec("torch")
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            try:
-                sys.meta_path.remove(self)
-            except ValueError:
-                pass
-            _on_torch(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def watch_for_torch() -> None:
     """Installs oomscope when (and only if) the program imports torch."""
-    if "torch" in sys.modules:
-        _on_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatcher())
+    _watch.when_imported(["torch"], lambda _name, torch: _on_torch(torch))
 
 
 def _on_torch(torch: Any) -> None:

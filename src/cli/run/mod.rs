@@ -37,7 +37,7 @@ use std::time::SystemTime;
 const SITECUSTOMIZE: &str = include_str!("../../../python/sitecustomize.py");
 /// The Python package (`python/oomscope/`), written beside the sitecustomize: the hooks
 /// it loads, and the same `import oomscope` API as the installed package's.
-const PACKAGE: [(&str, &str); 9] = [
+const PACKAGE: [(&str, &str); 10] = [
     ("__init__.py", include_str!("../../../python/oomscope/__init__.py")),
     ("__main__.py", include_str!("../../../python/oomscope/__main__.py")),
     ("_abi.py", include_str!("../../../python/oomscope/_abi.py")),
@@ -47,6 +47,7 @@ const PACKAGE: [(&str, &str); 9] = [
     ("_paths.py", include_str!("../../../python/oomscope/_paths.py")),
     ("_tf.py", include_str!("../../../python/oomscope/_tf.py")),
     ("_torch.py", include_str!("../../../python/oomscope/_torch.py")),
+    ("_watch.py", include_str!("../../../python/oomscope/_watch.py")),
 ];
 
 /// `liboomscope.so`: `$OOMSCOPE_LIB`, or beside the binary (cargo builds both into
