@@ -14,6 +14,18 @@ pub struct Job {
     pub ranks: Vec<(PathBuf, Dump)>,
     /// Other jobs whose dumps are in the directory.
     pub other_jobs: Vec<String>,
+    /// Files named as a rank's dump that were not read, and why (one unreadable dump must
+    /// not hide the other ranks).
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+impl Job {
+    /// Says on stderr which files were passed over and why.
+    pub fn warn_skipped(&self) {
+        for (path, why) in &self.skipped {
+            eprintln!("oomscope: {}", super::output::safe(&format!("skipped {}: {why}", path.display())));
+        }
+    }
 }
 
 /// The order in which a rank's dumps stand for it: its OOM, then its state at another
@@ -30,15 +42,44 @@ fn preference(m: Moment) -> (u8, i64) {
 
 /// Reads the job in `dir`: the most recent failure's job when several are there.
 pub fn load(dir: &Path) -> Result<Job, CliError> {
+    load_where(dir, |_| true)
+}
+
+/// Reads the job in `dir` among the dumps `keep` takes (a run's own): the most recent
+/// failure's job when several are there. Only regular files are read (a FIFO or a device
+/// named like a dump would block, a symlink would read elsewhere); a file that cannot be
+/// read, or whose name and contents disagree, is passed over and listed in `skipped`.
+pub fn load_where(dir: &Path, keep: impl Fn(&Dump) -> bool) -> Result<Job, CliError> {
     let entries = std::fs::read_dir(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
-    let mut named: Vec<(DumpName, PathBuf)> = entries
-        .flatten()
-        .filter_map(|e| Some((e.file_name().to_str()?.parse::<DumpName>().ok()?, e.path())))
-        .filter(|(n, _)| n.rank.is_some())
-        .collect();
+    let mut skipped: Vec<(PathBuf, String)> = Vec::new();
+    let mut named: Vec<(DumpName, PathBuf)> = Vec::new();
+    for e in entries.flatten() {
+        let Some(file) = e.file_name().to_str().map(str::to_string) else { continue };
+        if !(file.starts_with(dump::name::PREFIX) && file.ends_with(dump::name::SUFFIX)) {
+            continue;
+        }
+        let path = e.path();
+        let name = match file.parse::<DumpName>() {
+            Ok(n) if n.rank.is_some() => n,
+            Ok(_) => continue,
+            // Named like a rank's dump, but not one of the names oomscope writes (a rank or
+            // pid past 32 bits): said, not dropped silently.
+            Err(_) if file.starts_with(&format!("{}rank", dump::name::PREFIX)) => {
+                skipped.push((path, "not a name oomscope writes (a number in it is out of range)".into()));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            skipped.push((path, "not a regular file (a symlink, FIFO or device is not read)".into()));
+            continue;
+        }
+        named.push((name, path));
+    }
     if named.is_empty() {
+        let why = skipped.first().map_or(String::new(), |(p, w)| format!(" ({} skipped: {w})", p.display()));
         return Err(CliError(format!(
-            "{}: no dumps of a job's ranks here (files named oomscope-rankR-PID-gpuN-*.dump.json, which `oomscope run` \
+            "{}: no dumps of a job's ranks here{why} (files named oomscope-rankR-PID-gpuN-*.dump.json, which `oomscope run` \
              writes around torchrun, SLURM or MPI); `oomscope report FILE` reads one dump",
             dir.display()
         )));
@@ -47,8 +88,27 @@ pub fn load(dir: &Path) -> Result<Job, CliError> {
     // Every rank's candidates, read: the job is in the dump.
     let mut read: Vec<(DumpName, PathBuf, Dump)> = Vec::new();
     for (name, path) in named {
-        let d = dump::read(&path).map_err(|e| CliError(e.to_string()))?;
-        read.push((name, path, d));
+        match dump::read_found(&path) {
+            Ok(d) => {
+                let own = d.process.as_ref().and_then(|p| p.rank);
+                if own != name.rank {
+                    let said = own.map_or("no rank".to_string(), |r| format!("rank {r}"));
+                    let named = name.rank.map_or(String::new(), |r| r.to_string());
+                    skipped.push((path, format!("its name says rank {named}, its contents {said}: renamed or forged")));
+                } else if keep(&d) {
+                    read.push((name, path, d));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                let why = why.strip_prefix(&format!("{}: ", path.display())).unwrap_or(&why).to_string();
+                skipped.push((path, why));
+            }
+        }
+    }
+    if read.is_empty() {
+        let why = skipped.first().map_or(String::new(), |(p, w)| format!(": {} {w}", p.display()));
+        return Err(CliError(format!("{}: no rank's dump here could be read{why}", dir.display())));
     }
     let job_of = |d: &Dump| d.process.as_ref().and_then(|p| p.job.clone()).unwrap_or_default();
     let when = |d: &Dump| d.process.as_ref().and_then(|p| p.dumped_unix_ms).unwrap_or(0);
@@ -80,7 +140,7 @@ pub fn load(dir: &Path) -> Result<Job, CliError> {
             by_rank.insert(rank, (path, d));
         }
     }
-    Ok(Job { ranks: by_rank.into_values().collect(), other_jobs: others })
+    Ok(Job { ranks: by_rank.into_values().collect(), other_jobs: others, skipped })
 }
 
 /// The job's report, its verdict tried by replay where the failing rank's history allows.

@@ -38,6 +38,7 @@ pub fn write_page(path: &std::path::Path, text: &str) -> Result<(), CliError> {
 /// `oomscope report DIR`: the job whose ranks wrote their dumps there.
 fn job(a: &ReportArgs) -> Result<u8, CliError> {
     let job = super::job::load(&a.dump)?;
+    job.warn_skipped();
     let report = super::job::report(&job);
     let text = match a.format {
         FormatArg::Json => serde_json::to_string(&report).map_err(|e| CliError(e.to_string()))? + "\n",

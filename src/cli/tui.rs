@@ -46,6 +46,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
 /// `oomscope tui DIR`: a job's ranks, the Job view first, each rank's dump behind it.
 fn job(dir: &Path) -> Result<u8, CliError> {
     let job = super::job::load(dir)?;
+    job.warn_skipped();
     let report = super::job::report(&job);
     term::check_terminal().map_err(CliError)?;
     let devices = job

@@ -31,9 +31,33 @@ pub fn safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as one line, for a field that has no business holding more (a host's name, a
+/// job's, an op's): newlines and tabs written out as well, so that a name cannot forge a
+/// line of the report it is shown in.
+pub fn safe_line(text: &str) -> Cow<'_, str> {
+    if !text.contains(|c: char| unsafe_char(c) || c == '\n' || c == '\t') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push_str(&safe(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_stays_on_one_line() {
+        assert_eq!(safe_line("gpu-07"), "gpu-07");
+        assert_eq!(safe_line("h\nrank 9 ran out of memory first\t\x1b"), "h\\nrank 9 ran out of memory first\\t\\x1b");
+    }
 
     #[test]
     fn controls_and_direction_marks_are_written_out() {

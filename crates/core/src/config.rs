@@ -94,6 +94,10 @@ pub struct Config {
     /// Where `oomscope run` reads what its processes tell it (`OOMSCOPE_FEED_FD`), and the
     /// pipe's inode (`OOMSCOPE_FEED_INODE`): written only while the descriptor is that pipe.
     pub feed_fd: Option<(i32, u64)>,
+    /// When the job started (ms since the epoch): the start of the `oomscope run` that
+    /// started this process (`OOMSCOPE_RUN_STARTED_MS`), else the process's own. A failure
+    /// line stamped earlier is another run's.
+    pub job_started_ms: Option<u64>,
 }
 
 impl Config {
@@ -185,6 +189,7 @@ impl Config {
                 .and_then(|f| f.parse().ok())
                 .filter(|&f: &i32| f > 2)
                 .zip(get("OOMSCOPE_FEED_INODE").and_then(|i| i.parse().ok())),
+            job_started_ms: get("OOMSCOPE_RUN_STARTED_MS").and_then(|t| t.parse().ok()).or_else(process_started_ms),
         })
     }
 
@@ -268,7 +273,30 @@ pub fn process_from_vars(get: &dyn Fn(&str) -> Option<String>) -> ProcessInfo {
         job,
         launcher: launcher.filter(|_| rank.is_some()).map(str::to_string),
         dumped_unix_ms: None,
+        run: get("OOMSCOPE_RUN"),
     }
+}
+
+/// When this process started, ms since the epoch: its start in clock ticks after boot
+/// (`/proc/self/stat`, field 22) plus the boot's time (`/proc/stat`, `btime`). None where
+/// there is no `/proc`.
+pub fn process_started_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command's name (field 2) is in parentheses and may hold spaces: count after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&h| h > 0)?;
+    // btime is the boot's whole second: this reads up to a second early, which can only
+    // take a line of that second for this job's.
+    Some(boot * 1000 + ticks * 1000 / hz)
 }
 
 /// This machine's name (`gethostname`), empty when it has none.

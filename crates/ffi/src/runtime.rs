@@ -240,37 +240,57 @@ impl Runtime {
         }
         let Some(job) = self.config.process.job.clone() else { return };
         let path = job::failures_path(&self.config.dump_dir, &job);
-        // Failures written before this process started are another run's.
-        let start = std::fs::metadata(&path).map_or(0, |m| m.len());
-        let pipes = job::install_term_handler();
-        let spawned = std::thread::Builder::new()
-            .name("oomscope-job".into())
-            .spawn(move || self.watch(&path, start, pipes.as_ref()));
+        // Failures stamped before the job started are another run's; those after it are
+        // read whenever they came, also before this process first allocated.
+        let since = self.config.job_started_ms.unwrap_or(0);
+        let Some(pipe) = job::install_term_handler() else {
+            self.warn("job", "SIGTERM is ignored or its handler could not be installed: the watcher only polls");
+            return self.spawn_watcher(path, since, None);
+        };
+        job::set_watching(true);
+        self.spawn_watcher(path, since, Some(pipe));
+    }
+
+    fn spawn_watcher(&'static self, path: PathBuf, since: u64, pipe: Option<job::TermPipe>) {
+        let spawned = job::with_term_blocked(|| {
+            std::thread::Builder::new().name("oomscope-job".into()).spawn(move || {
+                self.watch(&path, since, pipe.as_ref());
+                job::set_watching(false);
+            })
+        });
         if let Err(e) = spawned {
+            job::set_watching(false);
             self.warn("job", &format!("this rank will not write its state when another fails: {e}"));
         }
     }
 
-    /// The watcher's loop: a new failure of another rank writes this rank's state.
-    fn watch(&self, path: &std::path::Path, mut at: u64, pipes: Option<&job::TermPipes>) {
+    /// The watcher's loop: a new failure of another rank writes this rank's state; a
+    /// SIGTERM takes its course once that is done.
+    fn watch(&self, path: &std::path::Path, since: u64, pipe: Option<&job::TermPipe>) {
         let me = &self.config.process;
+        let mut cursor = job::Cursor::default();
         loop {
-            let term = match pipes {
+            let term = match pipe {
                 Some(p) => job::wait_for_term(p, job::POLL),
                 None => {
                     std::thread::sleep(job::POLL);
                     false
                 }
             };
-            let (lines, next) = job::read_from(path, at);
-            at = next;
-            let others: Vec<&job::FailureLine> =
-                lines.iter().filter(|l| !(l.pid == me.pid && l.host == me.host)).collect();
-            if let Some(first) = others.first() {
-                self.dump_for_job(first);
+            // Everything there is, when a SIGTERM came (a large file is read a chunk at a time).
+            loop {
+                let (lines, next) = job::read_from(path, cursor, since);
+                let moved = next != cursor;
+                cursor = next;
+                if let Some(first) = lines.iter().find(|l| !(l.pid == me.pid && l.host == me.host)) {
+                    self.dump_for_job(first);
+                }
+                if !(term && moved) {
+                    break;
+                }
             }
-            if let Some(p) = pipes.filter(|_| term) {
-                job::answer_term(p);
+            if term {
+                job::finish_term();
             }
             if self.ending.load(Ordering::Relaxed) {
                 return;

@@ -47,6 +47,66 @@ pub fn read(path: &Path) -> Result<Dump, DumpError> {
     parse(path, &bytes)
 }
 
+/// Reads a dump found in a directory that others may write to (a job's dump directory):
+/// only a regular file is opened, never what a symlink points to, and never a FIFO or a
+/// device, whose open or read could block forever ([`open_regular`]).
+pub fn read_found(path: &Path) -> Result<Dump, DumpError> {
+    let io_error = |source| DumpError::Io { path: path.to_path_buf(), source };
+    let mut f = open_regular(path).map_err(io_error)?;
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut f, &mut bytes).map_err(io_error)?;
+    parse(path, &bytes)
+}
+
+/// The process a dump found in a directory was taken in (its `process`), without building
+/// the rest of it: what tells a run's own dumps from another's.
+pub fn read_process(path: &Path) -> Result<Option<crate::ProcessInfo>, DumpError> {
+    #[derive(Deserialize)]
+    struct ProcessOnly {
+        #[serde(default)]
+        process: Option<crate::ProcessInfo>,
+    }
+    let io_error = |source| DumpError::Io { path: path.to_path_buf(), source };
+    let f = open_regular(path).map_err(io_error)?;
+    let p: ProcessOnly = serde_json::from_reader(io::BufReader::with_capacity(1 << 20, f)).map_err(|e| {
+        DumpError::Parse { path: path.into(), line: e.line(), column: e.column(), problem: strip_position(&e.to_string()) }
+    })?;
+    Ok(p.process)
+}
+
+/// Opens `path` for reading when it is a regular file itself: `O_NOFOLLOW` (a symlink is
+/// refused, not followed) and `O_NONBLOCK` (a FIFO's open returns at once instead of
+/// waiting for a writer), then checked by `fstat` on what was opened, so a file swapped
+/// between a listing and the open is judged as it is. Anything else is an error that says
+/// what the path is.
+pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, not a file: not followed"),
+            _ => e,
+        })?;
+    let t = f.metadata()?.file_type();
+    if t.is_file() {
+        return Ok(f);
+    }
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{what}, not a file: not read")))
+}
+
 /// Parses a dump from text; `path` only names it in errors.
 pub fn read_str(path: &Path, text: &str) -> Result<Dump, DumpError> {
     parse(path, text.as_bytes())

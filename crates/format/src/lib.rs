@@ -29,7 +29,7 @@ pub use imported::{
     BinStyle, ChunkStyle, HeaderStyle, Imported, ImportedFrom, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
 };
 pub use input_error::InputError;
-pub use io::{DumpError, read, read_str, write_atomic};
+pub use io::{DumpError, open_regular, read, read_found, read_process, read_str, write_atomic};
 pub use kind::{EventKind, Kind, StepMark};
 pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
 pub use name::{DeviceTag, DumpName, Moment};
@@ -195,6 +195,10 @@ pub struct ProcessInfo {
     /// When the dump was taken, milliseconds since the Unix epoch: orders the ranks' dumps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dumped_unix_ms: Option<u64>,
+    /// The `oomscope run` that started the process (`OOMSCOPE_RUN`, one per run): a run
+    /// claims only its own processes' dumps in a directory that other runs share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl ProcessInfo {

@@ -81,10 +81,10 @@ fn evidence_lines(d: &JobDiagnosis, rank: u32, size: Size) -> Vec<String> {
                 format!("{}: {} on rank {rank}, {} on the others (median)", kind.plural(), size(*bytes), size(*median))
             }
             Difference::Node { op, bytes, median } => {
-                format!("{op}: {} on rank {rank}, {} on the others (median)", size(*bytes), size(*median))
+                format!("{}: {} on rank {rank}, {} on the others (median)", line(op), size(*bytes), size(*median))
             }
             Difference::Shape { op, shape: s, usual, .. } => {
-                format!("{op}: shape {} on rank {rank}, {} on the others", shape::text(s), shape::text(usual))
+                format!("{}: shape {} on rank {rank}, {} on the others", line(op), shape::text(s), shape::text(usual))
             }
         })
         .collect()
@@ -185,7 +185,7 @@ fn job_verdict(c: &JobCause, d: &JobDiagnosis, first: Option<&FirstFailure>, siz
 /// The report as people read it.
 pub fn render(j: &JobReport, size: Size) -> String {
     let mut s = String::new();
-    let job = j.job.as_deref().map_or(String::new(), |n| format!("job {n}: "));
+    let job = j.job.as_deref().map_or(String::new(), |n| format!("job {}: ", line(n)));
     let first = j.first_failure.as_ref();
     match first {
         Some(f) => {
@@ -244,7 +244,7 @@ pub fn render(j: &JobReport, size: Size) -> String {
         let mut line = format!(
             "  {:<6} {:<12} {:>4} {:<6} {:>11} {:>11} {:>11} {:>5}",
             format!("{}{mark}", r.rank),
-            truncate(&r.host, 12),
+            truncate(&line(&r.host), 12),
             r.gpu.map_or("?".into(), |g| g.to_string()),
             what,
             size(r.allocated),
@@ -262,9 +262,15 @@ pub fn render(j: &JobReport, size: Size) -> String {
         let _ = writeln!(s, "  (* ran out of memory first; state: the rank's memory when it did)");
     }
     if !j.other_jobs.is_empty() {
-        let _ = writeln!(s, "\nOther jobs in this directory, not shown: {}", j.other_jobs.join(", "));
+        let others: Vec<String> = j.other_jobs.iter().map(|o| line(o).into_owned()).collect();
+        let _ = writeln!(s, "\nOther jobs in this directory, not shown: {}", others.join(", "));
     }
     s
+}
+
+/// A name from a dump (a host, a job, an op) on one line of the report.
+fn line(name: &str) -> std::borrow::Cow<'_, str> {
+    oomscope_base::text::safe_line(name)
 }
 
 fn has(r: &JobRank, k: Kind) -> bool {

@@ -155,7 +155,7 @@ pub fn describe_process(p: &oomscope_format::ProcessInfo, gpu: Option<u32>) -> S
     };
     let mut place = Vec::new();
     if !p.host.is_empty() {
-        place.push(format!("host {}", p.host));
+        place.push(format!("host {}", oomscope_base::text::safe_line(&p.host)));
     }
     if p.multi_node()
         && let Some(n) = p.node_rank

@@ -198,10 +198,15 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         .env("OOMSCOPE_DUMP_DIR", &dump_dir);
     // What names the job of the processes this run starts when their launcher names none
     // (a launcher's own id, the same on every node, comes first).
+    let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
     if std::env::var_os("OOMSCOPE_RUN_ID").is_none() {
-        let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         cmd.env("OOMSCOPE_RUN_ID", format!("run-{}-{started}", std::process::id()));
     }
+    // This run, whatever names the job: its processes' dumps say it, and only those are
+    // claimed (runs may share a dump directory). When it started: a failure of the job
+    // stamped before is another run's.
+    let run_id = format!("{}-{started}-{}", std::process::id(), std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), started) & 0xffff_ffff);
+    cmd.env("OOMSCOPE_RUN", &run_id).env("OOMSCOPE_RUN_STARTED_MS", started.to_string());
     if let Some(limit) = a.limit {
         cmd.env("OOMSCOPE_LIMIT", limit.to_string());
     }
@@ -333,6 +338,9 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         eprintln!("oomscope: the UI is closed; waiting for {program} to finish");
     }
     let status = child.wait().map_err(|e| CliError(format!("{program}: {e}")));
+    // Reaped: its pid may be reused now, so nothing is forwarded to it any more, and a
+    // SIGTERM to us ends us (`timeout`).
+    stop_forwarding();
     ignore_interrupts(false);
     let status = status?;
     // What the program wrote last; processes it left behind may keep its stderr open.
@@ -347,15 +355,18 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         eprint!("{report}");
     }
 
-    // The allocator's own dumps (PyTorch); the framework's were told with their verdict.
-    let dumps: Vec<PathBuf> = new_dumps(&dump_dir, &before).into_iter().filter(|d| !reported.contains(d)).collect();
+    // The allocator's own dumps (PyTorch) of this run's processes; the framework's were told
+    // with their verdict.
+    let mine = Claims { run: run_id.clone(), framework: reported.clone() };
+    let dumps: Vec<PathBuf> =
+        new_dumps(&dump_dir, &before, &mine).into_iter().filter(|d| !reported.contains(d)).collect();
     untold_ooms(&counts);
     if let Some(log) = &log {
         eprintln!("oomscope: the program's output is in {}", log.display());
     }
     let job = dumps.iter().any(|d| name_of(d).is_some_and(|n| n.rank.is_some()));
     match dumps.len() {
-        _ if job => job_summary(&dump_dir),
+        _ if job => job_summary(&dump_dir, &mine),
         0 => {}
         1 => eprintln!(
             "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
@@ -371,7 +382,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         }
     }
     // The dumps asked for at steps and at exit: what `oomscope diff` compares.
-    let mut asked = dumps_named(&dump_dir, &before, |n| moment(n).is_some());
+    let mut asked = dumps_named(&dump_dir, &before, &mine, |n| moment(n).is_some());
     asked.sort_by_key(|p| name_of(p).map(|n| (n.rank, n.pid, n.device.to_string(), moment(&n))));
     if !asked.is_empty() {
         eprintln!(
@@ -391,7 +402,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         eprintln!("{line}");
     }
     if a.html {
-        pages(&dump_dir, &new_dumps(&dump_dir, &before), job);
+        pages(&dump_dir, &new_dumps(&dump_dir, &before, &mine), job, &mine);
     }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -581,6 +592,17 @@ extern "C" fn pass_on(sig: libc::c_int) {
     }
 }
 
+/// The program has been reaped: SIGTERM and SIGHUP take their default course again.
+fn stop_forwarding() {
+    CHILD.store(0, AtomicOrdering::Relaxed);
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: restores the default disposition; no handler code runs.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
 fn forward_terminations(pid: u32) {
     CHILD.store(i32::try_from(pid).unwrap_or(0), AtomicOrdering::Relaxed);
     for sig in [libc::SIGTERM, libc::SIGHUP] {
@@ -598,7 +620,8 @@ fn ignore_interrupts(on: bool) {
     }
 }
 
-/// The library's dumps (`oomscope-*.dump.json`) in `dir`, and when each was written.
+/// The library's dumps (`oomscope-*.dump.json`) in `dir`, and when each was written: regular
+/// files only (what the listing says, without following a link).
 fn dump_files(dir: &Path) -> HashMap<PathBuf, SystemTime> {
     std::fs::read_dir(dir)
         .into_iter()
@@ -606,33 +629,70 @@ fn dump_files(dir: &Path) -> HashMap<PathBuf, SystemTime> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let modified = e.metadata().ok()?.modified().ok()?;
+            let meta = e.metadata().ok().filter(std::fs::Metadata::is_file)?;
+            let modified = meta.modified().ok()?;
             DumpName::matches(&name).then(|| (e.path(), modified))
         })
         .collect()
 }
 
-/// OOM dumps written since `before` was taken, oldest first.
-fn new_dumps(dir: &Path, before: &HashMap<PathBuf, SystemTime>) -> Vec<PathBuf> {
-    dumps_named(dir, before, |n| n.moment.is_oom())
+/// What this run claims in a directory others may share: the dumps of the processes it
+/// started (their `process.run`), and the ones it wrote itself from a framework's log.
+struct Claims {
+    run: String,
+    framework: Vec<PathBuf>,
 }
 
-/// The library's dumps whose names `pick` takes, written or rewritten since `before` was
-/// taken, oldest first.
-fn dumps_named(dir: &Path, before: &HashMap<PathBuf, SystemTime>, pick: impl Fn(&DumpName) -> bool) -> Vec<PathBuf> {
+impl Claims {
+    fn owns_dump(&self, d: &oomscope_format::Dump) -> bool {
+        d.process.as_ref().and_then(|p| p.run.as_deref()) == Some(self.run.as_str())
+    }
+
+    fn owns(&self, path: &Path) -> bool {
+        self.framework.iter().any(|p| p == path)
+            || oomscope_format::read_process(path).is_ok_and(|p| p.and_then(|p| p.run).as_deref() == Some(&self.run))
+    }
+}
+
+/// This run's OOM dumps written since `before` was taken, oldest first.
+fn new_dumps(dir: &Path, before: &HashMap<PathBuf, SystemTime>, mine: &Claims) -> Vec<PathBuf> {
+    dumps_named(dir, before, mine, |n| n.moment.is_oom())
+}
+
+/// This run's dumps whose names `pick` takes, written or rewritten since `before` was taken,
+/// oldest first.
+fn dumps_named(
+    dir: &Path,
+    before: &HashMap<PathBuf, SystemTime>,
+    mine: &Claims,
+    pick: impl Fn(&DumpName) -> bool,
+) -> Vec<PathBuf> {
     let mut found: Vec<(SystemTime, PathBuf)> = dump_files(dir)
         .into_iter()
         .filter(|(path, modified)| before.get(path) != Some(modified) && name_of(path).is_some_and(|n| pick(&n)))
+        .filter(|(path, _)| mine.owns(path))
         .map(|(path, modified)| (modified, path))
         .collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
 }
 
+/// The job of this run's ranks: among the dumps in `dir`, those of the job this run's own
+/// dumps name (the other nodes' ranks of that job included).
+fn own_job(dir: &Path, mine: &Claims) -> Option<super::job::Job> {
+    let job_of = |d: &oomscope_format::Dump| d.process.as_ref().and_then(|p| p.job.clone());
+    let ours = super::job::load_where(dir, |d| mine.owns_dump(d)).ok()?;
+    let jobs: Vec<String> = ours.ranks.iter().filter_map(|(_, d)| job_of(d)).collect();
+    let mut job = super::job::load_where(dir, |d| job_of(d).is_some_and(|j| jobs.contains(&j))).ok()?;
+    job.other_jobs.clear();
+    Some(job)
+}
+
 /// A job's ranks ran out of memory: the first to fail, the job's verdict, and where every
 /// rank's state is.
-fn job_summary(dir: &Path) {
-    let Ok(job) = super::job::load(dir) else { return };
+fn job_summary(dir: &Path, mine: &Claims) {
+    let Some(job) = own_job(dir, mine) else { return };
+    job.warn_skipped();
     let report = super::job::report(&job);
     let n = job.ranks.len();
     match (&report.first_failure, &report.verdict) {
@@ -650,10 +710,10 @@ fn job_summary(dir: &Path) {
 }
 
 /// `--html`: a page beside each dump this run wrote, and one of the job when ranks wrote them.
-fn pages(dir: &Path, dumps: &[PathBuf], job: bool) {
+fn pages(dir: &Path, dumps: &[PathBuf], job: bool, mine: &Claims) {
     let mut written = Vec::new();
     for path in dumps {
-        let Ok(mut d) = oomscope_format::read(path) else { continue };
+        let Ok(mut d) = oomscope_format::read_found(path) else { continue };
         oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("dump.json");
         let page = path.with_file_name(format!("{}.html", name.trim_end_matches(".json").trim_end_matches(".dump")));
@@ -662,7 +722,7 @@ fn pages(dir: &Path, dumps: &[PathBuf], job: bool) {
             Err(e) => eprintln!("oomscope: no page for {}: {}", path.display(), e.0),
         }
     }
-    if job && let Ok(j) = super::job::load(dir) {
+    if job && let Some(j) = own_job(dir, mine) {
         let report = super::job::report(&j);
         let failing = super::job::failing(&j, &report);
         let id: String =
