@@ -13,6 +13,7 @@ mod cli;
 mod demos;
 mod golden;
 mod hostile_files;
+mod hostile_jobs;
 mod hostile_limits;
 mod hostile_pickles;
 mod hostile_workloads;
