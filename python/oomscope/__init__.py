@@ -58,6 +58,10 @@ def install(
     process whose GPU memory it already holds, and this says so (restart and call it first).
     """
     global _installed_at
+    device, limit, limit_fraction, dump_dir, steps = _checked(
+        device, limit, limit_fraction, dump_dir, allocator, dump_at_step,
+        no_ops=no_ops, aten_ops=aten_ops, dump_at_exit=dump_at_exit, live=live, emulate=emulate,
+    )
     torch = sys.modules.get("torch")
     if torch is not None and _cuda_in_use(torch):
         raise RuntimeError(
@@ -67,19 +71,15 @@ def install(
         )
     from . import _paths, _torch
 
-    if _torch._state.installed:
-        if _installed_at is None:
-            return  # under `oomscope run`: installed already, as asked on its command line
+    if _installed_at is not None:
         raise RuntimeError("oomscope.install() was called already in this process; restart it to change the settings")
-    if allocator not in ("caching", "bfc"):
-        raise ValueError(f"allocator={allocator!r}: oomscope has 'caching' (PyTorch's) and 'bfc' (TensorFlow's)")
-    if no_ops and aten_ops:
-        raise ValueError("no_ops and aten_ops name allocations differently: give one")
+    if _torch._state.installed:
+        return  # under `oomscope run`: installed already, as asked on its command line
     settings = {
         "OOMSCOPE_LIB": _paths.library(),
         "OOMSCOPE_BIN": _paths.binary(),
-        "OOMSCOPE_DEVICE": _device(device or "cuda"),
-        "OOMSCOPE_DUMP_DIR": os.path.abspath(os.fspath(dump_dir)),
+        "OOMSCOPE_DEVICE": device,
+        "OOMSCOPE_DUMP_DIR": dump_dir,
         "OOMSCOPE_ALLOCATOR": allocator,
         # The report is printed from here, where a notebook shows it; the library says one line.
         "OOMSCOPE_QUIET": "1",
@@ -92,7 +92,6 @@ def install(
         settings["OOMSCOPE_NO_OPS"] = "1"
     if aten_ops:
         settings["OOMSCOPE_OPS"] = "aten"
-    steps = [str(int(s)) for s in dump_at_step]
     if steps:
         settings["OOMSCOPE_DUMP_AT_STEPS"] = ",".join(steps)
     if dump_at_exit:
@@ -117,9 +116,48 @@ def _cuda_in_use(torch: Any) -> bool:
         return False
 
 
-def _device(device: str) -> str:
-    """`cuda`, or a simulated GPU as `sim:SIZE`: a bare size or card is the simulated one."""
-    return device if device == "cuda" or device.startswith("sim:") else f"sim:{device}"
+def _checked(
+    device: Any, limit: Any, limit_fraction: Any, dump_dir: Any, allocator: Any, dump_at_step: Any, **flags: Any
+) -> Tuple[str, Optional[str], Optional[float], str, List[str]]:
+    """install()'s keywords as the settings they become, or ValueError naming the keyword:
+    what oomscope cannot honour is refused, never read as something else."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r}: give True or False")
+    if flags["no_ops"] and flags["aten_ops"]:
+        raise ValueError("no_ops and aten_ops name allocations differently: give one")
+    if allocator not in ("caching", "bfc"):
+        raise ValueError(f"allocator={allocator!r}: oomscope has 'caching' (PyTorch's) and 'bfc' (TensorFlow's)")
+    if device is None:
+        device = "cuda"
+    if not isinstance(device, str) or not device.strip():
+        raise ValueError(f"device={device!r}: give 'cuda' (the real GPUs) or a simulated one, 'sim:16GiB' or 'sim:a100-80'")
+    device = device.strip()
+    if device.startswith("cuda"):
+        if device != "cuda":
+            raise ValueError(
+                f"device={device!r}: oomscope watches every GPU the program uses; give 'cuda' and choose the GPU in "
+                "the program (or with CUDA_VISIBLE_DEVICES)"
+            )
+    elif not device.startswith("sim:"):
+        device = f"sim:{device}"  # a bare size or card is the simulated one, as on the command line
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, (int, str)) or (isinstance(limit, int) and limit <= 0):
+            raise ValueError(f"limit={limit!r}: give bytes as a positive int, or a size such as '12GiB'")
+        limit = str(limit)
+    if limit_fraction is not None:
+        if isinstance(limit_fraction, bool) or not isinstance(limit_fraction, (int, float)):
+            raise ValueError(f"limit_fraction={limit_fraction!r}: give a fraction in (0, 1], such as 0.8")
+        limit_fraction = float(limit_fraction)
+    if not isinstance(dump_dir, (str, os.PathLike)) or not os.fspath(dump_dir):
+        raise ValueError(f"dump_dir={dump_dir!r}: give a directory's path")
+    if isinstance(dump_at_step, (str, bytes)) or not isinstance(dump_at_step, Iterable):
+        raise ValueError(f"dump_at_step={dump_at_step!r}: give the steps as a list of whole numbers, such as [10, 20]")
+    steps = list(dump_at_step)
+    for step in steps:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"dump_at_step={dump_at_step!r}: {step!r} is not a step (a whole number from 0)")
+    return device, limit, limit_fraction, os.path.abspath(os.fspath(dump_dir)), [str(s) for s in steps]
 
 
 def _check(settings: Dict[str, str]) -> None:
@@ -181,10 +219,18 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Report:
     """Reads a dump, a PyTorch snapshot, a TensorFlow log or a pasted out-of-memory message,
     as `oomscope report` or `oomscope import` does: the verdict and figures as data. A file
     that is none of them raises ValueError with what it is and what reads it."""
-    path = os.fspath(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"load({path!r}): give a file's path")
+    # Absolute, so that no path ("-", "--help") reaches the command as an option or as its
+    # standard input.
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(path):
+        raise ValueError(f"load({path!r}): not a file")
     with open(path, "rb") as f:
-        head = f.read(1)
-    return _report_of("report" if head == b"{" else "import", path)
+        head = f.read(4096)
+    # A dump is JSON: an object, after any byte-order mark and white space.
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return _report_of("report" if head.startswith(b"{") else "import", path)
 
 
 def report() -> Report:
@@ -207,17 +253,29 @@ def report() -> Report:
         return _report_of("report", written[0])
 
 
-def _report_at_oom() -> None:
-    """Prints the report of the OOM just met (the newest dump since install()) on stderr,
-    where a notebook shows it in the cell's output."""
-    directory = os.environ.get("OOMSCOPE_DUMP_DIR", "")
+#: What the library's OOM message says of this OOM's dump: `(dump: PATH; the report is on
+#: stderr)`, or `(OOM #N, not dumped: ...)` past OOMSCOPE_MAX_DUMPS.
+_DUMPED = "; the report is on stderr)"
+
+
+def _report_at_oom(message: str) -> None:
+    """Prints the report of the OOM just met on stderr, where a notebook shows it in the
+    cell's output: the dump its message names (never the newest in the directory, which
+    may be another OOM's or another process's); an OOM that got no dump says so."""
     try:
-        dumps = [os.path.join(directory, n) for n in os.listdir(directory) if "-oom" in n and n.endswith(".dump.json")]
-        dumps = [d for d in dumps if os.path.getmtime(d) >= (_installed_at or 0) - 1]
-        if not dumps:
+        end = message.rfind(_DUMPED)
+        start = message.rfind("(dump: ", 0, end) if end >= 0 else -1
+        if start < 0:
+            counted = message[message.rfind("(OOM #"):].strip() if "(OOM #" in message else ""
+            print(
+                f"oomscope: this OOM got no dump, so no report {counted}".rstrip()
+                + "; the reports above are of earlier OOMs",
+                file=sys.stderr,
+                flush=True,
+            )
             return
-        newest = max(dumps, key=os.path.getmtime)
-        print(_run(["report", newest]) + f"(the dump: {newest})", file=sys.stderr, flush=True)
+        path = message[start + len("(dump: "):end]
+        print(_run(["report", os.path.abspath(path)]) + f"(the dump: {path})", file=sys.stderr, flush=True)
     except Exception as e:  # the program's own error comes next; never hide it
         from ._log import swallowed
 

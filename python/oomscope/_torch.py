@@ -192,17 +192,17 @@ def _oom_error(torch, e):
     PyTorch's own allocator raises it. None for any other error (re-raised as it is)."""
     text = str(e)
     if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
-        _reported()
+        _reported(text)
         return torch.cuda.OutOfMemoryError(text)
     return None
 
 
-def _reported() -> None:
+def _reported(message: str) -> None:
     """An OOM on its way to the program: under `oomscope.install()`, its report printed first."""
     if _state.report_at_oom:
         from . import _report_at_oom
 
-        _report_at_oom()
+        _report_at_oom(message)
 
 
 class _Modules(threading.local):
@@ -537,10 +537,12 @@ def _make_mode_class(torch):
                 if entry is None:
                     ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
                     if not ptr:
-                        buf = ctypes.create_string_buffer(4096)
-                        self.lib.oomscope_last_error(buf, 4096)
-                        _reported()
-                        raise torch.cuda.OutOfMemoryError(buf.value.decode(errors="replace"))
+                        # Room for the whole message: its end names this OOM's dump.
+                        buf = ctypes.create_string_buffer(1 << 16)
+                        self.lib.oomscope_last_error(buf, 1 << 16)
+                        text = buf.value.decode(errors="replace")
+                        _reported(text)
+                        raise torch.cuda.OutOfMemoryError(text)
                     entry = self.live[key] = [0, ptr]
                 entry[0] += 1
                 # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,

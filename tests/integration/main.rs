@@ -25,6 +25,7 @@ mod live;
 mod messages;
 mod package;
 mod public_snapshots_imported;
+mod python_api;
 mod public_snapshots_replayed;
 mod real_tensorflow;
 mod recorded_snapshots;

@@ -113,6 +113,8 @@ pub fn read_str(path: &Path, text: &str) -> Result<Dump, DumpError> {
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Dump, DumpError> {
+    // A byte-order mark an editor saved before the JSON is not part of it.
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     #[derive(Deserialize)]
     struct VersionOnly {
         version: u32,
