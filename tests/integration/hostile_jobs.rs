@@ -214,3 +214,32 @@ fn bad_dumps_in_a_jobs_directory_are_said_and_the_rest_shown() {
     assert!(stderr(&o).contains("no rank's dump here could be read"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Every rank holds the same, and only rank 1 asks for more (one long sequence): the job's
+/// verdict names the request that differs, not a "1.0x" of what the ranks held.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn a_rank_set_apart_only_by_its_request_is_named_by_it() {
+    require("python3");
+    let dir = temp_dir("job-request");
+    let dumps = dir.join("dumps");
+    for r in 0..3 {
+        let o = rank(&dumps, "request", r).env("SAME_DATA", "1").output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = oomscope_bounded(&["report", dumps.to_str().unwrap()], None, GUARD);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        out.contains("rank 1 asked for 100.00 MiB where the other ranks' largest tensor is 24.00 MiB (4.2x)"),
+        "{out}"
+    );
+    assert!(out.contains("the request that failed on rank 1: 100.00 MiB for Net.head/linear"), "{out}");
+    assert!(!out.contains("(1.0x)"), "{out}");
+    let j = oomscope_bounded(&["report", dumps.to_str().unwrap(), "--format", "json"], None, GUARD);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
+    assert_eq!(v["verdict"]["kind"], "imbalance");
+    assert_eq!(v["differences"][0]["what"], "request");
+    assert_eq!(v["differences"][0]["bytes"], 100u64 << 20);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -28,6 +28,9 @@ pub enum JobCause {
         bytes: u64,
         /// The other ranks' median.
         median: u64,
+        /// The request that failed, when it, more than what the rank held, sets it apart:
+        /// its size and the median of the other ranks' largest live tensors.
+        request: Option<(u64, u64)>,
         /// What of it scales with the batch, on the failing rank and the others' median.
         batch_bytes: u64,
         batch_median: u64,
@@ -60,6 +63,10 @@ pub enum Difference {
     Node { op: String, bytes: u64, median: u64 },
     /// The shape of an op's tensors: the failing rank's, and the one most other ranks have.
     Shape { op: String, shape: Vec<i64>, usual: Vec<i64>, bytes: u64 },
+    /// The request that failed, far larger than any tensor the other ranks hold (one long
+    /// sequence, one large image): its op and shape where the dump has them, and the median
+    /// of the other ranks' largest live tensors.
+    Request { op: Option<String>, shape: Option<Vec<i64>>, bytes: u64, others_largest: u64 },
 }
 
 /// A job's failure.
@@ -201,11 +208,17 @@ fn cause(ranks: &[(JobRank, &Dump)], i: usize, own: Option<&Diagnosis>) -> (JobC
     // would have held).
     let wanted = failing.allocated + failing.request.unwrap_or(0);
     if !all_failed && wanted as f64 > IMBALANCE * (med + failing.request.unwrap_or(0).min(med)) as f64 && wanted > med {
+        // What the rank held does not set it apart: the request it made does.
+        let request = differences.iter().find_map(|d| match d {
+            Difference::Request { bytes, others_largest, .. } => Some((*bytes, *others_largest)),
+            _ => None,
+        });
         return (
             JobCause::Imbalance {
                 rank: failing.rank,
                 bytes: failing.allocated,
                 median: med,
+                request,
                 batch_bytes: batch_bytes(failing),
                 batch_median: batch_med,
             },
@@ -228,7 +241,25 @@ fn differences(failing: &(JobRank, &Dump), others: &[&(JobRank, &Dump)]) -> Vec<
     if others.is_empty() {
         return Vec::new();
     }
-    // Kinds first (what the memory is), then ops, then shapes, each largest first.
+    // The request that failed first, when what the rank held does not set it apart and no
+    // tensor of the others comes near it; then kinds (what the memory is), then ops, then
+    // shapes, each largest first.
+    let held_median = median(others.iter().map(|(r, _)| r.allocated).collect());
+    if let Some(o) = fd.oom.as_ref().filter(|_| (f.allocated as f64) < IMBALANCE * held_median as f64) {
+        let largest = |d: &Dump| d.live_chunks().map(|c| c.size).max().unwrap_or(0);
+        let others_largest = median(others.iter().map(|(_, d)| largest(d)).collect());
+        if o.requested >= notable && o.requested as f64 > 2.0 * others_largest as f64 {
+            out.push((
+                o.requested,
+                Difference::Request {
+                    op: o.op.clone(),
+                    shape: o.shape.clone(),
+                    bytes: o.requested,
+                    others_largest,
+                },
+            ));
+        }
+    }
     let mut kinds: Vec<(u64, Difference)> = Vec::new();
     for kind in Kind::ALL.into_iter().chain([Kind::Unknown]) {
         let bytes = kind_bytes(f, kind);
@@ -395,6 +426,30 @@ mod tests {
             j.differences
         );
         assert!(matches!(j.differences[0], Difference::Kind { kind: Kind::Activation, .. }), "{:?}", j.differences);
+    }
+
+    #[test]
+    fn one_rank_that_asks_for_far_more_is_an_imbalance_named_by_its_request() {
+        // Every rank holds the same; rank 1 asks for 64 MiB (one long sequence).
+        let m = model(&[128, 1024], MIB / 2, 2 * MIB);
+        let mut dumps: Vec<Dump> = (0..4).map(|r| rank(r, &live(&m), None, &[])).collect();
+        dumps[1] = rank(1, &live(&m), Some(64 * MIB), &[]);
+        let o = dumps[1].oom.as_mut().unwrap();
+        o.op = Some("GPT.attn/softmax".into());
+        o.shape = Some(vec![1, 16, 2048, 512]);
+        let j = job(&dumps);
+        match j.cause {
+            Some(JobCause::Imbalance { rank: 1, request: Some((req, largest)), .. }) => {
+                assert_eq!(req, 64 * MIB);
+                assert_eq!(largest, 16 * MIB, "the others' largest tensors: the weight");
+            }
+            c => panic!("{c:?}"),
+        }
+        assert!(
+            matches!(&j.differences[0], Difference::Request { op: Some(op), bytes, .. } if op == "GPT.attn/softmax" && *bytes == 64 * MIB),
+            "{:?}",
+            j.differences
+        );
     }
 
     #[test]

@@ -88,7 +88,8 @@ pub struct JobVerdict {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobDifference {
-    /// `kind`, `node` or `shape`.
+    /// `kind`, `node`, `shape` or `request` (the request that failed, when what the rank
+    /// held does not set it apart: `median` is then the other ranks' largest tensor's).
     pub what: String,
     /// The kind's name, the op's.
     pub name: String,

@@ -63,6 +63,14 @@ fn difference(d: &Difference) -> JobDifference {
             shape: Some(shape.clone()),
             usual: Some(usual.clone()),
         },
+        Difference::Request { op, shape, bytes, others_largest } => JobDifference {
+            what: "request".into(),
+            name: op.clone().unwrap_or_default(),
+            bytes: *bytes,
+            median: Some(*others_largest),
+            shape: shape.clone(),
+            usual: None,
+        },
     }
 }
 
@@ -86,6 +94,13 @@ fn evidence_lines(d: &JobDiagnosis, rank: u32, size: Size) -> Vec<String> {
             Difference::Shape { op, shape: s, usual, .. } => {
                 format!("{}: shape {} on rank {rank}, {} on the others", line(op), shape::text(s), shape::text(usual))
             }
+            Difference::Request { op, shape: s, bytes, others_largest } => format!(
+                "the request that failed on rank {rank}: {}{}{}; the largest tensor on the others is {} (median)",
+                size(*bytes),
+                op.as_deref().map_or(String::new(), |o| format!(" for {}", line(o))),
+                s.as_deref().map_or(String::new(), |s| format!(", shape {}", shape::text(s))),
+                size(*others_largest)
+            ),
         })
         .collect()
 }
@@ -127,7 +142,7 @@ fn job_verdict(c: &JobCause, d: &JobDiagnosis, first: Option<&FirstFailure>, siz
             Vec::new(),
             format!("on rank {rank}: {own_fix}"),
         ),
-        JobCause::Imbalance { rank, bytes, median, batch_bytes, batch_median } => {
+        JobCause::Imbalance { rank, bytes, median, request, batch_bytes, batch_median } => {
             let mut fix = match failing.and_then(|f| input_shape(d, f)) {
                 Some((op, s, usual)) => format!(
                     "give every rank the same amount of data per step: rank {rank}'s batch ({op}) is {} where the others' is {} \
@@ -143,16 +158,35 @@ fn job_verdict(c: &JobCause, d: &JobDiagnosis, first: Option<&FirstFailure>, siz
                 ),
             };
             let _ = write!(fix, "; a GPU must hold the largest rank's step, whatever the others need");
-            (
-                format!(
+            let headline = match request {
+                // It held what the others hold: what it asked for sets it apart.
+                Some((asked, largest)) => format!(
+                    "one rank's data or work: rank {rank} asked for {} where the other ranks' largest tensor is {} ({}), \
+                     holding {} as they do (median {})",
+                    size(*asked),
+                    size(*largest),
+                    ratio(*asked, *largest),
+                    size(*bytes),
+                    size(*median)
+                ),
+                None => format!(
                     "one rank's data or work: rank {rank} held {} where the other ranks' median is {} ({})",
                     size(*bytes),
                     size(*median),
                     ratio(*bytes, *median)
                 ),
-                Vec::new(),
-                fix,
-            )
+            };
+            if let Some((asked, _)) = request
+                && failing.is_none_or(|f| input_shape(d, f).is_none())
+            {
+                fix = format!(
+                    "give every rank the same work: rank {rank} asked for {} in one tensor, far beyond any the others hold \
+                     (one long sequence or large sample: bucket by length or cap the tokens per batch); \
+                     a GPU must hold the largest rank's step, whatever the others need",
+                    size(*asked)
+                );
+            }
+            (headline, Vec::new(), fix)
         }
         JobCause::Alike { failed, median, spread, fixed } => {
             let who = if failed.len() == world {

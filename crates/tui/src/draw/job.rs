@@ -44,6 +44,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     d.shape.as_deref().map_or(String::new(), oomscope_base::shape::text),
                     d.usual.as_deref().map_or(String::new(), oomscope_base::shape::text)
                 ),
+                "request" => format!(
+                    "the request that failed: {}{}; the largest tensor on the others: {} (median)",
+                    fmt::bytes(d.bytes),
+                    if d.name.is_empty() { String::new() } else { format!(" for {}", d.name) },
+                    fmt::bytes(d.median.unwrap_or(0))
+                ),
                 _ => format!(
                     "{}: {} here, {} on the others (median)",
                     d.name,
