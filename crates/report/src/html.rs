@@ -56,12 +56,12 @@ pub fn job_page(j: &JobReport, failing: Option<&Dump>) -> String {
     let _ = write!(
         b,
         "<header><h1>Job {}: {}</h1></header>",
-        esc(j.job.as_deref().unwrap_or("(unnamed)")),
+        name(j.job.as_deref().unwrap_or("(unnamed)")),
         match &j.first_failure {
             Some(f) => format!(
                 "rank {} ran out of memory first{}{}",
                 f.rank,
-                if f.host.is_empty() { String::new() } else { format!(" on {}", esc(&f.host)) },
+                if f.host.is_empty() { String::new() } else { format!(" on {}", name(&f.host)) },
                 f.gpu.map_or(String::new(), |g| format!(", GPU {g}"))
             ),
             None => "no rank ran out of memory".to_string(),
@@ -100,7 +100,7 @@ pub fn job_page(j: &JobReport, failing: Option<&Dump>) -> String {
                 b,
                 "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(&d.what),
-                esc(&d.name),
+                name(&d.name),
                 esc(&mine),
                 esc(&theirs)
             );
@@ -140,6 +140,22 @@ impl Style {
 }
 
 /// Text for HTML: unsafe characters written out, markup characters escaped.
+/// The longest name (an op, a host, a job) a page shows, in characters: a name is the
+/// input's, and a page repeats names in tooltips and tables.
+const NAME_CHARS: usize = 160;
+/// Blocks the map draws at the most, all rows together: a block narrower than its share of
+/// the width is drawn with its neighbours, so the page's size follows its drawing, not the
+/// number of blocks.
+const MAP_BLOCKS: usize = 12_000;
+
+/// A name from the input, escaped and cut to [`NAME_CHARS`] (`…` where it was cut).
+fn name(s: &str) -> String {
+    match s.char_indices().nth(NAME_CHARS) {
+        Some((at, _)) => esc(&format!("{}…", &s[..at])),
+        None => esc(s),
+    }
+}
+
 fn esc(s: &str) -> String {
     let s = safe(s);
     let mut out = String::with_capacity(s.len());
@@ -208,7 +224,7 @@ fn header(d: &Dump, style: Style) -> String {
         (Some(o), _) => {
             let mut s = format!("Out of memory: {} requested", style.size(o.requested));
             if let Some(op) = &o.op {
-                let _ = write!(s, " by {}", esc(op));
+                let _ = write!(s, " by {}", name(op));
             }
             if o.step >= 0 {
                 let _ = write!(s, " at step {}", o.step);
@@ -555,7 +571,7 @@ fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
         if samples.iter().all(|p| p.2[s] == 0) {
             continue;
         }
-        let (fill, class, name) = if s == earlier {
+        let (fill, class, label) = if s == earlier {
             (EARLIER, "oe".to_string(), "live before the history began".to_string())
         } else if s == others {
             (OTHER, "oo".to_string(), "other ops".to_string())
@@ -574,7 +590,7 @@ fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
         let _ = write!(
             o,
             "<path class=\"{class}\" d=\"{path}Z\" fill=\"{fill}\"><title>{}: up to {}</title></path>",
-            esc(&name),
+            name(&label),
             style.size(peak)
         );
         for (i, p) in samples.iter().enumerate() {
@@ -601,13 +617,13 @@ fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
             o,
             "<line class=\"oom\" x1=\"{at:.1}\" x2=\"{at:.1}\" y1=\"0\" y2=\"{h}\" stroke=\"#c00\" stroke-width=\"2\"><title>out of memory: {} requested{}</title></line>",
             style.size(*requested),
-            op.as_deref().map_or(String::new(), |op| format!(" by {}", esc(op)))
+            op.as_deref().map_or(String::new(), |op| format!(" by {}", name(op)))
         );
     }
     o.push_str("</svg><div class=\"legend\">");
     for (op, i) in &names {
         if samples.iter().any(|p| p.2[*i] > 0) {
-            let _ = write!(o, "<span><i style=\"background:{}\"></i>{}</span>", PALETTE[*i], esc(op));
+            let _ = write!(o, "<span><i style=\"background:{}\"></i>{}</span>", PALETTE[*i], name(op));
         }
     }
     if samples.iter().any(|p| p.2[others] > 0) {
@@ -660,7 +676,7 @@ fn nodes(d: &Dump, style: Style, colours: &Colours) -> String {
             // A TF log's listing does not count the tensors.
             if n.count > 0 { n.count.to_string() } else { "-".to_string() },
             kind_of(&n.op).name(),
-            op = esc(&n.op)
+            op = name(&n.op)
         );
     }
     if d.usage_by_node.len() > TABLE_ROWS {
@@ -687,6 +703,8 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
     let largest = regions.iter().map(|r| r.size).max().unwrap_or(1).max(1);
     let shown = regions.len().min(MAP_ROWS);
     let (row, gap, label) = (14.0, 4.0, 0.0);
+    // Each row's share of the blocks drawn: narrower ones go together.
+    let narrow = (WIDTH * shown as f64 / MAP_BLOCKS as f64).max(2.0);
     let height = shown as f64 * (row + gap) + 4.0;
     let mut o = format!(
         "<svg id=\"map-svg\" viewBox=\"0 0 {WIDTH} {height:.0}\" width=\"{WIDTH}\" height=\"{height:.0}\" role=\"img\"><title>the allocator's regions and their blocks</title>"
@@ -702,7 +720,8 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
             style.size(r.size),
             if r.expandable { ", expandable segment" } else { "" }
         );
-        // Blocks narrower than two pixels are drawn together: what the most bytes of them are.
+        // Blocks narrower than two pixels (or than the row's share of the blocks drawn) are
+        // drawn together.
         let mut pending: Option<(f64, f64, u64, u64, usize)> = None; // x0, x1, used, free, count
         let flush = |o: &mut String, p: (f64, f64, u64, u64, usize)| {
             let (x0, x1, used, free, count) = p;
@@ -720,7 +739,7 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
         for c in &r.chunks {
             let x0 = label + c.address.saturating_sub(r.address) as f64 * scale;
             let x1 = x0 + c.size as f64 * scale;
-            if x1 - x0 < 2.0 {
+            if x1 - x0 < narrow {
                 let p = pending.get_or_insert((x0, x0, 0, 0, 0));
                 p.1 = x1;
                 if c.in_use {
@@ -729,7 +748,7 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
                     p.3 += c.size;
                 }
                 p.4 += 1;
-                if p.1 - p.0 >= 2.0 {
+                if p.1 - p.0 >= narrow {
                     flush(&mut o, pending.take().expect("just set"));
                 }
                 continue;
@@ -742,7 +761,7 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
             }
             let op = c.op.as_deref().unwrap_or(UNNAMED);
             let (colour, class) = colours.of_op(op);
-            let mut tip = format!("{}: {}", esc(op), style.size(c.size));
+            let mut tip = format!("{}: {}", name(op), style.size(c.size));
             if let Some(s) = &c.shape {
                 let _ = write!(tip, ", shape {}", oomscope_base::shape::text(s));
             }
@@ -772,7 +791,7 @@ fn map(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
     }
     o.push_str("<div class=\"legend\">");
     for (op, i) in colours.named() {
-        let _ = write!(o, "<span><i style=\"background:{}\"></i>{}</span>", PALETTE[i], esc(op));
+        let _ = write!(o, "<span><i style=\"background:{}\"></i>{}</span>", PALETTE[i], name(op));
     }
     let _ = write!(
         o,
@@ -806,7 +825,7 @@ fn ranks(j: &JobReport, style: Style) -> String {
             if r.oom { " class=\"failed\"" } else { "" },
             r.rank,
             if j.first_failure.as_ref().is_some_and(|f| f.rank == r.rank) { " (failed first)" } else { "" },
-            esc(&r.host),
+            name(&r.host),
             r.gpu.map_or("-".to_string(), |g| g.to_string()),
             if r.oom { "OOM" } else { "state" },
             s(r.allocated),
@@ -911,6 +930,35 @@ mod tests {
         assert!(p.contains("layer1/&lt;b&gt;") && !p.contains("layer1/<b>"));
         assert!(!p.contains("http://") && !p.contains("https://") && !p.contains(" src="));
         assert!(p.contains("default-src 'none'"));
+    }
+
+    #[test]
+    fn many_wide_blocks_with_long_names_make_a_page_of_bounded_size() {
+        // 200 regions of 480 blocks each two pixels wide or more (96 000 drawable blocks), all
+        // named by one 2 KB frame: each tooltip once repeated the whole name.
+        let long = format!("/very/long/path/{}.py:1:forward", "x".repeat(2000));
+        let mut d = Dump::default();
+        d.regions = (0..200u64)
+            .map(|r| oomscope_format::RegionInfo {
+                address: r << 32,
+                size: 480 * 4096,
+                chunks: (0..480u64)
+                    .map(|i| oomscope_format::ChunkInfo {
+                        address: (r << 32) + i * 4096,
+                        size: 4096,
+                        requested: 4096,
+                        in_use: true,
+                        op: Some(long.clone()),
+                        ..oomscope_format::ChunkInfo::default()
+                    })
+                    .collect(),
+                ..oomscope_format::RegionInfo::default()
+            })
+            .collect();
+        let p = page(&d);
+        assert!(p.len() < 8_000_000, "{} bytes", p.len());
+        assert!(p.matches("<rect").count() <= MAP_BLOCKS + 2 * 200 + 100, "{}", p.matches("<rect").count());
+        assert!(!p.contains(&long) && p.contains("xxx…"), "names are cut");
     }
 
     #[test]
