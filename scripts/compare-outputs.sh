@@ -49,7 +49,7 @@ run() {
             echo "--- file $(basename "$w")"
             cat "$w"
         done
-    } | sed "s#$tmp/o#TMP#g; s#$(pwd)#ROOT#g" >"$f"
+    } | sed "s#$bin#BIN#g; s#$tmp/o#TMP#g; s#$(pwd)#ROOT#g" >"$f"
 }
 
 root=$(pwd)

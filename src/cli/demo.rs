@@ -10,7 +10,6 @@ use super::input::{self, Reader};
 use super::{CliError, EXIT_INTERRUPTED, output};
 use oomscope_base::size::human;
 use oomscope_core::device::parse_device;
-use oomscope_diagnose as verdict;
 use oomscope_format::live::{Message, OomEvent};
 use oomscope_format::{self as dump, Dump, Source};
 use oomscope_ingest::trace::Trace;
@@ -92,10 +91,8 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
         };
         d.workload = Some(w.info(batch));
         // The workload is at hand: the fix is tried by replay at other batch sizes.
-        let mut diagnosis = verdict::analyze(&d, &mut |set| oomscope_replay::what_if::from_history(&d, set));
-        fit::refine(&mut diagnosis, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
-        d.verdict = Some(render::verdict::words(&diagnosis));
-        let pm = render::post_mortem(&mut d, &mut |_, _| None, |d| match &a.output {
+        oomscope_inputs::diagnose_workload(&mut d, &w, &settings, batch).map_err(|e| CliError(e.to_string()))?;
+        let pm = oomscope_pipeline::at_oom(&mut d, |d| match &a.output {
             Some(path) => dump::write_atomic(path, d),
             None => Ok(()),
         });

@@ -40,9 +40,9 @@ fn ranks(a: &DiffArgs) -> Result<(dump::Dump, dump::Dump, (String, String)), Cli
     if a.after.is_some() {
         return Err(CliError(format!("{}: with a directory, pick its ranks with --ranks A,B", a.before.display())));
     }
-    let job = super::job::load(&a.before)?;
-    job.warn_skipped();
-    let report = super::job::report(&job);
+    let job = oomscope_pipeline::job::load(&a.before)?;
+    super::output::warn_all(&job.skipped_lines());
+    let report = oomscope_pipeline::job::report(&job);
     let rank_of = |d: &dump::Dump| d.process.as_ref().and_then(|p| p.rank);
     let (x, y) = match &a.ranks {
         Some(text) => {

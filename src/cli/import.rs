@@ -42,7 +42,7 @@ pub fn run(a: ImportArgs) -> Result<u8, CliError> {
             "{name}: --gpu picks a PyTorch snapshot's device; a log or a message names its own GPU"
         )));
     }
-    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    oomscope_pipeline::diagnose(&mut d);
     let format: render::Format = a.format.into();
     // A page is written where -o says (the dump is not); other formats print, and -o writes
     // the dump.

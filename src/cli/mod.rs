@@ -8,7 +8,6 @@ mod export;
 mod fit;
 mod import;
 mod input;
-mod job;
 mod output;
 mod replay;
 mod replay_snapshot;

@@ -51,6 +51,13 @@ pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
     oomscope_base::text::safe(text)
 }
 
+/// Each line on stderr as `oomscope: LINE`, made safe for a terminal.
+pub fn warn_all(lines: &[String]) {
+    for l in lines {
+        eprintln!("oomscope: {}", safe(l));
+    }
+}
+
 /// Bold red for the verdict's label and its kind, bold green for the fix's label: only lines
 /// that start with them (the verdict as `demo`, `report`, `import` and `replay` print it), so
 /// JSON, roff and the rest of a report are left alone.

@@ -10,8 +10,7 @@ use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_format as dump;
 use oomscope_ingest::input_kind::Kind;
 use oomscope_ingest::trace;
-use oomscope_replay::replay::{Settings, replay};
-use oomscope_replay::what_if;
+use oomscope_replay::replay::Settings;
 use oomscope_report as render;
 
 pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
@@ -124,39 +123,16 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         settings.allocator = oomscope_replay::Allocator::Caching(Box::new(torch));
     }
     let mut progress = Progress::new("replaying", t.events.len() as u64);
-    let mut outcome = replay(&t, &settings, Some(&trace_path), |done| progress.update(done as u64));
+    let outcome = oomscope_pipeline::replay::trace(&t, &settings, &whatifs, &trace_path, |done| {
+        progress.update(done as u64)
+    });
     progress.finish();
-    // The what-ifs: the same requests under each --set, on the same memory.
-    let capacity = limit.min(settings.device_total.saturating_sub(settings.device_others));
-    let mut rows = Vec::new();
-    if let (Some(torch), false) = (settings.torch(), whatifs.is_empty()) {
-        rows.push(row(&torch.text, &outcome));
-        for w in &whatifs {
-            let mut s = settings.clone();
-            s.allocator = oomscope_replay::Allocator::Caching(Box::new(w.clone()));
-            let o = replay(&t, &s, Some(&trace_path), |_| {});
-            rows.push(row(&w.text, &o));
-            outcome = o;
-        }
-    }
-    // The state shown is the last replay's: the last --set, else the settings in force.
-    let shown = whatifs.last().or(settings.torch());
-    let mut d = outcome.dump;
-    if !rows.is_empty() {
-        let limit = dump::ReplayLimit { kind: dump::LimitKind::Device, bytes: capacity };
-        d.what_ifs = Some(dump::WhatIfTable { limit: Some(limit), rows });
-    }
-    match shown {
-        Some(torch) => {
-            oomscope_report::verdict::attach(&mut d, &mut |_, set| what_if::replay_trace(&t, torch, set, capacity))
-        }
-        None => oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history),
-    }
+    let d = &outcome.dump;
 
     if let Some(path) = &a.output {
-        dump::write_atomic(path, &d)?;
+        dump::write_atomic(path, d)?;
     }
-    output::print(&render::render_as(&d, a.format.into(), a.tf_style.as_ref()))?;
+    output::print(&render::render_as(d, a.format.into(), a.tf_style.as_ref()))?;
 
     let events = t.events.len();
     // Without -o no dump exists: what shows that state is the report above.
@@ -177,16 +153,4 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         eprintln!("oomscope: dump written to {}", path.display());
     }
     Ok(if outcome.failures > 0 { EXIT_OOM } else { 0 })
-}
-
-/// One line of a what-if table: how the replay under `settings` went.
-fn row(settings: &str, o: &oomscope_replay::replay::Outcome) -> dump::WhatIfRow {
-    let s = &o.dump.stats;
-    dump::WhatIfRow {
-        settings: settings.to_string(),
-        ooms: o.failures,
-        peak_reserved: s.peak_pool_bytes,
-        peak_allocated: s.peak_bytes_in_use,
-        device_allocs: o.dump.allocator.caching.as_ref().map_or(0, |c| c.device_allocs),
-    }
 }

@@ -97,16 +97,9 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
     let mut fix = |_: &dump::Dump, set: &str| torch_replay::what_if(&t, &settings, set, limit?);
-    match &shown.first_oom {
-        // Going on past the first OOM shows the end; the verdict is the first OOM's, on
-        // what was live then.
-        Some(first) => {
-            let mut at_oom = dump::Dump { replay: d.replay.clone(), ..first.clone() };
-            oomscope_report::verdict::attach(&mut at_oom, &mut fix);
-            d.verdict = at_oom.verdict;
-        }
-        None => oomscope_report::verdict::attach(&mut d, &mut fix),
-    }
+    // Going on past the first OOM shows the end; the verdict is the first OOM's, on what
+    // was live then.
+    oomscope_inputs::snapshot_verdict(&mut d, shown.first_oom.as_ref(), &mut fix);
     if let Some(path) = &a.output {
         dump::write_atomic(path, &d)?;
     }

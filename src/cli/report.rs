@@ -4,6 +4,7 @@ use super::args::{FormatArg, ReportArgs};
 use super::input::{self, Reader};
 use super::{CliError, output};
 use oomscope_format as dump;
+use oomscope_pipeline::job;
 use oomscope_report as render;
 
 pub fn run(a: ReportArgs) -> Result<u8, CliError> {
@@ -13,7 +14,7 @@ pub fn run(a: ReportArgs) -> Result<u8, CliError> {
     let kind = input::check(&a.dump, Reader::Report).map_err(CliError)?;
     let mut d = dump::read(&a.dump).map_err(|e| CliError(input::explain(e, &a.dump, kind)))?;
     // Dumps written without a verdict (older or foreign ones) get one now.
-    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    oomscope_pipeline::diagnose(&mut d);
     emit(&a, &render::render_as(&d, a.format.into(), a.tf_style.as_ref()))
 }
 
@@ -37,17 +38,17 @@ pub fn write_page(path: &std::path::Path, text: &str) -> Result<(), CliError> {
 
 /// `oomscope report DIR`: the job whose ranks wrote their dumps there.
 fn job(a: &ReportArgs) -> Result<u8, CliError> {
-    let job = super::job::load(&a.dump)?;
-    job.warn_skipped();
-    let report = super::job::report(&job);
+    let job = job::load(&a.dump)?;
+    output::warn_all(&job.skipped_lines());
+    let report = job::report(&job);
     let text = match a.format {
         FormatArg::Json => serde_json::to_string(&report).map_err(|e| CliError(e.to_string()))? + "\n",
         FormatArg::Html => {
             // The failing rank's own dump, drawn below the ranks.
-            oomscope_report::html::job_page(&report, super::job::failing(&job, &report).as_ref())
+            oomscope_report::html::job_page(&report, job::failing(&job, &report).as_ref())
         }
         _ => {
-            let mut t = oomscope_report::job::render(&report, super::job::size_of(&job));
+            let mut t = oomscope_report::job::render(&report, job::size_of(&job));
             let dir = oomscope_base::shell::quoted(&a.dump.display().to_string());
             t.push_str(&format!(
                 "\nEach rank's dump: oomscope tui {dir}; the failing rank against another: oomscope diff {dir}\n"

@@ -26,7 +26,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
         (Some(path), _) => {
             // Read first: bad input is reported the same with or without a terminal.
             let (mut d, what) = load(&path)?;
-            oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+            oomscope_pipeline::diagnose(&mut d);
             term::check_terminal().map_err(CliError)?;
             let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::view_report(&d));
             let (_tx, rx) = mpsc::channel();
@@ -45,15 +45,15 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
 
 /// `oomscope tui DIR`: a job's ranks, the Job view first, each rank's dump behind it.
 fn job(dir: &Path) -> Result<u8, CliError> {
-    let job = super::job::load(dir)?;
-    job.warn_skipped();
-    let report = super::job::report(&job);
+    let job = oomscope_pipeline::job::load(dir)?;
+    super::output::warn_all(&job.skipped_lines());
+    let report = oomscope_pipeline::job::report(&job);
     term::check_terminal().map_err(CliError)?;
     let devices = job
         .ranks
         .into_iter()
         .map(|(path, mut d)| {
-            oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+            oomscope_pipeline::diagnose(&mut d);
             let mut device = source::from_dump(&d, &format!("dump {}", path.display()), render::view_report(&d));
             if let Some(p) = d.process.as_ref().filter(|p| p.in_job()) {
                 device.name = format!("{} · {}", render::describe_process(p, d.gpu()), device.name);

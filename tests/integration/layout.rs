@@ -53,6 +53,8 @@ fn the_crates_depend_one_way_and_the_library_links_what_it_needs() {
         "oomscope-diagnose",
         "oomscope-sim",
         "oomscope-report",
+        "oomscope-pipeline",
+        "oomscope-inputs",
         "oomscope-live",
         "oomscope-ffi",
         "oomscope-tui",
@@ -68,7 +70,7 @@ fn the_crates_depend_one_way_and_the_library_links_what_it_needs() {
         }
     }
     let ffi = closure(&deps, "oomscope-ffi");
-    for never in ["oomscope-ingest", "oomscope-sim", "oomscope-tui"] {
+    for never in ["oomscope-ingest", "oomscope-sim", "oomscope-inputs", "oomscope-tui"] {
         assert!(!ffi.contains(never), "liboomscope.so links {never}: {ffi:?}");
     }
     assert!(!closure(&deps, "oomscope-diagnose").contains("oomscope-report"), "the diagnosis renders nothing");

@@ -797,9 +797,7 @@ impl Runtime {
         self.last_oom_ms.store(now_ms(), Ordering::Relaxed);
         self.tell_job(slot, &path);
         let oomscope_report::PostMortem { report, written } =
-            oomscope_report::post_mortem(&mut oom.dump, &mut oomscope_replay::what_if::from_history, |d| {
-                self.write_dump(&path, d)
-            });
+            oomscope_pipeline::at_oom(&mut oom.dump, |d| self.write_dump(&path, d));
         if written.is_ok() {
             self.dumps_written.fetch_add(1, Ordering::Relaxed);
         }

@@ -13,6 +13,7 @@
 mod frameworks;
 mod relay;
 
+use oomscope_pipeline::job;
 use super::CliError;
 use super::args::RunArgs;
 use frameworks::Frameworks;
@@ -349,7 +350,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let (report, reported) = {
         let mut f = frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f.finish();
-        (f.report(), f.dumps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>())
+        (f.report(), f.episodes.dumps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>())
     };
     if !report.is_empty() {
         eprint!("{report}");
@@ -679,11 +680,11 @@ fn dumps_named(
 
 /// The job of this run's ranks: among the dumps in `dir`, those of the job this run's own
 /// dumps name (the other nodes' ranks of that job included).
-fn own_job(dir: &Path, mine: &Claims) -> Option<super::job::Job> {
+fn own_job(dir: &Path, mine: &Claims) -> Option<job::Job> {
     let job_of = |d: &oomscope_format::Dump| d.process.as_ref().and_then(|p| p.job.clone());
-    let ours = super::job::load_where(dir, |d| mine.owns_dump(d)).ok()?;
+    let ours = job::load_where(dir, |d| mine.owns_dump(d)).ok()?;
     let jobs: Vec<String> = ours.ranks.iter().filter_map(|(_, d)| job_of(d)).collect();
-    let mut job = super::job::load_where(dir, |d| job_of(d).is_some_and(|j| jobs.contains(&j))).ok()?;
+    let mut job = job::load_where(dir, |d| job_of(d).is_some_and(|j| jobs.contains(&j))).ok()?;
     job.other_jobs.clear();
     Some(job)
 }
@@ -692,8 +693,8 @@ fn own_job(dir: &Path, mine: &Claims) -> Option<super::job::Job> {
 /// rank's state is.
 fn job_summary(dir: &Path, mine: &Claims) {
     let Some(job) = own_job(dir, mine) else { return };
-    job.warn_skipped();
-    let report = super::job::report(&job);
+    super::output::warn_all(&job.skipped_lines());
+    let report = job::report(&job);
     let n = job.ranks.len();
     match (&report.first_failure, &report.verdict) {
         (Some(f), Some(v)) => eprintln!(
@@ -714,7 +715,7 @@ fn pages(dir: &Path, dumps: &[PathBuf], job: bool, mine: &Claims) {
     let mut written = Vec::new();
     for path in dumps {
         let Ok(mut d) = oomscope_format::read_found(path) else { continue };
-        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        oomscope_pipeline::diagnose(&mut d);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("dump.json");
         let page = path.with_file_name(format!("{}.html", name.trim_end_matches(".json").trim_end_matches(".dump")));
         match super::report::write_page(&page, &oomscope_report::html::page(&d)) {
@@ -723,8 +724,8 @@ fn pages(dir: &Path, dumps: &[PathBuf], job: bool, mine: &Claims) {
         }
     }
     if job && let Some(j) = own_job(dir, mine) {
-        let report = super::job::report(&j);
-        let failing = super::job::failing(&j, &report);
+        let report = job::report(&j);
+        let failing = job::failing(&j, &report);
         let id: String =
             report.job.as_deref().unwrap_or("job").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
         let page = dir.join(format!("oomscope-job-{id}.html"));

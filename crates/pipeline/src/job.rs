@@ -1,8 +1,7 @@
-//! A directory of a job's dumps (`oomscope report DIR`, `tui DIR`, `diff DIR`): the dumps the
-//! ranks wrote, grouped by job, and one dump per rank: the one of its OOM, else the one it
-//! wrote when another rank failed, else its latest.
+//! A directory of a job's dumps (`oomscope report DIR`, `tui DIR`, `diff DIR`, the end of
+//! `oomscope run`): the dumps the ranks wrote, grouped by job, and one dump per rank: the one
+//! of its OOM, else the one it wrote when another rank failed, else its latest.
 
-use super::CliError;
 use oomscope_format::job::JobReport;
 use oomscope_format::{self as dump, Dump, DumpName, Moment};
 use std::collections::BTreeMap;
@@ -20,13 +19,45 @@ pub struct Job {
 }
 
 impl Job {
-    /// Says on stderr which files were passed over and why.
-    pub fn warn_skipped(&self) {
-        for (path, why) in &self.skipped {
-            eprintln!("oomscope: {}", super::output::safe(&format!("skipped {}: {why}", path.display())));
+    /// The lines that say which files were passed over and why (`skipped PATH: why`).
+    pub fn skipped_lines(&self) -> Vec<String> {
+        self.skipped.iter().map(|(path, why)| format!("skipped {}: {why}", path.display())).collect()
+    }
+}
+
+/// Why a directory gave no job.
+#[derive(Debug)]
+pub enum JobError {
+    /// The directory could not be listed.
+    Dir { dir: PathBuf, source: std::io::Error },
+    /// No file there is named as a rank's dump; the first passed over, and why.
+    NoRanks { dir: PathBuf, skipped: Option<(PathBuf, String)> },
+    /// Files are named as ranks' dumps, but none could be read; the first, and why.
+    NoneReadable { dir: PathBuf, skipped: Option<(PathBuf, String)> },
+}
+
+impl std::fmt::Display for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobError::Dir { dir, source } => write!(f, "{}: {source}", dir.display()),
+            JobError::NoRanks { dir, skipped } => write!(
+                f,
+                "{}: no dumps of a job's ranks here{} (files named oomscope-rankR-PID-gpuN-*.dump.json, which `oomscope \
+                 run` writes around torchrun, SLURM or MPI); `oomscope report FILE` reads one dump",
+                dir.display(),
+                skipped.as_ref().map_or(String::new(), |(p, w)| format!(" ({} skipped: {w})", p.display()))
+            ),
+            JobError::NoneReadable { dir, skipped } => write!(
+                f,
+                "{}: no rank's dump here could be read{}",
+                dir.display(),
+                skipped.as_ref().map_or(String::new(), |(p, w)| format!(": {} {w}", p.display()))
+            ),
         }
     }
 }
+
+impl std::error::Error for JobError {}
 
 /// The order in which a rank's dumps stand for it: its OOM, then its state at another
 /// rank's failure, then its latest.
@@ -41,7 +72,7 @@ fn preference(m: Moment) -> (u8, i64) {
 }
 
 /// Reads the job in `dir`: the most recent failure's job when several are there.
-pub fn load(dir: &Path) -> Result<Job, CliError> {
+pub fn load(dir: &Path) -> Result<Job, JobError> {
     load_where(dir, |_| true)
 }
 
@@ -49,8 +80,8 @@ pub fn load(dir: &Path) -> Result<Job, CliError> {
 /// failure's job when several are there. Only regular files are read (a FIFO or a device
 /// named like a dump would block, a symlink would read elsewhere); a file that cannot be
 /// read, or whose name and contents disagree, is passed over and listed in `skipped`.
-pub fn load_where(dir: &Path, keep: impl Fn(&Dump) -> bool) -> Result<Job, CliError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+pub fn load_where(dir: &Path, keep: impl Fn(&Dump) -> bool) -> Result<Job, JobError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| JobError::Dir { dir: dir.to_path_buf(), source })?;
     let mut skipped: Vec<(PathBuf, String)> = Vec::new();
     let mut named: Vec<(DumpName, PathBuf)> = Vec::new();
     for e in entries.flatten() {
@@ -77,12 +108,7 @@ pub fn load_where(dir: &Path, keep: impl Fn(&Dump) -> bool) -> Result<Job, CliEr
         named.push((name, path));
     }
     if named.is_empty() {
-        let why = skipped.first().map_or(String::new(), |(p, w)| format!(" ({} skipped: {w})", p.display()));
-        return Err(CliError(format!(
-            "{}: no dumps of a job's ranks here{why} (files named oomscope-rankR-PID-gpuN-*.dump.json, which `oomscope run` \
-             writes around torchrun, SLURM or MPI); `oomscope report FILE` reads one dump",
-            dir.display()
-        )));
+        return Err(JobError::NoRanks { dir: dir.to_path_buf(), skipped: skipped.into_iter().next() });
     }
     named.sort_by_key(|(n, _)| (n.rank, preference(n.moment)));
     // Every rank's candidates, read: the job is in the dump.
@@ -107,8 +133,7 @@ pub fn load_where(dir: &Path, keep: impl Fn(&Dump) -> bool) -> Result<Job, CliEr
         }
     }
     if read.is_empty() {
-        let why = skipped.first().map_or(String::new(), |(p, w)| format!(": {} {w}", p.display()));
-        return Err(CliError(format!("{}: no rank's dump here could be read{why}", dir.display())));
+        return Err(JobError::NoneReadable { dir: dir.to_path_buf(), skipped: skipped.into_iter().next() });
     }
     let job_of = |d: &Dump| d.process.as_ref().and_then(|p| p.job.clone()).unwrap_or_default();
     let when = |d: &Dump| d.process.as_ref().and_then(|p| p.dumped_unix_ms).unwrap_or(0);
@@ -167,6 +192,6 @@ pub fn failing(job: &Job, report: &JobReport) -> Option<Dump> {
     let f = report.first_failure.as_ref()?;
     let (_, d) = job.ranks.iter().find(|(p, _)| p.display().to_string() == f.dump)?;
     let mut d = d.clone();
-    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    crate::diagnose(&mut d);
     Some(d)
 }
