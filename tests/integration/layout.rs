@@ -76,6 +76,35 @@ fn the_crates_depend_one_way_and_the_library_links_what_it_needs() {
     assert!(!closure(&deps, "oomscope-diagnose").contains("oomscope-report"), "the diagnosis renders nothing");
 }
 
+/// The environment between `oomscope run` (or `install()`) and the processes it starts is
+/// spelled once, in `oomscope_core::env`: every `OOMSCOPE_` variable the Python package or
+/// the command names is one of its variables.
+#[test]
+fn every_variable_of_the_run_environment_is_the_contracts() {
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(root().join("python/oomscope")).unwrap().flatten().map(|e| e.path()).collect();
+    files.push(root().join("python/sitecustomize.py"));
+    for dir in ["src/cli", "src/cli/run"] {
+        files.extend(std::fs::read_dir(root().join(dir)).unwrap().flatten().map(|e| e.path()));
+    }
+    let mut seen = BTreeSet::new();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|x| x == "py" || x == "rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, _) in text.match_indices("OOMSCOPE_") {
+            let name: String =
+                text[i..].chars().take_while(|c| c.is_ascii_uppercase() || *c == '_' || c.is_ascii_digit()).collect();
+            // The build's own (the version) and the tests' (the UI's panic) are not the run's.
+            if name != "OOMSCOPE_VERSION" && name != "OOMSCOPE_" {
+                seen.insert((name, f.display().to_string()));
+            }
+        }
+    }
+    assert!(seen.len() > 10, "{seen:?}");
+    for (name, file) in &seen {
+        assert!(oomscope_core::env::ALL.contains(&name.as_str()), "{file} names {name}, which oomscope_core::env does not");
+    }
+}
+
 #[test]
 fn no_crate_holds_more_than_a_third_of_the_source() {
     fn lines(dir: &std::path::Path) -> usize {

@@ -33,7 +33,7 @@ fn ticks() -> u64 {
 }
 
 fn calibrate() -> Option<Tsc> {
-    if !cfg!(target_arch = "x86_64") || std::env::var_os("OOMSCOPE_NO_TSC").is_some() {
+    if !cfg!(target_arch = "x86_64") || std::env::var_os(crate::env::NO_TSC).is_some() {
         return None;
     }
     let flags = std::fs::read_to_string("/proc/cpuinfo").ok()?;

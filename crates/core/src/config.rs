@@ -21,6 +21,7 @@
 //! A process's place in a job comes from its launcher's variables ([`process_from_vars`]).
 
 use crate::caching::Settings;
+use crate::env;
 use crate::device::parse_device;
 use oomscope_base::size::parse_size;
 use oomscope_format::ProcessInfo;
@@ -105,32 +106,32 @@ impl Config {
     /// the variable and what it accepts.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let device = match get("OOMSCOPE_DEVICE").as_deref() {
+        let device = match get(env::DEVICE).as_deref() {
             None | Some("cuda") => DeviceChoice::Cuda,
             Some(s) => match s.strip_prefix("sim:") {
                 Some(spec) => {
-                    let d = parse_device(spec).map_err(|e| bad("OOMSCOPE_DEVICE", s, e))?;
+                    let d = parse_device(spec).map_err(|e| bad(env::DEVICE, s, e))?;
                     DeviceChoice::Sim { total: d.total, model: d.model }
                 }
                 None => {
-                    return Err(bad("OOMSCOPE_DEVICE", s, "expected `cuda` or `sim:SIZE` (sim:16GiB, sim:a100-80)"));
+                    return Err(bad(env::DEVICE, s, "expected `cuda` or `sim:SIZE` (sim:16GiB, sim:a100-80)"));
                 }
             },
         };
-        let limit = match get("OOMSCOPE_LIMIT") {
+        let limit = match get(env::LIMIT) {
             None => None,
             Some(s) => Some(
                 parse_size(&s)
                     .map_err(|e| e.to_string())
                     .and_then(oomscope_base::size::device_bytes)
-                    .map_err(|e| bad("OOMSCOPE_LIMIT", &s, e))?,
+                    .map_err(|e| bad(env::LIMIT, &s, e))?,
             ),
         };
-        let fraction = match get("OOMSCOPE_LIMIT_FRACTION") {
+        let fraction = match get(env::LIMIT_FRACTION) {
             None => None,
             Some(s) => match s.parse::<f64>() {
                 Ok(f) if f > 0.0 && f <= 1.0 => Some(f),
-                _ => return Err(bad("OOMSCOPE_LIMIT_FRACTION", &s, "expected a fraction in (0, 1], such as 0.8")),
+                _ => return Err(bad(env::LIMIT_FRACTION, &s, "expected a fraction in (0, 1], such as 0.8")),
             },
         };
         let flag = |name: &str| -> Result<bool, ConfigError> {
@@ -140,10 +141,10 @@ impl Config {
                 Some(v) => Err(bad(name, v, "expected 1 or 0")),
             }
         };
-        let allocator = match get("OOMSCOPE_ALLOCATOR").as_deref() {
+        let allocator = match get(env::ALLOCATOR).as_deref() {
             None | Some("caching") => AllocatorChoice::Caching,
             Some("bfc") => AllocatorChoice::Bfc,
-            Some(v) => return Err(bad("OOMSCOPE_ALLOCATOR", v, "expected `caching` or `bfc`")),
+            Some(v) => return Err(bad(env::ALLOCATOR, v, "expected `caching` or `bfc`")),
         };
         // PyTorch 2.9 reads PYTORCH_ALLOC_CONF first; earlier versions only the CUDA one.
         let torch_settings =
@@ -151,28 +152,28 @@ impl Config {
                 None => Settings::default(),
                 Some((name, text)) => Settings::parse(&text).map_err(|e| bad(name, &text, e.0))?,
             };
-        let history = match get("OOMSCOPE_HISTORY") {
+        let history = match get(env::HISTORY) {
             None => 10_000,
-            Some(s) => s.parse().map_err(|_| bad("OOMSCOPE_HISTORY", &s, "expected a number of events"))?,
+            Some(s) => s.parse().map_err(|_| bad(env::HISTORY, &s, "expected a number of events"))?,
         };
-        let max_dumps = match get("OOMSCOPE_MAX_DUMPS") {
+        let max_dumps = match get(env::MAX_DUMPS) {
             None => 5,
-            Some(s) => s.parse().map_err(|_| bad("OOMSCOPE_MAX_DUMPS", &s, "expected a number of dumps (0: none)"))?,
+            Some(s) => s.parse().map_err(|_| bad(env::MAX_DUMPS, &s, "expected a number of dumps (0: none)"))?,
         };
-        let dump_dir_limit = match get("OOMSCOPE_DUMP_DIR_LIMIT") {
+        let dump_dir_limit = match get(env::DUMP_DIR_LIMIT) {
             None => 1 << 30,
-            Some(s) => parse_size(&s).map_err(|e| bad("OOMSCOPE_DUMP_DIR_LIMIT", &s, e))?,
+            Some(s) => parse_size(&s).map_err(|e| bad(env::DUMP_DIR_LIMIT, &s, e))?,
         };
-        let dump_at_steps = match get("OOMSCOPE_DUMP_AT_STEPS") {
+        let dump_at_steps = match get(env::DUMP_AT_STEPS) {
             None => Vec::new(),
-            Some(s) => parse_steps(&s).map_err(|e| bad("OOMSCOPE_DUMP_AT_STEPS", &s, e))?,
+            Some(s) => parse_steps(&s).map_err(|e| bad(env::DUMP_AT_STEPS, &s, e))?,
         };
         let process = process_from_vars(&get);
         Ok(Config {
-            job_dumps: process.in_job() && !matches!(get("OOMSCOPE_JOB_DUMPS").as_deref(), Some("0" | "false" | "no")),
+            job_dumps: process.in_job() && !matches!(get(env::JOB_DUMPS).as_deref(), Some("0" | "false" | "no")),
             process,
             dump_at_steps,
-            dump_at_exit: flag("OOMSCOPE_DUMP_AT_EXIT")?,
+            dump_at_exit: flag(env::DUMP_AT_EXIT)?,
             max_dumps,
             dump_dir_limit,
             device,
@@ -180,16 +181,16 @@ impl Config {
             torch_settings,
             limit,
             fraction,
-            dump_dir: get("OOMSCOPE_DUMP_DIR").map_or_else(|| PathBuf::from("oomscope-dumps"), PathBuf::from),
-            live: flag("OOMSCOPE_LIVE")?,
-            quiet: flag("OOMSCOPE_QUIET")?,
+            dump_dir: get(env::DUMP_DIR).map_or_else(|| PathBuf::from("oomscope-dumps"), PathBuf::from),
+            live: flag(env::LIVE)?,
+            quiet: flag(env::QUIET)?,
             history,
             // Set by `oomscope run` only: one that is not a number is not ours, and ignored.
-            feed_fd: get("OOMSCOPE_FEED_FD")
+            feed_fd: get(env::FEED_FD)
                 .and_then(|f| f.parse().ok())
                 .filter(|&f: &i32| f > 2)
-                .zip(get("OOMSCOPE_FEED_INODE").and_then(|i| i.parse().ok())),
-            job_started_ms: get("OOMSCOPE_RUN_STARTED_MS").and_then(|t| t.parse().ok()).or_else(process_started_ms),
+                .zip(get(env::FEED_INODE).and_then(|i| i.parse().ok())),
+            job_started_ms: get(env::RUN_STARTED_MS).and_then(|t| t.parse().ok()).or_else(process_started_ms),
         })
     }
 
@@ -260,7 +261,7 @@ pub fn process_from_vars(get: &dyn Fn(&str) -> Option<String>) -> ProcessInfo {
         .or_else(|| get("SLURM_JOB_ID").map(|j| get("SLURM_STEP_ID").map_or(j.clone(), |s| format!("{j}.{s}"))))
         .or_else(|| get("OMPI_MCA_ess_base_jobid"))
         .or(rendezvous)
-        .or_else(|| get("OOMSCOPE_RUN_ID"))
+        .or_else(|| get(env::RUN_ID))
         .filter(|_| rank.is_some());
     ProcessInfo {
         pid: std::process::id(),
@@ -273,7 +274,7 @@ pub fn process_from_vars(get: &dyn Fn(&str) -> Option<String>) -> ProcessInfo {
         job,
         launcher: launcher.filter(|_| rank.is_some()).map(str::to_string),
         dumped_unix_ms: None,
-        run: get("OOMSCOPE_RUN"),
+        run: get(env::RUN),
     }
 }
 

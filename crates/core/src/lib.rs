@@ -31,6 +31,7 @@ pub mod caching;
 pub mod clock;
 pub mod config;
 pub mod device;
+pub mod env;
 pub mod record;
 pub mod scope;
 pub mod stack;

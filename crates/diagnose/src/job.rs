@@ -7,7 +7,7 @@
 //! report's.
 
 use crate::{Diagnosis, analyze};
-use oomscope_format::job::{JobRank, StepBytes};
+use oomscope_format::job::{JobRank, JobVerdictKind, StepBytes};
 use oomscope_format::{Dump, Kind, VerdictKind, WhatIf};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -42,14 +42,14 @@ pub enum JobCause {
 }
 
 impl JobCause {
-    /// The name a job report's `verdict.kind` gives it.
-    pub fn name(&self) -> &'static str {
+    /// The kind a job report's `verdict.kind` gives it.
+    pub fn kind(&self) -> JobVerdictKind {
         match self {
-            JobCause::Alone { .. } => "alone",
-            JobCause::Outside { .. } => "outside",
-            JobCause::Leak { .. } => "leak",
-            JobCause::Imbalance { .. } => "imbalance",
-            JobCause::Alike { .. } => "alike",
+            JobCause::Alone { .. } => JobVerdictKind::Alone,
+            JobCause::Outside { .. } => JobVerdictKind::Outside,
+            JobCause::Leak { .. } => JobVerdictKind::Leak,
+            JobCause::Imbalance { .. } => JobVerdictKind::Imbalance,
+            JobCause::Alike { .. } => JobVerdictKind::Alike,
         }
     }
 }

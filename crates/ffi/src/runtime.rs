@@ -510,7 +510,7 @@ impl Runtime {
                 }
                 let mut oom = oom;
                 // Set by the PyTorch hook: the message is worded as that version words it.
-                oom.dump.allocator.torch_version = std::env::var("OOMSCOPE_TORCH_VERSION").ok();
+                oom.dump.allocator.torch_version = std::env::var(oomscope_core::env::TORCH_VERSION).ok();
                 // On a GPU, who holds its memory (NVML): PyTorch's message lists them, and
                 // this process's CUDA context is told apart from other processes.
                 if !slot.sim

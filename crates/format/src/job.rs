@@ -75,12 +75,54 @@ pub struct FirstFailure {
     pub verdict: Verdict,
 }
 
+/// Why a job failed, across its ranks, as its report names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobVerdictKind {
+    /// One rank's data or work.
+    Imbalance,
+    /// One rank keeps memory across steps.
+    Leak,
+    /// Every rank alike: the model and batch themselves.
+    Alike,
+    /// Memory outside the framework on one GPU.
+    Outside,
+    /// One rank's dump only.
+    #[default]
+    Alone,
+}
+
+impl JobVerdictKind {
+    /// The name the JSON gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobVerdictKind::Imbalance => "imbalance",
+            JobVerdictKind::Leak => "leak",
+            JobVerdictKind::Alike => "alike",
+            JobVerdictKind::Outside => "outside",
+            JobVerdictKind::Alone => "alone",
+        }
+    }
+}
+
+/// What a difference of the failing rank is of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DifferenceKind {
+    /// Live bytes of one kind of memory.
+    #[default]
+    Kind,
+    /// Live bytes of one op.
+    Node,
+    /// The shape of an op's tensors.
+    Shape,
+    /// The request that failed.
+    Request,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobVerdict {
-    /// `imbalance` (one rank's data or work), `leak` (one rank keeps memory across steps),
-    /// `alike` (every rank: the model and batch themselves), `outside` (memory outside the
-    /// framework on one GPU), `alone` (one rank's dump only).
-    pub kind: String,
+    pub kind: JobVerdictKind,
     pub headline: String,
     pub evidence: Vec<String>,
     pub fix: String,
@@ -88,9 +130,9 @@ pub struct JobVerdict {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobDifference {
-    /// `kind`, `node`, `shape` or `request` (the request that failed, when what the rank
+    /// A kind's bytes, an op's, a shape, or the request that failed (when what the rank
     /// held does not set it apart: `median` is then the other ranks' largest tensor's).
-    pub what: String,
+    pub what: DifferenceKind,
     /// The kind's name, the op's.
     pub name: String,
     /// On the failing rank.

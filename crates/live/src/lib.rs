@@ -46,7 +46,7 @@ pub fn hello_for_this_process(
 /// Where processes publish: `$OOMSCOPE_LIVE_DIR`, else `$XDG_RUNTIME_DIR/oomscope`, else
 /// `/tmp/oomscope-$UID`.
 pub fn default_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("OOMSCOPE_LIVE_DIR").filter(|d| !d.is_empty()) {
+    if let Some(dir) = std::env::var_os(oomscope_core::env::LIVE_DIR).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {

@@ -99,7 +99,12 @@ pub fn job_page(j: &JobReport, failing: Option<&Dump>) -> String {
             let _ = write!(
                 b,
                 "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                esc(&d.what),
+                esc(match d.what {
+                    oomscope_format::job::DifferenceKind::Kind => "kind",
+                    oomscope_format::job::DifferenceKind::Node => "node",
+                    oomscope_format::job::DifferenceKind::Shape => "shape",
+                    oomscope_format::job::DifferenceKind::Request => "request",
+                }),
                 name(&d.name),
                 esc(&mine),
                 esc(&theirs)

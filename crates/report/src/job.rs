@@ -6,7 +6,7 @@ use crate::describe_process;
 use crate::verdict::{render as render_verdict, words};
 use oomscope_base::shape;
 use oomscope_diagnose::job::{Difference, JobCause, JobDiagnosis};
-use oomscope_format::job::{FirstFailure, JobDifference, JobRank, JobReport, JobVerdict};
+use oomscope_format::job::{DifferenceKind, FirstFailure, JobDifference, JobRank, JobReport, JobVerdict};
 use oomscope_format::{Kind, ProcessInfo};
 use std::fmt::Write;
 
@@ -42,21 +42,21 @@ pub fn report(d: &JobDiagnosis, torch: bool) -> JobReport {
 fn difference(d: &Difference) -> JobDifference {
     match d {
         Difference::Kind { kind, bytes, median } => JobDifference {
-            what: "kind".into(),
+            what: DifferenceKind::Kind,
             name: kind.name().into(),
             bytes: *bytes,
             median: Some(*median),
             ..JobDifference::default()
         },
         Difference::Node { op, bytes, median } => JobDifference {
-            what: "node".into(),
+            what: DifferenceKind::Node,
             name: op.clone(),
             bytes: *bytes,
             median: Some(*median),
             ..JobDifference::default()
         },
         Difference::Shape { op, shape, usual, bytes } => JobDifference {
-            what: "shape".into(),
+            what: DifferenceKind::Shape,
             name: op.clone(),
             bytes: *bytes,
             median: None,
@@ -64,7 +64,7 @@ fn difference(d: &Difference) -> JobDifference {
             usual: Some(usual.clone()),
         },
         Difference::Request { op, shape, bytes, others_largest } => JobDifference {
-            what: "request".into(),
+            what: DifferenceKind::Request,
             name: op.clone().unwrap_or_default(),
             bytes: *bytes,
             median: Some(*others_largest),
@@ -213,7 +213,7 @@ fn job_verdict(c: &JobCause, d: &JobDiagnosis, first: Option<&FirstFailure>, siz
     if let Some(f) = failing {
         evidence.extend(evidence_lines(d, f.rank, size));
     }
-    JobVerdict { kind: c.name().into(), headline, evidence, fix }
+    JobVerdict { kind: c.kind(), headline, evidence, fix }
 }
 
 /// The report as people read it.

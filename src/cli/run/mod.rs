@@ -13,6 +13,7 @@
 mod frameworks;
 mod relay;
 
+use oomscope_core::env::{self, Naming, RunEnv};
 use oomscope_pipeline::job;
 use super::CliError;
 use super::args::RunArgs;
@@ -54,9 +55,9 @@ const PACKAGE: [(&str, &str); 10] = [
 /// `liboomscope.so`: `$OOMSCOPE_LIB`, or beside the binary (cargo builds both into
 /// `target/<profile>/`; `cargo test` leaves it in `deps/`), or in `../lib`.
 fn library() -> Result<PathBuf, CliError> {
-    if let Some(p) = std::env::var_os("OOMSCOPE_LIB").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(env::LIB).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(CliError(format!("OOMSCOPE_LIB={}: no such file", p.display()))) };
+        return if p.is_file() { Ok(p) } else { Err(CliError(format!("{}={}: no such file", env::LIB, p.display()))) };
     }
     let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find this program's path: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
@@ -191,71 +192,56 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     }
     let (program, args) = a.command.split_first().ok_or_else(|| CliError("give the command to run after --".into()))?;
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env("PYTHONPATH", python_path)
-        .env("OOMSCOPE_LIB", &lib)
-        .env("OOMSCOPE_BIN", std::env::current_exe().unwrap_or_else(|_| PathBuf::from("oomscope")))
-        .env("OOMSCOPE_DEVICE", &device_var)
-        .env("OOMSCOPE_DUMP_DIR", &dump_dir);
-    // What names the job of the processes this run starts when their launcher names none
-    // (a launcher's own id, the same on every node, comes first).
+    cmd.args(args).env("PYTHONPATH", python_path);
     let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    if std::env::var_os("OOMSCOPE_RUN_ID").is_none() {
-        cmd.env("OOMSCOPE_RUN_ID", format!("run-{}-{started}", std::process::id()));
-    }
-    // This run, whatever names the job: its processes' dumps say it, and only those are
-    // claimed (runs may share a dump directory). When it started: a failure of the job
-    // stamped before is another run's.
-    let run_id = format!("{}-{started}-{}", std::process::id(), std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), started) & 0xffff_ffff);
-    cmd.env("OOMSCOPE_RUN", &run_id).env("OOMSCOPE_RUN_STARTED_MS", started.to_string());
-    if let Some(limit) = a.limit {
-        cmd.env("OOMSCOPE_LIMIT", limit.to_string());
-    }
-    if let Some(f) = a.limit_fraction {
-        cmd.env("OOMSCOPE_LIMIT_FRACTION", f.to_string());
-    }
-    if a.aten_ops {
-        cmd.env("OOMSCOPE_OPS", "aten");
-    }
-    if a.no_ops {
-        cmd.env("OOMSCOPE_NO_OPS", "1");
-    }
-    if !a.dump_at_step.is_empty() {
-        let steps: Vec<String> = a.dump_at_step.iter().map(i64::to_string).collect();
-        cmd.env("OOMSCOPE_DUMP_AT_STEPS", steps.join(","));
-    }
-    if a.dump_at_exit {
-        cmd.env("OOMSCOPE_DUMP_AT_EXIT", "1");
-    }
-    cmd.env(
-        "OOMSCOPE_ALLOCATOR",
-        match a.allocator {
-            super::args::RunAllocator::Caching => "caching",
-            super::args::RunAllocator::Bfc => "bfc",
-        },
-    );
-    if let Some(dir) = &live_dir {
-        cmd.env("OOMSCOPE_LIVE", "1").env("OOMSCOPE_LIVE_DIR", &dir.0);
-    } else if a.live {
-        cmd.env("OOMSCOPE_LIVE", "1");
-    }
     // TF prints its allocator's dump at INFO level: the program runs with every level on,
     // and the relay hides what the user's own level would have (the hook does the same for
     // a level the program sets itself before importing TensorFlow).
     let min_level = Arc::new(AtomicU8::new(
         std::env::var("TF_CPP_MIN_LOG_LEVEL").ok().and_then(|v| v.trim().parse::<u8>().ok()).unwrap_or(0).min(3),
     ));
-    if min_level.load(AtomicOrdering::Relaxed) > 0 {
-        // The hook reads the user's level here: a program that leaves TF_CPP_MIN_LOG_LEVEL
-        // at our 0 did not ask for another one.
-        cmd.env("TF_CPP_MIN_LOG_LEVEL", "0")
-            .env("OOMSCOPE_TF_MIN_LOG_LEVEL", min_level.load(AtomicOrdering::Relaxed).to_string());
-    }
     let (feed_read, feed_write) = feed_pipe()?;
-    cmd.env("OOMSCOPE_FEED_FD", feed_write.as_raw().to_string());
-    // Which pipe it is: a process whose launcher closed the descriptor (and maybe opened a
-    // file under its number) must not write there.
-    cmd.env("OOMSCOPE_FEED_INODE", feed_write.inode().to_string());
+    let contract = RunEnv {
+        lib: lib.clone(),
+        bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("oomscope")),
+        device: device_var.clone(),
+        dump_dir: dump_dir.clone(),
+        allocator: match a.allocator {
+            super::args::RunAllocator::Caching => "caching",
+            super::args::RunAllocator::Bfc => "bfc",
+        },
+        limit: a.limit,
+        limit_fraction: a.limit_fraction,
+        naming: match (a.aten_ops, a.no_ops) {
+            (true, _) => Naming::Aten,
+            (false, true) => Naming::Modules,
+            (false, false) => Naming::Ops,
+        },
+        dump_at_steps: a.dump_at_step.clone(),
+        dump_at_exit: a.dump_at_exit,
+        live: live_dir.is_some() || a.live,
+        live_dir: live_dir.as_ref().map(|d| d.0.clone()),
+        // What names the job of the processes this run starts when their launcher names
+        // none (a launcher's own id, the same on every node, comes first).
+        run_id: std::env::var_os(env::RUN_ID).is_none().then(|| format!("run-{}-{started}", std::process::id())),
+        // This run, whatever names the job: its processes' dumps say it, and only those are
+        // claimed (runs may share a dump directory). When it started: a failure of the job
+        // stamped before is another run's.
+        run: format!(
+            "{}-{started}-{}",
+            std::process::id(),
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), started) & 0xffff_ffff
+        ),
+        run_started_ms: started,
+        // Which pipe it is: a process whose launcher closed the descriptor (and maybe opened
+        // a file under its number) must not write there.
+        feed: Some((feed_write.as_raw(), feed_write.inode())),
+        // The hook reads the user's level here: a program that leaves TF_CPP_MIN_LOG_LEVEL at
+        // our 0 did not ask for another one.
+        tf_min_log_level: Some(min_level.load(AtomicOrdering::Relaxed)).filter(|l| *l > 0),
+    };
+    cmd.envs(contract.vars());
+    let run_id = contract.run;
     let log = if a.tui {
         let path = dump_dir.join(format!("oomscope-run-{}.log", std::process::id()));
         let file = std::fs::File::create(&path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;

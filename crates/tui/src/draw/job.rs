@@ -2,6 +2,7 @@
 //! the failure (the first to fail marked), then what sets that rank apart. Enter opens the
 //! rank under the cursor in the other views.
 
+use oomscope_format::job::DifferenceKind;
 use super::palette;
 use crate::app::App;
 use crate::fmt;
@@ -37,14 +38,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .differences
         .iter()
         .map(|d| {
-            let text = match d.what.as_str() {
-                "shape" => format!(
+            let text = match d.what {
+                DifferenceKind::Shape => format!(
                     "{}: shape {} here, {} on the others",
                     d.name,
                     d.shape.as_deref().map_or(String::new(), oomscope_base::shape::text),
                     d.usual.as_deref().map_or(String::new(), oomscope_base::shape::text)
                 ),
-                "request" => format!(
+                DifferenceKind::Request => format!(
                     "the request that failed: {}{}; the largest tensor on the others: {} (median)",
                     fmt::bytes(d.bytes),
                     if d.name.is_empty() { String::new() } else { format!(" for {}", d.name) },
