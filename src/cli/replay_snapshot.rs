@@ -96,7 +96,7 @@ pub fn run(a: ReplayArgs, bytes: &[u8]) -> Result<u8, CliError> {
     d.replay = Some(replay_info(&t, &recorded, shown, limit, &runs));
     // A fix of the settings is tried on the whole trace, on the memory the run had.
     let settings = shown.settings.clone();
-    let mut fix = |_: &dump::Dump, set: &str| torch_replay::what_if(&t, &settings, set, limit?);
+    let mut fix = |_: &dump::Dump, set: dump::SettingChange| torch_replay::what_if(&t, &settings, set, limit?);
     // Going on past the first OOM shows the end; the verdict is the first OOM's, on what
     // was live then.
     oomscope_inputs::snapshot_verdict(&mut d, shown.first_oom.as_ref(), &mut fix);

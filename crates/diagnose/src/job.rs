@@ -8,7 +8,7 @@
 
 use crate::{Diagnosis, analyze};
 use oomscope_format::job::{JobRank, JobVerdictKind, StepBytes};
-use oomscope_format::{Dump, Kind, VerdictKind, WhatIf};
+use oomscope_format::{Dump, Kind, SettingChange, VerdictKind, WhatIf};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -153,7 +153,10 @@ fn per_step(steps: &[StepBytes]) -> u64 {
 /// The job's failure from its ranks' dumps and their files, one a rank (the one written at
 /// its OOM, or at the other rank's, or its latest). `replay` tries a settings fix for the failing rank,
 /// as [`analyze`] says.
-pub fn analyze_job(dumps: &[(&Path, &Dump)], replay: &mut dyn FnMut(&Dump, &str) -> Option<WhatIf>) -> JobDiagnosis {
+pub fn analyze_job(
+    dumps: &[(&Path, &Dump)],
+    replay: &mut dyn FnMut(&Dump, SettingChange) -> Option<WhatIf>,
+) -> JobDiagnosis {
     let mut ranks: Vec<(JobRank, &Dump)> = dumps.iter().filter_map(|(p, d)| Some((state(p, d)?, *d))).collect();
     ranks.sort_by_key(|(r, _)| r.rank);
     let job = dumps.iter().find_map(|(_, d)| d.process.as_ref()?.job.clone());

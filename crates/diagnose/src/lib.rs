@@ -19,7 +19,7 @@
 //! hand, `oomscope_sim::workload::fit::refine` replaces them with replayed answers.
 
 use oomscope_format::Kind;
-use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, VerdictKind, WhatIf};
+use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, SettingChange, VerdictKind, WhatIf};
 
 pub mod job;
 mod message;
@@ -374,7 +374,7 @@ pub fn breakdown(d: &Dump) -> Vec<KindBytes> {
 /// with the requests that led to the dump under its settings with `set` changed (the caller
 /// replays them: `oomscope_replay::what_if`); a fix of the settings quotes the answer. A
 /// caller without the requests passes `&mut |_| None`.
-pub fn analyze(d: &Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> Diagnosis {
+pub fn analyze(d: &Dump, replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>) -> Diagnosis {
     let b = breakdown(d);
     match d.imported.as_ref().and_then(|i| i.message.as_ref()) {
         Some(m) => Diagnosis::Message(message::analyze(d, m, b)),
@@ -383,7 +383,7 @@ pub fn analyze(d: &Dump, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> Diag
 }
 
 /// The diagnosis of an allocator's state (a dump, a log, a replay).
-fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(&str) -> Option<WhatIf>) -> StateDiagnosis {
+fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>) -> StateDiagnosis {
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
         return partial_log(d, b);
     }
@@ -697,7 +697,7 @@ fn fragmentation(
     d: &Dump,
     o: &OomRecord,
     b: &[KindBytes],
-    replay: &mut dyn FnMut(&str) -> Option<WhatIf>,
+    replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>,
 ) -> Option<StateDiagnosis> {
     let pool_free = o.pool_bytes.saturating_sub(o.bytes_in_use);
     let grow = growable(o);
@@ -751,8 +751,8 @@ fn fragmentation(
 }
 
 /// The caching allocator's settings its fragmentation fixes try.
-pub const EXPANDABLE: &str = "expandable_segments:True";
-pub const MAX_SPLIT: &str = "max_split_size_mb:128";
+pub const EXPANDABLE: SettingChange = SettingChange::ExpandableSegments;
+pub const MAX_SPLIT: SettingChange = SettingChange::MaxSplitSizeMb(128);
 
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);

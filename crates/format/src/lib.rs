@@ -35,6 +35,7 @@ pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, Xl
 pub use name::{DeviceTag, DumpName, Moment};
 pub use stats::{Refusal, Stats};
 
+use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// How a dump's JSON and TF's text spell the op of a request that names none.
@@ -727,6 +728,27 @@ pub struct WhatIf {
     pub requests: u64,
     pub as_run: Replayed,
     pub changed: Replayed,
+}
+
+/// A change of PyTorch's caching allocator's settings that a fix tries by replay: typed
+/// where it crosses crates (the diagnosis asks for it, the replay applies it, the renderer
+/// names it), written in PyTorch's own terms only in a `WhatIf` and in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SettingChange {
+    /// `expandable_segments:True`.
+    ExpandableSegments,
+    /// `max_split_size_mb:N`.
+    MaxSplitSizeMb(u64),
+}
+
+impl fmt::Display for SettingChange {
+    /// In `PYTORCH_CUDA_ALLOC_CONF`'s terms.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingChange::ExpandableSegments => f.write_str("expandable_segments:True"),
+            SettingChange::MaxSplitSizeMb(mb) => write!(f, "max_split_size_mb:{mb}"),
+        }
+    }
 }
 
 /// How one replay of a what-if went.

@@ -9,12 +9,12 @@
 pub mod job;
 pub mod replay;
 
-use oomscope_format::{Dump, WhatIf};
+use oomscope_format::{Dump, SettingChange, WhatIf};
 
 pub use oomscope_report::PostMortem;
 
 /// What tries a settings fix on the requests that led to a dump.
-pub type Replay<'a> = dyn FnMut(&Dump, &str) -> Option<WhatIf> + 'a;
+pub type Replay<'a> = dyn FnMut(&Dump, SettingChange) -> Option<WhatIf> + 'a;
 
 /// Attaches the verdict to `d` (when it has none): the diagnosis, with a fix of the caching
 /// allocator's settings tried by replaying the dump's own history, in words.

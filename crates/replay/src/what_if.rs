@@ -12,18 +12,18 @@ use crate::replay::{self, Settings as ReplaySettings};
 use oomscope_core::bfc::Options;
 use oomscope_core::caching::Settings;
 use oomscope_core::trace::{Builder, Trace};
-use oomscope_format::{Dump, EventKind, Kind, Replayed, WhatIf};
+use oomscope_format::{Dump, EventKind, Kind, Replayed, SettingChange, WhatIf};
 use std::collections::HashMap;
 
 /// Replays `trace` on `capacity` bytes under `settings`, then with `set` on top.
 /// `None` when `set` is not a valid change of `settings`.
-pub fn replay_trace(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<WhatIf> {
+pub fn replay_trace(trace: &Trace, settings: &Settings, set: SettingChange, capacity: u64) -> Option<WhatIf> {
     both(trace, settings, set, capacity).map(|w| w.0)
 }
 
 /// [`replay_trace`], with the requests that failed in the replay as run.
-fn both(trace: &Trace, settings: &Settings, set: &str, capacity: u64) -> Option<(WhatIf, u64)> {
-    let changed = settings.with(set).ok()?;
+fn both(trace: &Trace, settings: &Settings, set: SettingChange, capacity: u64) -> Option<(WhatIf, u64)> {
+    let changed = settings.with(&set.to_string()).ok()?;
     let (as_run, failed) = once(trace, settings, capacity);
     let w = WhatIf {
         set: set.to_string(),
@@ -56,7 +56,7 @@ fn once(trace: &Trace, settings: &Settings, capacity: u64) -> (Replayed, u64) {
 
 /// The what-if of `set` for a dump of PyTorch's caching allocator that failed and whose
 /// history is whole; `None` otherwise, or when the history does not reproduce the failure.
-pub fn from_history(d: &Dump, set: &str) -> Option<WhatIf> {
+pub fn from_history(d: &Dump, set: SettingChange) -> Option<WhatIf> {
     let o = d.oom.as_ref()?;
     let settings = Settings::parse(d.allocator.settings.as_deref()?).ok()?;
     let whole = !d.events.is_empty() && d.events_total == d.events.len() as u64 && d.events[0].seq == 0;
@@ -138,7 +138,7 @@ mod tests {
         let d = seven_mib_tensors("", 10_000);
         let o = d.oom.as_ref().expect("the default settings run out");
         assert!(o.pool_bytes - o.bytes_in_use >= 250 * MIB, "{o:?}");
-        let w = from_history(&d, "expandable_segments:True").expect("a whole history");
+        let w = from_history(&d, SettingChange::ExpandableSegments).expect("a whole history");
         assert_eq!(w.settings, "");
         assert_eq!(w.capacity, o.pool_bytes + o.device_free);
         assert!(w.as_run.out_of_memory);
@@ -170,14 +170,14 @@ mod tests {
         assert!(c.allocate(400 * MIB, 0, Meta::default()).is_err());
         let d = c.snapshot(Source::default());
         assert_eq!(d.ooms.len(), 2);
-        let w = from_history(&d, "expandable_segments:True").expect("a whole history");
+        let w = from_history(&d, SettingChange::ExpandableSegments).expect("a whole history");
         assert!(w.as_run.out_of_memory);
         assert!(w.changed.out_of_memory, "the 400 MiB request finds no run of free pages: {w:?}");
         // The first failed request is replayed too (and succeeds packed, then is given back).
         assert_eq!(w.requests, held.len() as u64 + 2);
         // The first failure alone is still answered as before.
         let first = seven_mib_tensors("", 10_000);
-        assert!(!from_history(&first, "expandable_segments:True").unwrap().changed.out_of_memory);
+        assert!(!from_history(&first, SettingChange::ExpandableSegments).unwrap().changed.out_of_memory);
     }
 
     #[test]
@@ -185,7 +185,7 @@ mod tests {
         let d = seven_mib_tensors("", 50);
         assert!(d.oom.is_some());
         assert!(d.events_total > d.events.len() as u64);
-        assert_eq!(from_history(&d, "expandable_segments:True"), None);
+        assert_eq!(from_history(&d, SettingChange::ExpandableSegments), None);
     }
 
     #[test]
@@ -193,6 +193,6 @@ mod tests {
         let mut d = seven_mib_tensors("", 10_000);
         // The run had less memory than the history needs: the replay fails elsewhere or not.
         d.oom.as_mut().unwrap().device_free += 512 * MIB;
-        assert_eq!(from_history(&d, "expandable_segments:True"), None);
+        assert_eq!(from_history(&d, SettingChange::ExpandableSegments), None);
     }
 }

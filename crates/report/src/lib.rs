@@ -79,7 +79,7 @@ pub struct PostMortem<E> {
 /// to the live feed.
 pub fn post_mortem<E>(
     dump: &mut Dump,
-    replay: &mut dyn FnMut(&Dump, &str) -> Option<oomscope_format::WhatIf>,
+    replay: &mut dyn FnMut(&Dump, oomscope_format::SettingChange) -> Option<oomscope_format::WhatIf>,
     write: impl FnOnce(&Dump) -> Result<(), E>,
 ) -> PostMortem<E> {
     verdict::attach(dump, replay);

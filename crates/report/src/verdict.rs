@@ -5,7 +5,7 @@ use oomscope_base::shape;
 use oomscope_base::size::{human, human_bytes_driver};
 use oomscope_diagnose::{Cause, Diagnosis, Elsewhere, Fix, Request, SplitFirst};
 use oomscope_format::op_text;
-use oomscope_format::{Dump, Kind, KindBytes, Verdict, WhatIf};
+use oomscope_format::{Dump, Kind, KindBytes, SettingChange, Verdict, WhatIf};
 use std::fmt::Write;
 
 /// Width the verdict is wrapped to.
@@ -15,7 +15,7 @@ const WIDTH: usize = 100;
 /// fix of the caching allocator's settings on the requests that led to the dump
 /// (`oomscope_replay::what_if::from_history` replays the dump's own history); `&mut |_, _|
 /// None` gives the diagnosis without a replayed fix.
-pub fn attach(d: &mut Dump, replay: &mut dyn FnMut(&Dump, &str) -> Option<WhatIf>) {
+pub fn attach(d: &mut Dump, replay: &mut dyn FnMut(&Dump, SettingChange) -> Option<WhatIf>) {
     if d.verdict.is_none() {
         let v = oomscope_diagnose::analyze(d, &mut |set| replay(d, set));
         d.verdict = Some(words(&v));

@@ -21,7 +21,7 @@ use oomscope_core::caching::{
 use oomscope_core::device::{Device, DeviceDescription, DeviceError, MemInfo};
 use oomscope_core::record::{Kind, Meta};
 use oomscope_format::InputError;
-use oomscope_format::{DeviceKind, Dump, Replayed, Source, SourceKind, WhatIf};
+use oomscope_format::{DeviceKind, Dump, Replayed, SettingChange, Source, SourceKind, WhatIf};
 use oomscope_ingest::import::snapshot::{self as read, BlockState, EntryStacks, RecordedSettings, Snapshot};
 use oomscope_ingest::import::torch_frames;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -926,8 +926,8 @@ fn source(t: &SnapshotTrace) -> Source {
 /// The trace's requests replayed with the allocator deciding everything on the memory
 /// `limit` describes, under `settings` and with `set` on top: what a fragmentation verdict
 /// quotes. `None` when `set` is not a valid change of `settings`.
-pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: &str, limit: Limit) -> Option<WhatIf> {
-    let changed = settings.with(set).ok()?;
+pub fn what_if(t: &SnapshotTrace, settings: &Settings, set: SettingChange, limit: Limit) -> Option<WhatIf> {
+    let changed = settings.with(&set.to_string()).ok()?;
     let capacity = limit.bytes();
     let run = |s: &Settings| run(t, &Options::on(s.clone(), Some(limit), false), |_| {});
     let replayed = |o: &Outcome| Replayed {
