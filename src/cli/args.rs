@@ -167,11 +167,13 @@ impl From<FormatArg> for Format {
 
 /// A device's size, a limit, or memory held by others: at most a device's worth.
 fn size(s: &str) -> Result<u64, String> {
-    oomscope_base::size::parse_size(s).map_err(|e| e.to_string()).and_then(oomscope_base::size::device_bytes)
+    oomscope_base::size::parse_size(s)
+        .map_err(|e| e.to_string())
+        .and_then(|b| oomscope_base::size::device_bytes(b).map_err(|e| e.0))
 }
 
 fn device(s: &str) -> Result<oomscope_core::device::DeviceSpec, String> {
-    oomscope_core::device::parse_device(s)
+    oomscope_core::device::parse_device(s).map_err(|e| e.0)
 }
 
 fn seconds(s: &str) -> Result<f64, String> {

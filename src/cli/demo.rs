@@ -28,7 +28,7 @@ use std::time::Duration;
 pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     if a.tui {
         // Before any work: a UI without a terminal is a usage error.
-        oomscope_tui::term::check_terminal().map_err(CliError)?;
+        oomscope_tui::term::check_terminal().map_err(CliError::from)?;
     }
     let story = builtin::find(&a.workload);
     let path = std::path::Path::new(&a.workload);
@@ -43,7 +43,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     })?;
     let dev = match &a.device {
         Some(d) => d.clone(),
-        None => parse_device(story.map_or("8GiB", |b| b.device)).map_err(CliError)?,
+        None => parse_device(story.map_or("8GiB", |b| b.device)).map_err(CliError::from)?,
     };
     let others = a.others.unwrap_or(story.map_or(0, |b| b.others));
     if others >= dev.total {

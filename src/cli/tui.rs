@@ -27,7 +27,7 @@ pub fn run(a: TuiArgs) -> Result<u8, CliError> {
             // Read first: bad input is reported the same with or without a terminal.
             let (mut d, what) = load(&path)?;
             oomscope_pipeline::diagnose(&mut d);
-            term::check_terminal().map_err(CliError)?;
+            term::check_terminal().map_err(CliError::from)?;
             let device = source::from_dump(&d, &format!("{what} {}", path.display()), render::view_report(&d));
             let (_tx, rx) = mpsc::channel();
             let app = oomscope_tui::run(App::new(vec![device]), rx).map_err(ui_error)?;
@@ -48,7 +48,7 @@ fn job(dir: &Path) -> Result<u8, CliError> {
     let job = oomscope_pipeline::job::load(dir)?;
     super::output::warn_all(&job.skipped_lines());
     let report = oomscope_pipeline::job::report(&job);
-    term::check_terminal().map_err(CliError)?;
+    term::check_terminal().map_err(CliError::from)?;
     let devices = job
         .ranks
         .into_iter()
@@ -151,7 +151,7 @@ fn attach(arg: &str) -> Result<u8, CliError> {
             feeds.push(Feed::connect(p)?);
         }
     }
-    term::check_terminal().map_err(CliError)?;
+    term::check_terminal().map_err(CliError::from)?;
     let (tx, rx) = mpsc::channel::<Update>();
     let stop = Arc::new(AtomicBool::new(false));
     let ids = Arc::new(AtomicUsize::new(0));

@@ -5,9 +5,11 @@
 
 pub mod bins;
 pub mod hash;
+pub mod problem;
 pub mod shape;
 pub mod shell;
 pub mod size;
 pub mod text;
 
+pub use problem::Problem;
 pub use size::human;

@@ -14,13 +14,13 @@ const KIB: u64 = 1024;
 pub const MAX_DEVICE_BYTES: u64 = 1 << 50;
 
 /// `bytes` as a device's size or limit: refused past [`MAX_DEVICE_BYTES`], with the size.
-pub fn device_bytes(bytes: u64) -> Result<u64, String> {
+pub fn device_bytes(bytes: u64) -> Result<u64, crate::Problem> {
     if bytes > MAX_DEVICE_BYTES {
-        Err(format!(
+        Err(crate::Problem(format!(
             "{} ({bytes} bytes) is beyond any device: oomscope takes sizes up to {}",
             human(bytes),
             human(MAX_DEVICE_BYTES)
-        ))
+        )))
     } else {
         Ok(bytes)
     }

@@ -233,7 +233,7 @@ impl Engine {
     }
 
     /// The allocator's invariants; `Err` names the first broken one.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), oomscope_base::Problem> {
         match self {
             Engine::Bfc(b) => b.check_invariants(),
             Engine::Caching(c) => c.check(),

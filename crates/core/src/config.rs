@@ -122,7 +122,7 @@ impl Config {
             None => None,
             Some(s) => Some(
                 parse_size(&s)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| oomscope_base::Problem(e.to_string()))
                     .and_then(oomscope_base::size::device_bytes)
                     .map_err(|e| bad(env::LIMIT, &s, e))?,
             ),
@@ -314,13 +314,13 @@ pub fn host_name() -> String {
 
 /// Steps as `oomscope run --dump-at-step` and `OOMSCOPE_DUMP_AT_STEPS` take them: whole
 /// numbers from 0, separated by commas; returned ascending, each once.
-pub fn parse_steps(text: &str) -> Result<Vec<i64>, String> {
+pub fn parse_steps(text: &str) -> Result<Vec<i64>, oomscope_base::Problem> {
     let mut steps = Vec::new();
     for part in text.split(',').map(str::trim) {
         match part.parse::<i64>() {
             Ok(n) if n >= 0 => steps.push(n),
             _ if part.is_empty() => return Err("an empty step in the list; expected steps such as 10,20".into()),
-            _ => return Err(format!("{part:?} is not a step; expected whole numbers from 0, such as 10,20")),
+            _ => return Err(oomscope_base::problem!("{part:?} is not a step; expected whole numbers from 0, such as 10,20")),
         }
     }
     steps.sort_unstable();

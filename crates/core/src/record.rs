@@ -402,11 +402,11 @@ impl PeakTracker {
 
     /// The allocator's invariant check: the tracker counts what the allocator's own
     /// statistics count (bytes in use now, and at the peak).
-    pub fn agrees_with(&self, in_use: u64, peak: u64) -> Result<(), String> {
+    pub fn agrees_with(&self, in_use: u64, peak: u64) -> Result<(), oomscope_base::Problem> {
         if (self.in_use, self.mark.bytes) == (in_use, peak) {
             Ok(())
         } else {
-            Err(format!(
+            Err(oomscope_base::problem!(
                 "the peak tracker has {} in use (peak {}), the allocator's statistics {in_use} (peak {peak})",
                 self.in_use, self.mark.bytes
             ))

@@ -179,9 +179,9 @@ pub extern "C" fn oomscope_set_memory_fraction(fraction: f64, device: c_int) {
 ///
 /// # Safety
 /// `s` is NULL or points to a NUL-terminated string.
-unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<std::borrow::Cow<'a, str>, String> {
+unsafe fn text<'a>(s: *const c_char, what: &str) -> Result<std::borrow::Cow<'a, str>, oomscope_base::Problem> {
     if s.is_null() {
-        return Err(format!("{what}: NULL instead of a string"));
+        return Err(oomscope_base::problem!("{what}: NULL instead of a string"));
     }
     // SAFETY: the caller promises a NUL-terminated string.
     let c = unsafe { CStr::from_ptr(s) };

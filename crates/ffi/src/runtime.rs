@@ -761,7 +761,7 @@ impl Runtime {
             });
             if path.is_none() {
                 // Into the dump directory, as automatic dumps go: within its limit.
-                self.write_dump(&target, &d).map_err(Failure::Error)?;
+                self.write_dump(&target, &d).map_err(|e| Failure::Error(e.0))?;
             } else {
                 if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(|e| Failure::Error(format!("{}: {e}", dir.display())))?;
@@ -934,19 +934,19 @@ impl Runtime {
 
     /// Writes a dump (at an OOM, a step, exit) unless the dump directory already holds its
     /// limit of them.
-    fn write_dump(&self, path: &std::path::Path, d: &dump::Dump) -> Result<(), String> {
+    fn write_dump(&self, path: &std::path::Path, d: &dump::Dump) -> Result<(), oomscope_base::Problem> {
         let dir = &self.config.dump_dir;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let held = dumps_size(dir);
         if held >= self.config.dump_dir_limit {
-            return Err(format!(
+            return Err(oomscope_base::problem!(
                 "{} already holds {} of oomscope dumps (OOMSCOPE_DUMP_DIR_LIMIT={}); remove some, or raise the limit",
                 dir.display(),
                 human(held),
                 human(self.config.dump_dir_limit)
             ));
         }
-        dump::write_atomic(path, d).map_err(|e| e.to_string())
+        dump::write_atomic(path, d).map_err(|e| oomscope_base::Problem(e.to_string()))
     }
 }
 

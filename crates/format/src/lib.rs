@@ -220,6 +220,21 @@ impl Dump {
     pub fn gpu(&self) -> Option<u32> {
         self.device.name.rsplit(':').next()?.parse().ok()
     }
+
+    /// The allocator whose state this is: PyTorch's caching allocator when the dump has its
+    /// part, else TensorFlow's BFC allocator.
+    pub fn allocator_kind(&self) -> AllocatorKind {
+        if self.allocator.caching.is_some() { AllocatorKind::Caching } else { AllocatorKind::Bfc }
+    }
+}
+
+/// Which allocator made a dump ([`Dump::allocator_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocatorKind {
+    /// TensorFlow's BFC allocator (and what is read as it: TF's logs).
+    Bfc,
+    /// PyTorch's caching allocator.
+    Caching,
 }
 
 /// A PyTorch snapshot's trace replayed: how closely the replayed allocator followed the

@@ -104,7 +104,7 @@ impl Feed {
             self.buf.clear();
             let n = read_line_capped(&mut self.reader, &mut self.buf, MAX_LINE).map_err(|e| {
                 self.line += 1;
-                self.error(e)
+                self.error(e.0)
             })?;
             if n == 0 {
                 return Ok(None);
@@ -119,8 +119,8 @@ impl Feed {
             let msg: Message = serde_json::from_str(&self.buf)
                 .map_err(|e| self.error(format!("not an {PROTOCOL} message ({e}); is this an oomscope socket?")))?;
             match &msg {
-                Message::Hello(h) => check_protocol(&h.protocol).map_err(|m| self.error(m))?,
-                Message::State(s) => check_state(s).map_err(|m| self.error(m))?,
+                Message::Hello(h) => check_protocol(&h.protocol).map_err(|m| self.error(m.0))?,
+                Message::State(s) => check_state(s).map_err(|m| self.error(m.0))?,
                 _ => {}
             }
             // The line's buffer is not kept at the size of the largest message.
@@ -134,13 +134,13 @@ impl Feed {
 
 /// Reads up to and including the next newline into `buf`, refusing a line past `cap` bytes.
 /// Returns the bytes read (0 at the end of the feed).
-fn read_line_capped(r: &mut impl BufRead, buf: &mut String, cap: usize) -> Result<usize, String> {
+fn read_line_capped(r: &mut impl BufRead, buf: &mut String, cap: usize) -> Result<usize, oomscope_base::Problem> {
     let mut bytes = std::mem::take(buf).into_bytes();
     loop {
         let chunk = match r.fill_buf() {
             Ok(c) => c,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("cannot read: {e}")),
+            Err(e) => return Err(oomscope_base::problem!("cannot read: {e}")),
         };
         if chunk.is_empty() {
             break;
@@ -150,7 +150,7 @@ fn read_line_capped(r: &mut impl BufRead, buf: &mut String, cap: usize) -> Resul
             None => (chunk.len(), false),
         };
         if bytes.len() + take > cap {
-            return Err(format!(
+            return Err(oomscope_base::problem!(
                 "a message longer than {} MiB: not an oomscope feed, or a damaged one; not read further",
                 cap >> 20
             ));
@@ -168,11 +168,11 @@ fn read_line_capped(r: &mut impl BufRead, buf: &mut String, cap: usize) -> Resul
 
 /// A state frame within what an allocator sends: its spans merged past [`SPANS_SENT`], one
 /// region per device allocation.
-fn check_state(s: &State) -> Result<(), String> {
+fn check_state(s: &State) -> Result<(), oomscope_base::Problem> {
     let spans: usize = s.regions.iter().map(|r| r.spans.len()).sum();
     let names = s.ops.len() + s.shapes.len() + s.stacks.len();
     if s.regions.len() > MAX_REGIONS || spans > SPANS_SENT * 2 + s.regions.len() || names > MAX_NAMES {
-        return Err(format!(
+        return Err(oomscope_base::problem!(
             "a state frame with {} regions, {spans} spans and {names} names is larger than any allocator sends; \
              not an oomscope feed, or a damaged one",
             s.regions.len()
@@ -194,14 +194,14 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
 }
 
 /// Accepts `oomscope-live/1.x`; refuses other majors with what to do.
-fn check_protocol(p: &str) -> Result<(), String> {
+fn check_protocol(p: &str) -> Result<(), oomscope_base::Problem> {
     let ours = PROTOCOL.rsplit('/').next().unwrap_or("1");
     match p.strip_prefix("oomscope-live/") {
         Some(v) if v.split('.').next() == Some(ours) => Ok(()),
-        Some(v) => Err(format!(
+        Some(v) => Err(oomscope_base::problem!(
             "the process speaks oomscope-live/{v}, this oomscope reads {PROTOCOL}: use the same oomscope version for both"
         )),
-        None => Err(format!("not an oomscope feed (protocol \"{p}\")")),
+        None => Err(oomscope_base::problem!("not an oomscope feed (protocol \"{p}\")")),
     }
 }
 

@@ -179,7 +179,7 @@ pub fn report(job: &Job) -> JobReport {
 
 /// The job ran under PyTorch's caching allocator.
 fn torch(job: &Job) -> bool {
-    job.ranks.iter().any(|(_, d)| d.allocator.caching.is_some())
+    job.ranks.iter().any(|(_, d)| d.allocator_kind() == oomscope_format::AllocatorKind::Caching)
 }
 
 /// Sizes as the job's framework prints them.

@@ -128,7 +128,7 @@ enum Style {
 
 impl Style {
     fn of(d: &Dump) -> Style {
-        let torch = d.allocator.caching.is_some()
+        let torch = d.allocator_kind() == oomscope_format::AllocatorKind::Caching
             || d.imported.as_ref().is_some_and(|i| {
                 i.from == oomscope_format::ImportedFrom::TorchSnapshot
                     || i.message.as_ref().is_some_and(|m| m.framework == oomscope_format::Framework::PyTorch)
@@ -370,7 +370,7 @@ fn dump_sections(d: &Dump, style: Style) -> String {
     let snapshot = d.imported.as_ref().is_some_and(|i| i.from == oomscope_format::ImportedFrom::TorchSnapshot);
     let (words, format) = if d.imported.as_ref().is_some_and(|i| i.message.is_some()) {
         ("The message's figures", Format::Tf)
-    } else if d.allocator.caching.is_some() {
+    } else if d.allocator_kind() == oomscope_format::AllocatorKind::Caching {
         ("The allocator's report, in PyTorch's words", Format::Tf)
     } else if snapshot {
         ("The snapshot's figures", Format::Summary)

@@ -38,14 +38,14 @@ pub enum Format {
 }
 
 impl FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Format, String> {
+    type Err = oomscope_base::Problem;
+    fn from_str(s: &str) -> Result<Format, oomscope_base::Problem> {
         match s {
             "tf" => Ok(Format::Tf),
             "summary" => Ok(Format::Summary),
             "json" => Ok(Format::Json),
             "html" => Ok(Format::Html),
-            other => Err(format!("unknown format {other:?}; expected tf, summary, json or html")),
+            other => Err(oomscope_base::problem!("unknown format {other:?}; expected tf, summary, json or html")),
         }
     }
 }
@@ -117,7 +117,7 @@ pub fn render_as(dump: &Dump, format: Format, tf_style: Option<&oomscope_format:
             s.push_str(&replay::account(dump));
             s.push_str(&match tf_style {
                 // PyTorch's allocator made this dump: its words, not TF's.
-                _ if dump.allocator.caching.is_some() => torch::render(dump),
+                _ if dump.allocator_kind() == oomscope_format::AllocatorKind::Caching => torch::render(dump),
                 Some(v) => tf::render_variant(dump, v),
                 None => tf::render(dump),
             });

@@ -106,11 +106,11 @@ pub fn set_color(on: bool) {
 }
 
 /// Why the UI cannot start.
-pub fn check_terminal() -> Result<(), String> {
+pub fn check_terminal() -> Result<(), oomscope_base::Problem> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err("the terminal UI needs a terminal (stdin and stdout are not one here); \
                     for text use `oomscope report DUMP`"
-            .to_string());
+            .into());
     }
     Ok(())
 }

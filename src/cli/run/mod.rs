@@ -273,7 +273,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         }
     }
     if a.tui {
-        oomscope_tui::term::check_terminal().map_err(CliError)?;
+        oomscope_tui::term::check_terminal().map_err(CliError::from)?;
     }
 
     // The dumps already there: a file's time is the kernel's coarse clock, which may read

@@ -1565,21 +1565,21 @@ impl Caching {
     }
 
     /// The invariants that make the allocator PyTorch's; `Err` names the first broken one.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), oomscope_base::Problem> {
         let mut reserved = 0;
         for seg in self.segments() {
             let mut at = seg.addr;
             let mut prev_free = false;
             for b in self.segment_blocks(&seg) {
                 if b.addr != at {
-                    return Err(format!("segment {:#x}: a block at {:#x}, expected {at:#x}", seg.addr, b.addr));
+                    return Err(oomscope_base::problem!("segment {:#x}: a block at {:#x}, expected {at:#x}", seg.addr, b.addr));
                 }
                 let free = !b.allocated && !b.pending_free;
                 if free && prev_free {
-                    return Err(format!("two free neighbours unmerged at {:#x}", b.addr));
+                    return Err(oomscope_base::problem!("two free neighbours unmerged at {:#x}", b.addr));
                 }
                 if b.size % MIN_BLOCK_SIZE != 0 {
-                    return Err(format!("block {:#x} of {} bytes: not a multiple of 512", b.addr, b.size));
+                    return Err(oomscope_base::problem!("block {:#x} of {} bytes: not a multiple of 512", b.addr, b.size));
                 }
                 prev_free = free;
                 at += b.size;
@@ -1587,20 +1587,20 @@ impl Caching {
             reserved += seg.size;
         }
         if reserved != self.stats.reserved_bytes.all.current {
-            return Err(format!(
+            return Err(oomscope_base::problem!(
                 "segments hold {reserved} bytes, reserved_bytes says {}",
                 self.stats.reserved_bytes.all.current
             ));
         }
         if reserved != self.total_allocated_memory {
-            return Err(format!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
+            return Err(oomscope_base::problem!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
         }
         for pool in &self.pools {
             pool.blocks.check()?;
         }
         let pending = self.active.values().filter(|&&h| self.blocks[h as usize].event_count > 0).count();
         if pending != self.pending {
-            return Err(format!("{pending} frees pending, {} counted", self.pending));
+            return Err(oomscope_base::problem!("{pending} frees pending, {} counted", self.pending));
         }
         // Expandable segments' mapped pages are the memory their segments hold.
         let mut pages_bytes = 0;
@@ -1610,12 +1610,12 @@ impl Caching {
         }
         let expandable_bytes: u64 = self.segments().iter().filter(|s| s.expandable).map(|s| s.size).sum();
         if pages_bytes != expandable_bytes {
-            return Err(format!("mapped pages hold {pages_bytes} bytes, expandable segments {expandable_bytes}"));
+            return Err(oomscope_base::problem!("mapped pages hold {pages_bytes} bytes, expandable segments {expandable_bytes}"));
         }
         let allocated: u64 =
             self.active.values().map(|&h| &self.blocks[h as usize]).filter(|b| b.allocated).map(|b| b.size).sum();
         if allocated != self.stats.allocated_bytes.all.current {
-            return Err(format!(
+            return Err(oomscope_base::problem!(
                 "allocated blocks hold {allocated}, allocated_bytes says {}",
                 self.stats.allocated_bytes.all.current
             ));
@@ -1629,7 +1629,7 @@ impl Caching {
             .map(|s| self.segment_blocks(s).iter().filter(|b| !b.allocated && !b.pending_free).count())
             .sum::<usize>();
         if free_in_sets != free_blocks {
-            return Err(format!("{free_in_sets} blocks in the free sets, {free_blocks} free blocks in segments"));
+            return Err(oomscope_base::problem!("{free_in_sets} blocks in the free sets, {free_blocks} free blocks in segments"));
         }
         Ok(())
     }

@@ -86,14 +86,14 @@ impl PageRuns {
     }
 
     /// The runs are disjoint, non-empty and not adjacent (adjacent runs are one).
-    pub(super) fn check(&self) -> Result<(), String> {
+    pub(super) fn check(&self) -> Result<(), oomscope_base::Problem> {
         let mut prev_end: Option<u64> = None;
         for (&s, &e) in &self.0 {
             if s >= e {
-                return Err(format!("empty page run {s}..{e}"));
+                return Err(oomscope_base::problem!("empty page run {s}..{e}"));
             }
             if prev_end.is_some_and(|p| p >= s) {
-                return Err(format!("page run {s}..{e} touches the one before it"));
+                return Err(oomscope_base::problem!("page run {s}..{e} touches the one before it"));
             }
             prev_end = Some(e);
         }

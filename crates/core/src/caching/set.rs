@@ -510,11 +510,11 @@ impl FreeSet {
     }
 
     /// The remembered largest size is the largest block's.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), oomscope_base::Problem> {
         let Some(m) = self.largest.get() else { return Ok(()) };
         let actual = self.iter().map(|k| k.1).max().unwrap_or(0);
         if m != actual {
-            return Err(format!("the free set remembers {m} bytes as its largest block; it is {actual}"));
+            return Err(oomscope_base::problem!("the free set remembers {m} bytes as its largest block; it is {actual}"));
         }
         Ok(())
     }

@@ -294,7 +294,7 @@ fn run_program(settings: &str, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             _ => {}
         }
-        c.check().map_err(TestCaseError::fail)?;
+        c.check().map_err(|e| TestCaseError::fail(e.0))?;
         let requested: u64 = live.iter().map(|l| l.1).sum();
         prop_assert!(c.device_stats().allocated_bytes.all.current >= requested);
         prop_assert!(c.device_stats().reserved_bytes.all.current <= 256 * MIB);

@@ -51,7 +51,7 @@ fn normalize(s: &str) -> String {
 }
 
 /// Parses `--device`.
-pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
+pub fn parse_device(s: &str) -> Result<DeviceSpec, oomscope_base::Problem> {
     let wanted = normalize(s);
     let wanted_no_vendor = wanted.trim_start_matches("gtx").trim_start_matches("rtx").to_string();
     for p in PRESETS {
@@ -64,15 +64,15 @@ pub fn parse_device(s: &str) -> Result<DeviceSpec, String> {
         Ok(total) if total > 0 => {
             Ok(DeviceSpec { total: oomscope_base::size::device_bytes(total)?, model: "simulated GPU".to_string() })
         }
-        Ok(_) => Err("a device of 0 bytes cannot hold anything".to_string()),
+        Ok(_) => Err(oomscope_base::problem!("a device of 0 bytes cannot hold anything")),
         Err(e) => {
             let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
             // Something that starts like a number was meant as a size: say what is wrong with
             // it (`16GB` is ambiguous), as `--limit` does.
             if s.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-                Err(format!("{e}; or a known card ({})", names.join(", ")))
+                Err(oomscope_base::problem!("{e}; or a known card ({})", names.join(", ")))
             } else {
-                Err(format!("{s:?} is neither a size (8GiB) nor a known card ({})", names.join(", ")))
+                Err(oomscope_base::problem!("{s:?} is neither a size (8GiB) nor a known card ({})", names.join(", ")))
             }
         }
     }

@@ -142,22 +142,22 @@ pub struct RecordedSettings {
 /// `key` of `v`: absent or `None` is `None`; a non-negative integer up to `most` is taken;
 /// anything else (a negative size, `"8MB"`, NaN, 2^64, a size beyond any device) is
 /// refused with what it was: taken as absent it would become 0 and a wrong answer.
-fn int(v: &Value, key: &str, most: u64) -> Result<Option<u64>, String> {
+fn int(v: &Value, key: &str, most: u64) -> Result<Option<u64>, oomscope_base::Problem> {
     let Some(x) = v.get(key) else { return Ok(None) };
     if matches!(x, Value::None) {
         return Ok(None);
     }
     match x.as_i128() {
-        Some(i) if i < 0 => Err(format!("\"{key}\" is {i}: negative")),
+        Some(i) if i < 0 => Err(oomscope_base::problem!("\"{key}\" is {i}: negative")),
         Some(i) => match u64::try_from(i).ok().filter(|&u| u <= most) {
             Some(u) => Ok(Some(u)),
-            None if most == ANY => Err(format!("\"{key}\" is {i}: past 64 bits")),
-            None => Err(format!(
+            None if most == ANY => Err(oomscope_base::problem!("\"{key}\" is {i}: past 64 bits")),
+            None => Err(oomscope_base::problem!(
                 "\"{key}\" is {i} bytes: beyond any device (oomscope takes sizes up to {})",
                 oomscope_base::size::human(most)
             )),
         },
-        None => Err(format!("\"{key}\" is {}: not an integer", x.repr(40))),
+        None => Err(oomscope_base::problem!("\"{key}\" is {}: not an integer", x.repr(40))),
     }
 }
 
