@@ -105,46 +105,7 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(needed.saturating_sub(*available))
             )],
         ),
-        MessageCause::Others { budget: b, short } => {
-            let s = |n| size(b.format, n);
-            let others = b.others.unwrap_or(0);
-            let mut evidence = vec![format!(
-                "{} requested > {} free + {} free in {}'s cache = {}: short by {}",
-                s(b.request),
-                s(b.usable_free()),
-                s(b.cached),
-                framework_name(b.format),
-                s(b.usable_free() + b.cached),
-                s(*short)
-            )];
-            let listed: Vec<&ProcessMemory> = b.listed.iter().filter(|p| !p.this).collect();
-            if !listed.is_empty() {
-                let names: Vec<String> = listed.iter().map(|p| format!("process {} {}", p.pid, s(p.bytes))).collect();
-                evidence.push(format!("other processes on {}: {}", b.device, names.join(", ")));
-            } else if b.others_inferred {
-                evidence.push(format!(
-                    "the message lists no processes; {} total - {} free - {} in {}'s cache leaves {} outside the cache, \
-                     more than a CUDA context takes (about {}): about {} is other processes'",
-                    s(b.total),
-                    s(b.free),
-                    s(b.reserved()),
-                    framework_name(b.format),
-                    s(others + (3 << 29)),
-                    s(3 << 29),
-                    s(others)
-                ));
-            }
-            evidence.extend(site(b));
-            (
-                format!(
-                    "Other processes hold {} of {}: without them the {} request would fit",
-                    s(others),
-                    b.device,
-                    s(b.request)
-                ),
-                evidence,
-            )
-        }
+        MessageCause::Others { budget: b, short } => others_cause(b, short),
         MessageCause::CacheInPieces { budget: b }
             if matches!(b.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) =>
         {
@@ -174,115 +135,8 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 evidence,
             )
         }
-        MessageCause::CacheInPieces { budget: b } => {
-            let s = |n| size(b.format, n);
-            let mut evidence = vec![format!(
-                "{} free{} + {} free in the cache = {} >= {} requested",
-                s(b.usable_free()),
-                match b.limit.filter(|_| b.limited()) {
-                    Some(l) => format!(" within the {} allowed", s(l)),
-                    None => String::new(),
-                },
-                s(b.cached),
-                s(b.usable_free() + b.cached),
-                s(b.request)
-            )];
-            if let Some(o) = b.others.filter(|&o| o > 0) {
-                evidence.push(format!("other processes hold {} of {} besides", s(o), b.device));
-            }
-            if b.format != MessageFormat::TorchAsync {
-                evidence.push(
-                    "PyTorch returns its unused whole blocks to the device and retries before it fails: what its \
-                     cache still holds free is in blocks that live tensors split"
-                        .to_string(),
-                );
-            }
-            evidence.extend(site(b));
-            let room = match b.limit.filter(|_| b.limited()) {
-                Some(l) => format!("{} left under the {} allowed", s(b.usable_free()), s(l)),
-                None => format!("{} free on {}", s(b.usable_free()), b.device),
-            };
-            (
-                format!(
-                    "Fragmentation: {} is free in {}'s cache, but in pieces; with {room} the {} request finds no \
-                     piece large enough",
-                    s(b.cached),
-                    framework_name(b.format),
-                    s(b.request)
-                ),
-                evidence,
-            )
-        }
-        MessageCause::Peak { budget: b, needed, can_have } => {
-            let s = |n| size(b.format, n);
-            let mut evidence = vec![format!(
-                "{} live + {} requested = {} > {} free + {} in {}'s cache = {}",
-                s(b.live),
-                s(b.request),
-                s(*needed),
-                s(b.usable_free()),
-                s(b.reserved()),
-                framework_name(b.format),
-                s(*can_have)
-            )];
-            if b.cached > 0 && b.format.is_torch_cache() {
-                evidence.push(format!(
-                    "{} requested > {} free + {} cached = {}: neither freeing the cache nor expandable_segments can \
-                     make room",
-                    s(b.request),
-                    s(b.usable_free()),
-                    s(b.cached),
-                    s(b.usable_free() + b.cached)
-                ));
-            }
-            if let Some(p) = b.private_pools.filter(|&p| p > 0) {
-                evidence.push(format!("of the live memory, {} is in CUDA graphs' private pools", s(p)));
-            }
-            if let Some(o) = b.others.filter(|&o| o > 0) {
-                evidence.push(format!("other processes hold {}; even without them it would not fit", s(o)));
-            }
-            if let Some(c) = b.context.filter(|&c| c > 0) {
-                evidence.push(format!(
-                    "this process holds {} outside {} (CUDA context, libraries)",
-                    s(c),
-                    framework_name(b.format)
-                ));
-            }
-            if let Some(u) = b.unattributed {
-                evidence.push(format!(
-                    "{} is outside {}'s cache: a CUDA context, cuDNN and cuBLAS take up to about 1.5 GiB, so other \
-                     processes may hold some of it (nvidia-smi tells)",
-                    s(u),
-                    framework_name(b.format)
-                ));
-            }
-            if b.total == 0 {
-                evidence.push(
-                    "the message has no device total: other processes may hold some of it (nvidia-smi tells)".into(),
-                );
-            }
-            evidence.extend(site(b));
-            let headline = if b.limited() {
-                format!(
-                    "The limit set for this process is what ran out: {} live + {} requested = {}, and {} is allowed \
-                     of the device's {}",
-                    s(b.live),
-                    s(b.request),
-                    s(*needed),
-                    s(b.limit.unwrap_or(0)),
-                    s(b.total)
-                )
-            } else {
-                format!(
-                    "A true peak: live tensors ({}) and the request ({}) need {}, and this process can have {}",
-                    s(b.live),
-                    s(b.request),
-                    s(*needed),
-                    s(*can_have)
-                )
-            };
-            (headline, evidence)
-        }
+        MessageCause::CacheInPieces { budget: b } => cache_in_pieces_cause(b),
+        MessageCause::Peak { budget: b, needed, can_have } => peak_cause(b, needed, can_have),
         MessageCause::FiguresDisagree { budget: b } => {
             let s = |n| size(b.format, n);
             let headline = if b.free > b.total {
@@ -309,33 +163,7 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
             (headline, evidence)
         }
         MessageCause::DeviceBuffer { format, request, free, largest, total } => {
-            let s = |n| size(*format, n);
-            if total.is_some_and(|t| *request > t) {
-                (
-                    format!("One buffer of {} is larger than the device's {}", s(*request), s(total.unwrap_or(0))),
-                    Vec::new(),
-                )
-            } else if request <= free {
-                (
-                    format!(
-                        "Fragmentation: {} is free, but {}: the {} buffer needs one piece",
-                        s(*free),
-                        largest.map_or("not in one piece".to_string(), |l| format!("the largest piece is {}", s(l))),
-                        s(*request)
-                    ),
-                    Vec::new(),
-                )
-            } else {
-                (
-                    format!(
-                        "The {} buffer is more than the {} free: short by {}",
-                        s(*request),
-                        s(*free),
-                        s(request - free)
-                    ),
-                    total.map(|t| vec![format!("the device has {} in all", s(t))]).unwrap_or_default(),
-                )
-            }
+            device_buffer_cause(format, request, free, largest, total)
         }
         MessageCause::XlaProgram { format, request, program, top, single } => {
             xla_cause(*format, *request, program, top, *single)
@@ -570,52 +398,7 @@ pub(super) fn fix(f: &MessageFix) -> String {
                 size(*format, *total)
             ),
         },
-        MessageFix::XlaShrink { format, donate, dominant, needed, capacity, arguments, temporaries } => {
-            let s = |n| size(*format, n);
-            let mut steps = Vec::new();
-            if *donate {
-                steps.push(
-                    "the outputs are as large as the parameters: donate the inputs (jax.jit(f, donate_argnums=...)) so \
-                     XLA writes the outputs into their buffers"
-                        .to_string(),
-                );
-            }
-            if let Some((op, bytes)) = dominant {
-                steps.push(format!(
-                    "the largest buffer ({}, {:.0}% of the program) dominates: shrink the dimension that makes it \
-                     (batch, sequence, resolution) or compute it in pieces (jax.lax.map, a scan, jax.checkpoint around \
-                     the layer): {op}",
-                    s(*bytes),
-                    pct(*bytes, *needed)
-                ));
-            }
-            if *format == MessageFormat::XlaHbm && *capacity > 0 {
-                let over = needed.saturating_sub(*capacity);
-                if *arguments * 2 >= *capacity {
-                    steps.push(format!(
-                        "the arguments (parameters, optimizer state) take {} of the {}: shard them over more chips \
-                         (FSDP-style sharding) or keep them in bfloat16",
-                        s(*arguments),
-                        s(*capacity)
-                    ));
-                } else if *temporaries > 0 {
-                    steps.push(format!(
-                        "cut at least {} of the program's {} of temporaries ({:.0}%): a smaller batch per chip, or \
-                         rematerialization (jax.checkpoint)",
-                        s(over),
-                        s(*temporaries),
-                        pct(over, *temporaries).ceil()
-                    ));
-                }
-            } else {
-                steps.push(
-                    "reduce the batch, or rematerialize activations (jax.checkpoint); JAX takes 75% of the GPU up \
-                     front: XLA_PYTHON_CLIENT_MEM_FRACTION=.9 gives it more when nothing else shares the GPU"
-                        .to_string(),
-                );
-            }
-            steps.join("; ")
-        }
+        MessageFix::XlaShrink { format, donate, dominant, needed, capacity, arguments, temporaries } => xla_shrink_fix(format, donate, dominant, needed, capacity, arguments, temporaries),
         MessageFix::XlaBfcAllocator => "go back to XLA's own allocator (unset TF_GPU_ALLOCATOR=cuda_malloc_async, \
              or XLA_PYTHON_CLIENT_ALLOCATOR for JAX), which keeps one pool of its own; or reduce the batch. If \
              nvidia-smi shows other processes on the GPU, free them first"
@@ -785,4 +568,237 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         m.format.describe()
     );
     o
+}
+
+fn device_buffer_cause(
+    format: &MessageFormat,
+    request: &u64,
+    free: &u64,
+    largest: &Option<u64>,
+    total: &Option<u64>,
+) -> (String, Vec<String>) {
+    let s = |n| size(*format, n);
+    if total.is_some_and(|t| *request > t) {
+        (format!("One buffer of {} is larger than the device's {}", s(*request), s(total.unwrap_or(0))), Vec::new())
+    } else if request <= free {
+        (
+            format!(
+                "Fragmentation: {} is free, but {}: the {} buffer needs one piece",
+                s(*free),
+                largest.map_or("not in one piece".to_string(), |l| format!("the largest piece is {}", s(l))),
+                s(*request)
+            ),
+            Vec::new(),
+        )
+    } else {
+        (
+            format!("The {} buffer is more than the {} free: short by {}", s(*request), s(*free), s(request - free)),
+            total.map(|t| vec![format!("the device has {} in all", s(t))]).unwrap_or_default(),
+        )
+    }
+}
+
+fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>) {
+    let s = |n| size(b.format, n);
+    let mut evidence = vec![format!(
+        "{} live + {} requested = {} > {} free + {} in {}'s cache = {}",
+        s(b.live),
+        s(b.request),
+        s(*needed),
+        s(b.usable_free()),
+        s(b.reserved()),
+        framework_name(b.format),
+        s(*can_have)
+    )];
+    if b.cached > 0 && b.format.is_torch_cache() {
+        evidence.push(format!(
+            "{} requested > {} free + {} cached = {}: neither freeing the cache nor expandable_segments can \
+             make room",
+            s(b.request),
+            s(b.usable_free()),
+            s(b.cached),
+            s(b.usable_free() + b.cached)
+        ));
+    }
+    if let Some(p) = b.private_pools.filter(|&p| p > 0) {
+        evidence.push(format!("of the live memory, {} is in CUDA graphs' private pools", s(p)));
+    }
+    if let Some(o) = b.others.filter(|&o| o > 0) {
+        evidence.push(format!("other processes hold {}; even without them it would not fit", s(o)));
+    }
+    if let Some(c) = b.context.filter(|&c| c > 0) {
+        evidence.push(format!(
+            "this process holds {} outside {} (CUDA context, libraries)",
+            s(c),
+            framework_name(b.format)
+        ));
+    }
+    if let Some(u) = b.unattributed {
+        evidence.push(format!(
+            "{} is outside {}'s cache: a CUDA context, cuDNN and cuBLAS take up to about 1.5 GiB, so other \
+             processes may hold some of it (nvidia-smi tells)",
+            s(u),
+            framework_name(b.format)
+        ));
+    }
+    if b.total == 0 {
+        evidence.push("the message has no device total: other processes may hold some of it (nvidia-smi tells)".into());
+    }
+    evidence.extend(site(b));
+    let headline = if b.limited() {
+        format!(
+            "The limit set for this process is what ran out: {} live + {} requested = {}, and {} is allowed \
+             of the device's {}",
+            s(b.live),
+            s(b.request),
+            s(*needed),
+            s(b.limit.unwrap_or(0)),
+            s(b.total)
+        )
+    } else {
+        format!(
+            "A true peak: live tensors ({}) and the request ({}) need {}, and this process can have {}",
+            s(b.live),
+            s(b.request),
+            s(*needed),
+            s(*can_have)
+        )
+    };
+    (headline, evidence)
+}
+
+fn cache_in_pieces_cause(b: &Budget) -> (String, Vec<String>) {
+    let s = |n| size(b.format, n);
+    let mut evidence = vec![format!(
+        "{} free{} + {} free in the cache = {} >= {} requested",
+        s(b.usable_free()),
+        match b.limit.filter(|_| b.limited()) {
+            Some(l) => format!(" within the {} allowed", s(l)),
+            None => String::new(),
+        },
+        s(b.cached),
+        s(b.usable_free() + b.cached),
+        s(b.request)
+    )];
+    if let Some(o) = b.others.filter(|&o| o > 0) {
+        evidence.push(format!("other processes hold {} of {} besides", s(o), b.device));
+    }
+    if b.format != MessageFormat::TorchAsync {
+        evidence.push(
+            "PyTorch returns its unused whole blocks to the device and retries before it fails: what its \
+             cache still holds free is in blocks that live tensors split"
+                .to_string(),
+        );
+    }
+    evidence.extend(site(b));
+    let room = match b.limit.filter(|_| b.limited()) {
+        Some(l) => format!("{} left under the {} allowed", s(b.usable_free()), s(l)),
+        None => format!("{} free on {}", s(b.usable_free()), b.device),
+    };
+    (
+        format!(
+            "Fragmentation: {} is free in {}'s cache, but in pieces; with {room} the {} request finds no \
+             piece large enough",
+            s(b.cached),
+            framework_name(b.format),
+            s(b.request)
+        ),
+        evidence,
+    )
+}
+
+fn others_cause(b: &Budget, short: &u64) -> (String, Vec<String>) {
+    let s = |n| size(b.format, n);
+    let others = b.others.unwrap_or(0);
+    let mut evidence = vec![format!(
+        "{} requested > {} free + {} free in {}'s cache = {}: short by {}",
+        s(b.request),
+        s(b.usable_free()),
+        s(b.cached),
+        framework_name(b.format),
+        s(b.usable_free() + b.cached),
+        s(*short)
+    )];
+    let listed: Vec<&ProcessMemory> = b.listed.iter().filter(|p| !p.this).collect();
+    if !listed.is_empty() {
+        let names: Vec<String> = listed.iter().map(|p| format!("process {} {}", p.pid, s(p.bytes))).collect();
+        evidence.push(format!("other processes on {}: {}", b.device, names.join(", ")));
+    } else if b.others_inferred {
+        evidence.push(format!(
+            "the message lists no processes; {} total - {} free - {} in {}'s cache leaves {} outside the cache, \
+             more than a CUDA context takes (about {}): about {} is other processes'",
+            s(b.total),
+            s(b.free),
+            s(b.reserved()),
+            framework_name(b.format),
+            s(others + (3 << 29)),
+            s(3 << 29),
+            s(others)
+        ));
+    }
+    evidence.extend(site(b));
+    (
+        format!(
+            "Other processes hold {} of {}: without them the {} request would fit",
+            s(others),
+            b.device,
+            s(b.request)
+        ),
+        evidence,
+    )
+}
+
+fn xla_shrink_fix(
+    format: &MessageFormat,
+    donate: &bool,
+    dominant: &Option<(String, u64)>,
+    needed: &u64,
+    capacity: &u64,
+    arguments: &u64,
+    temporaries: &u64,
+) -> String {
+    let s = |n| size(*format, n);
+    let mut steps = Vec::new();
+    if *donate {
+        steps.push(
+            "the outputs are as large as the parameters: donate the inputs (jax.jit(f, donate_argnums=...)) so \
+             XLA writes the outputs into their buffers"
+                .to_string(),
+        );
+    }
+    if let Some((op, bytes)) = dominant {
+        steps.push(format!(
+            "the largest buffer ({}, {:.0}% of the program) dominates: shrink the dimension that makes it \
+             (batch, sequence, resolution) or compute it in pieces (jax.lax.map, a scan, jax.checkpoint around \
+             the layer): {op}",
+            s(*bytes),
+            pct(*bytes, *needed)
+        ));
+    }
+    if *format == MessageFormat::XlaHbm && *capacity > 0 {
+        let over = needed.saturating_sub(*capacity);
+        if *arguments * 2 >= *capacity {
+            steps.push(format!(
+                "the arguments (parameters, optimizer state) take {} of the {}: shard them over more chips \
+                 (FSDP-style sharding) or keep them in bfloat16",
+                s(*arguments),
+                s(*capacity)
+            ));
+        } else if *temporaries > 0 {
+            steps.push(format!(
+                "cut at least {} of the program's {} of temporaries ({:.0}%): a smaller batch per chip, or \
+                 rematerialization (jax.checkpoint)",
+                s(over),
+                s(*temporaries),
+                pct(over, *temporaries).ceil()
+            ));
+        }
+    } else {
+        steps.push(
+            "reduce the batch, or rematerialize activations (jax.checkpoint); JAX takes 75% of the GPU up \
+             front: XLA_PYTHON_CLIENT_MEM_FRACTION=.9 gives it more when nothing else shares the GPU"
+                .to_string(),
+        );
+    }
+    steps.join("; ")
 }

@@ -3,7 +3,7 @@
 
 use oomscope_base::shape;
 use oomscope_base::size::{human, human_bytes_driver};
-use oomscope_diagnose::{Cause, Diagnosis, Elsewhere, Fix, Request, SplitFirst};
+use oomscope_diagnose::{Cause, Diagnosis, Elsewhere, Fix, Request, SplitFirst, StepBytes, Survivor};
 use oomscope_format::op_text;
 use oomscope_format::{Dump, Kind, KindBytes, SettingChange, Verdict, WhatIf};
 use std::fmt::Write;
@@ -163,73 +163,12 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             )
         }
         Cause::PoolTookDevice { op, outside, refused, taken, card } => {
-            let mut evidence = vec![format!(
-                "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
-                driver_sizes(refused),
-                human_bytes_driver(*taken)
-            )];
-            if let (true, Some(&last)) = (*card > 0, refused.last()) {
-                evidence.push(format!(
-                    "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
-                    human(*card),
-                    human(card.saturating_sub(last)),
-                    human(card.saturating_sub(*taken))
-                ));
-            }
-            let who = op.as_deref().unwrap_or("the run");
-            let headline = if *outside {
-                format!(
-                    "{who} could not get memory outside TensorFlow's pool (CUDNN_STATUS_ALLOC_FAILED): the pool had taken everything the device would give, and other processes held the rest"
-                )
-            } else {
-                "TensorFlow's pool took everything the device would give, and other processes held the rest".to_string()
-            };
-            (headline, evidence)
+            pool_took_device_words(op, outside, refused, taken, card)
         }
         Cause::PartialUsage { request, live, nodes, top, layout_copies } => {
-            let mut evidence = vec![format!("live by kind: {}", describe_breakdown(b, *live))];
-            evidence.extend(node_lines(top));
-            if let Some(layout) = layout_copies {
-                evidence.push(format!(
-                    "{} ({:.0}%) is held by *-LayoutOptimizer nodes: copies TF's layout optimizer made to turn NHWC tensors into the NCHW cuDNN wants, and back",
-                    human(*layout),
-                    pct(*layout, *live)
-                ));
-            }
-            (
-                format!(
-                    "{}{} was in use in {nodes} nodes{}; the log shows neither the limit nor the free memory, so a true peak cannot be told from fragmentation",
-                    request.as_ref().map_or(String::new(), |r| format!("{} failed; ", request_text(r))),
-                    human(*live),
-                    b.first().map_or(String::new(), |k| format!(", {} the most ({})", k.kind.plural(), human(k.bytes)))
-                ),
-                evidence,
-            )
+            partial_usage_words(request, live, nodes, top, layout_copies, b)
         }
-        Cause::PartialFull { request, in_use, limit } => {
-            let mut evidence = Vec::new();
-            match (in_use, limit) {
-                (Some(u), Some(l)) => evidence.push(format!(
-                    "Stats: {} in use of the {} limit ({:.1}%): {} was left for any request",
-                    human(*u),
-                    human(*l),
-                    pct(*u, *l),
-                    human(l.saturating_sub(*u))
-                )),
-                _ => evidence.push(
-                    "the allocator's occupancy bar is all in use (`*`): no free chunk was left in its pool".to_string(),
-                ),
-            }
-            if let Some(r) = request.as_ref().filter(|r| r.requested > 0) {
-                evidence.push(format!("{} failed", request_text(r)));
-            }
-            (
-                "A true peak: the live tensors filled the allocator, so whatever was asked next did not fit; the log \
-                 does not say which tensors they were"
-                    .to_string(),
-                evidence,
-            )
-        }
+        Cause::PartialFull { request, in_use, limit } => partial_full_words(request, in_use, limit),
         Cause::PartialEmpty { request, in_use, limit } => (
             format!(
                 "One request larger than the allocator's whole limit ({}): almost nothing ({}) was in use when {} failed",
@@ -244,28 +183,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 pct(*in_use, *limit)
             )],
         ),
-        Cause::BeyondAnyGpu { request, limit } => (
-            match limit {
-                Some(l) => format!(
-                    "One tensor of {} ({}{}) is more than the allocator's whole limit, {}",
-                    human(request.requested),
-                    op_text(&request.op),
-                    shape_text(&request.shape),
-                    human(*l)
-                ),
-                None => format!(
-                    "One tensor of {} ({}{}) is more than any GPU has (the largest hold 288 GB)",
-                    human(request.requested),
-                    op_text(&request.op),
-                    shape_text(&request.shape)
-                ),
-            },
-            vec![
-                "a request this size comes from a shape the code did not mean (a size computed wrong, a dimension \
-                  that overflowed, two large dimensions broadcast together), not from the memory in use"
-                    .to_string(),
-            ],
-        ),
+        Cause::BeyondAnyGpu { request, limit } => beyond_any_gpu_words(request, limit),
         Cause::PartialRequest { request } => (
             format!(
                 "{} could not be allocated; the log shows neither the limit nor what else was in use",
@@ -294,68 +212,10 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             }],
         ),
         Cause::Growth { first, last, per_step, oom_step, survivors } => {
-            let mut evidence = vec![format!(
-                "live bytes at step boundaries went from {} at step {} to {} at step {}: {} per step",
-                human(first.bytes),
-                first.step,
-                human(last.bytes),
-                last.step,
-                human(*per_step)
-            )];
-            for s in survivors {
-                evidence.push(format!(
-                    "{}: {} tensors from steps {}..{} are still live ({})",
-                    s.op,
-                    s.tensors,
-                    s.first_step,
-                    s.last_step,
-                    human(s.bytes)
-                ));
-            }
-            (
-                format!(
-                    "Live memory grows by {} every step until the OOM at step {oom_step}: tensors made in earlier steps are never freed",
-                    human(*per_step)
-                ),
-                evidence,
-            )
+            growth_words(first, last, per_step, oom_step, survivors)
         }
         Cause::Fragmentation { request, pool_free, pieces, fragmentation, largest_free, pinning } => {
-            let mut evidence = vec![match pieces {
-                Some(pieces) => format!(
-                    "{} free in {pieces} pieces ({:.1}% fragmentation); the request needs {} in one piece",
-                    human(*pool_free),
-                    fragmentation * 100.0,
-                    human(request.rounded)
-                ),
-                None => format!(
-                    "the pool cannot grow, and the allocator fails a request only when no free chunk holds it; the \
-                     input does not list the chunks, so the sizes of the {} free pieces are not known",
-                    human(*pool_free)
-                ),
-            }];
-            if !pinning.is_empty() {
-                let names: Vec<String> = pinning
-                    .iter()
-                    .map(|(op, n)| match op {
-                        Some(op) => format!("{op} ({n})"),
-                        None => format!("{n} the input does not name"),
-                    })
-                    .collect();
-                evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
-            }
-            let largest = match largest_free {
-                Some(l) => format!("the largest free block is {}", human(*l)),
-                None => "no free block is large enough".to_string(),
-            };
-            (
-                format!(
-                    "{} is free in the pool, but {largest}: the {} request does not fit in any piece",
-                    human(*pool_free),
-                    human(request.rounded)
-                ),
-                evidence,
-            )
+            fragmentation_words(request, pool_free, pieces, fragmentation, largest_free, pinning)
         }
         Cause::ManyOfOneSize { request, size, count, bytes, in_use } => (
             format!(
@@ -374,38 +234,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 pct(*bytes, *in_use)
             )],
         ),
-        Cause::Peak { request, in_use, capacity, top } => {
-            let need = in_use + request.rounded;
-            let live: u64 = b.iter().map(|k| k.bytes).sum();
-            let dominant = b.first().map(|k| k.kind).unwrap_or(Kind::Activation);
-            let what = if dominant == Kind::Unknown {
-                String::new()
-            } else {
-                format!(
-                    "; {} take {} of the {} live",
-                    dominant.plural(),
-                    human(b.first().map_or(0, |k| k.bytes)),
-                    human(live)
-                )
-            };
-            let mut evidence = vec![format!(
-                "{} live + {} requested = {} needed; {} can be had",
-                human(*in_use),
-                human(request.rounded),
-                human(need),
-                human(*capacity)
-            )];
-            evidence.push(format!("live by kind: {}", describe_breakdown(b, live)));
-            evidence.extend(node_lines(top));
-            (
-                format!(
-                    "A true peak: {} is needed at this point and {} can be had{what}",
-                    human(need),
-                    human(*capacity)
-                ),
-                evidence,
-            )
-        }
+        Cause::Peak { request, in_use, capacity, top } => peak_words(request, in_use, capacity, top, b),
         Cause::GrowingNoOom { first, last, per_step, limit, pool_peak, reached_near } => (
             format!(
                 "No allocation failed, but live memory grows by {} per step: at this rate the limit is reached near step {reached_near}",
@@ -431,25 +260,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             vec![format!("the cache (reserved memory) peaked at {}", human(*pool_peak))],
         ),
         Cause::Fits { peak, limit, pool_peak, refused, others, limit_known: true } => {
-            let mut evidence = vec![format!("peak pool {} of the {} limit", human(*pool_peak), human(*limit))];
-            if !refused.is_empty() {
-                evidence.push(format!(
-                    "the device refused region requests of {}: the pool got {} of its {} limit{}",
-                    driver_sizes(refused),
-                    human(*pool_peak),
-                    human(*limit),
-                    if *others > 0 { format!(" (other processes hold {})", human(*others)) } else { String::new() }
-                ));
-            }
-            (
-                format!(
-                    "No allocation failed: the peak was {} of the {} limit, {} to spare",
-                    human(*peak),
-                    human(*limit),
-                    human(limit.saturating_sub(*peak))
-                ),
-                evidence,
-            )
+            fits_words(peak, limit, pool_peak, refused, others)
         }
     }
 }
@@ -490,44 +301,8 @@ fn fix(f: &Fix) -> String {
             "let the pool grow on demand: config.gpu_options.allow_growth = True (or TF_FORCE_GPU_ALLOW_GROWTH=true); or cap it so cuDNN and the desktop keep room: per_process_gpu_memory_fraction={fraction:.2}{}",
             if *card > 0 { format!(" ({})", human((fraction * *card as f64) as u64)) } else { String::new() }
         ),
-        Fix::FromUsage { dominant, layout_copies } => {
-            let mut fix = match dominant {
-                Some(Kind::Activation) | Some(Kind::Backward) | Some(Kind::Input) | None => {
-                    "reduce the batch: activations and gradients scale with it".to_string()
-                }
-                Some(Kind::Optimizer) => {
-                    "optimizer state dominates: momentum keeps one slot per weight where Adam keeps two".into()
-                }
-                Some(_) => "reduce the model or its precision (float16 halves every tensor)".into(),
-            };
-            if let Some(layout) = layout_copies {
-                let _ = write!(
-                    fix,
-                    "; and build the model channels-first (data_format=\"NCHW\" / \"channels_first\") so the GPU needs no transposed copies ({} here)",
-                    human(*layout)
-                );
-            }
-            fix
-        }
-        Fix::WholeLog { split, state_first } => {
-            // Where to look in the log: TF <= 1.12 printed the state, then "Ran out of memory";
-            // later releases print "ran out of memory", then the state.
-            let fix = if *state_first {
-                "for the cause, give oomscope the whole log: this version of TF prints the allocator's state (the \
-                 \"Bin\", \"Chunk\" and \"Stats\" lines) before \"Ran out of memory\" (or run the program under \
-                 `oomscope run`, which reads it even when TF's logs are silenced)"
-            } else {
-                "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of \
-                 memory\" (or run the program under `oomscope run`, which reads it even when TF's logs are silenced)"
-            };
-            match split {
-                Some(SplitFirst { n, rows, part }) if *part > 0 => format!(
-                    "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",
-                    human(*part)
-                ),
-                _ => fix.to_string(),
-            }
-        }
+        Fix::FromUsage { dominant, layout_copies } => from_usage_fix(dominant, layout_copies),
+        Fix::WholeLog { split, state_first } => whole_log_fix(split, state_first),
         Fix::SplitBatch { batch: n, at_most, known, eval } => {
             let along = if *known { String::new() } else { format!(" (if its first dimension, {n}, is the batch)") };
             if *eval {
@@ -635,21 +410,7 @@ fn fix(f: &Fix) -> String {
             human(*needed),
             human(*capacity)
         ),
-        Fix::GrowthReplayed { peak_pool, cap } => {
-            let mut fix = format!(
-                "let the pool grow on demand: TF_FORCE_GPU_ALLOW_GROWTH=true (config.gpu_options.allow_growth = True); \
-                 replayed with it, the pool peaks at {} and everything else gets the memory it asks for",
-                human(*peak_pool)
-            );
-            if let Some((fraction, bytes)) = cap {
-                let _ = write!(
-                    fix,
-                    "; or cap the pool: per_process_gpu_memory_fraction={fraction:.2} ({}), which also replays without an OOM",
-                    human(*bytes)
-                );
-            }
-            fix
-        }
+        Fix::GrowthReplayed { peak_pool, cap } => growth_replayed_fix(peak_pool, cap),
     }
 }
 
@@ -684,6 +445,301 @@ pub fn render(v: &Verdict) -> String {
     }
     wrap(&mut o, "Fix: ", "     ", &v.fix);
     o
+}
+
+fn peak_words(
+    request: &Request,
+    in_use: &u64,
+    capacity: &u64,
+    top: &Vec<(String, u64)>,
+    b: &[KindBytes],
+) -> (String, Vec<String>) {
+    let need = in_use + request.rounded;
+    let live: u64 = b.iter().map(|k| k.bytes).sum();
+    let dominant = b.first().map(|k| k.kind).unwrap_or(Kind::Activation);
+    let what = if dominant == Kind::Unknown {
+        String::new()
+    } else {
+        format!("; {} take {} of the {} live", dominant.plural(), human(b.first().map_or(0, |k| k.bytes)), human(live))
+    };
+    let mut evidence = vec![format!(
+        "{} live + {} requested = {} needed; {} can be had",
+        human(*in_use),
+        human(request.rounded),
+        human(need),
+        human(*capacity)
+    )];
+    evidence.push(format!("live by kind: {}", describe_breakdown(b, live)));
+    evidence.extend(node_lines(top));
+    (
+        format!("A true peak: {} is needed at this point and {} can be had{what}", human(need), human(*capacity)),
+        evidence,
+    )
+}
+
+fn fragmentation_words(
+    request: &Request,
+    pool_free: &u64,
+    pieces: &Option<u64>,
+    fragmentation: &f64,
+    largest_free: &Option<u64>,
+    pinning: &Vec<(Option<String>, u64)>,
+) -> (String, Vec<String>) {
+    let mut evidence = vec![match pieces {
+        Some(pieces) => format!(
+            "{} free in {pieces} pieces ({:.1}% fragmentation); the request needs {} in one piece",
+            human(*pool_free),
+            fragmentation * 100.0,
+            human(request.rounded)
+        ),
+        None => format!(
+            "the pool cannot grow, and the allocator fails a request only when no free chunk holds it; the \
+             input does not list the chunks, so the sizes of the {} free pieces are not known",
+            human(*pool_free)
+        ),
+    }];
+    if !pinning.is_empty() {
+        let names: Vec<String> = pinning
+            .iter()
+            .map(|(op, n)| match op {
+                Some(op) => format!("{op} ({n})"),
+                None => format!("{n} the input does not name"),
+            })
+            .collect();
+        evidence.push(format!("live tensors sitting between free blocks: {}", names.join(", ")));
+    }
+    let largest = match largest_free {
+        Some(l) => format!("the largest free block is {}", human(*l)),
+        None => "no free block is large enough".to_string(),
+    };
+    (
+        format!(
+            "{} is free in the pool, but {largest}: the {} request does not fit in any piece",
+            human(*pool_free),
+            human(request.rounded)
+        ),
+        evidence,
+    )
+}
+
+fn growth_words(
+    first: &StepBytes,
+    last: &StepBytes,
+    per_step: &u64,
+    oom_step: &i64,
+    survivors: &Vec<Survivor>,
+) -> (String, Vec<String>) {
+    let mut evidence = vec![format!(
+        "live bytes at step boundaries went from {} at step {} to {} at step {}: {} per step",
+        human(first.bytes),
+        first.step,
+        human(last.bytes),
+        last.step,
+        human(*per_step)
+    )];
+    for s in survivors {
+        evidence.push(format!(
+            "{}: {} tensors from steps {}..{} are still live ({})",
+            s.op,
+            s.tensors,
+            s.first_step,
+            s.last_step,
+            human(s.bytes)
+        ));
+    }
+    (
+        format!(
+            "Live memory grows by {} every step until the OOM at step {oom_step}: tensors made in earlier steps are never freed",
+            human(*per_step)
+        ),
+        evidence,
+    )
+}
+
+fn fits_words(peak: &u64, limit: &u64, pool_peak: &u64, refused: &Vec<u64>, others: &u64) -> (String, Vec<String>) {
+    let mut evidence = vec![format!("peak pool {} of the {} limit", human(*pool_peak), human(*limit))];
+    if !refused.is_empty() {
+        evidence.push(format!(
+            "the device refused region requests of {}: the pool got {} of its {} limit{}",
+            driver_sizes(refused),
+            human(*pool_peak),
+            human(*limit),
+            if *others > 0 { format!(" (other processes hold {})", human(*others)) } else { String::new() }
+        ));
+    }
+    (
+        format!(
+            "No allocation failed: the peak was {} of the {} limit, {} to spare",
+            human(*peak),
+            human(*limit),
+            human(limit.saturating_sub(*peak))
+        ),
+        evidence,
+    )
+}
+
+fn beyond_any_gpu_words(request: &Request, limit: &Option<u64>) -> (String, Vec<String>) {
+    (
+        match limit {
+            Some(l) => format!(
+                "One tensor of {} ({}{}) is more than the allocator's whole limit, {}",
+                human(request.requested),
+                op_text(&request.op),
+                shape_text(&request.shape),
+                human(*l)
+            ),
+            None => format!(
+                "One tensor of {} ({}{}) is more than any GPU has (the largest hold 288 GB)",
+                human(request.requested),
+                op_text(&request.op),
+                shape_text(&request.shape)
+            ),
+        },
+        vec![
+            "a request this size comes from a shape the code did not mean (a size computed wrong, a dimension \
+          that overflowed, two large dimensions broadcast together), not from the memory in use"
+                .to_string(),
+        ],
+    )
+}
+
+fn partial_full_words(request: &Option<Request>, in_use: &Option<u64>, limit: &Option<u64>) -> (String, Vec<String>) {
+    let mut evidence = Vec::new();
+    match (in_use, limit) {
+        (Some(u), Some(l)) => evidence.push(format!(
+            "Stats: {} in use of the {} limit ({:.1}%): {} was left for any request",
+            human(*u),
+            human(*l),
+            pct(*u, *l),
+            human(l.saturating_sub(*u))
+        )),
+        _ => evidence
+            .push("the allocator's occupancy bar is all in use (`*`): no free chunk was left in its pool".to_string()),
+    }
+    if let Some(r) = request.as_ref().filter(|r| r.requested > 0) {
+        evidence.push(format!("{} failed", request_text(r)));
+    }
+    (
+        "A true peak: the live tensors filled the allocator, so whatever was asked next did not fit; the log \
+         does not say which tensors they were"
+            .to_string(),
+        evidence,
+    )
+}
+
+fn partial_usage_words(
+    request: &Option<Request>,
+    live: &u64,
+    nodes: &u64,
+    top: &Vec<(String, u64)>,
+    layout_copies: &Option<u64>,
+    b: &[KindBytes],
+) -> (String, Vec<String>) {
+    let mut evidence = vec![format!("live by kind: {}", describe_breakdown(b, *live))];
+    evidence.extend(node_lines(top));
+    if let Some(layout) = layout_copies {
+        evidence.push(format!(
+            "{} ({:.0}%) is held by *-LayoutOptimizer nodes: copies TF's layout optimizer made to turn NHWC tensors into the NCHW cuDNN wants, and back",
+            human(*layout),
+            pct(*layout, *live)
+        ));
+    }
+    (
+        format!(
+            "{}{} was in use in {nodes} nodes{}; the log shows neither the limit nor the free memory, so a true peak cannot be told from fragmentation",
+            request.as_ref().map_or(String::new(), |r| format!("{} failed; ", request_text(r))),
+            human(*live),
+            b.first().map_or(String::new(), |k| format!(", {} the most ({})", k.kind.plural(), human(k.bytes)))
+        ),
+        evidence,
+    )
+}
+
+fn pool_took_device_words(
+    op: &Option<String>,
+    outside: &bool,
+    refused: &Vec<u64>,
+    taken: &u64,
+    card: &u64,
+) -> (String, Vec<String>) {
+    let mut evidence = vec![format!(
+        "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
+        driver_sizes(refused),
+        human_bytes_driver(*taken)
+    )];
+    if let (true, Some(&last)) = (*card > 0, refused.last()) {
+        evidence.push(format!(
+            "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
+            human(*card),
+            human(card.saturating_sub(last)),
+            human(card.saturating_sub(*taken))
+        ));
+    }
+    let who = op.as_deref().unwrap_or("the run");
+    let headline = if *outside {
+        format!(
+            "{who} could not get memory outside TensorFlow's pool (CUDNN_STATUS_ALLOC_FAILED): the pool had taken everything the device would give, and other processes held the rest"
+        )
+    } else {
+        "TensorFlow's pool took everything the device would give, and other processes held the rest".to_string()
+    };
+    (headline, evidence)
+}
+
+fn growth_replayed_fix(peak_pool: &u64, cap: &Option<(f64, u64)>) -> String {
+    let mut fix = format!(
+        "let the pool grow on demand: TF_FORCE_GPU_ALLOW_GROWTH=true (config.gpu_options.allow_growth = True); \
+         replayed with it, the pool peaks at {} and everything else gets the memory it asks for",
+        human(*peak_pool)
+    );
+    if let Some((fraction, bytes)) = cap {
+        let _ = write!(
+            fix,
+            "; or cap the pool: per_process_gpu_memory_fraction={fraction:.2} ({}), which also replays without an OOM",
+            human(*bytes)
+        );
+    }
+    fix
+}
+
+fn whole_log_fix(split: &Option<SplitFirst>, state_first: &bool) -> String {
+    // Where to look in the log: TF <= 1.12 printed the state, then "Ran out of memory";
+    // later releases print "ran out of memory", then the state.
+    let fix = if *state_first {
+        "for the cause, give oomscope the whole log: this version of TF prints the allocator's state (the \
+         \"Bin\", \"Chunk\" and \"Stats\" lines) before \"Ran out of memory\" (or run the program under \
+         `oomscope run`, which reads it even when TF's logs are silenced)"
+    } else {
+        "for the cause, give oomscope the whole log: TF prints the allocator's state after \"ran out of \
+         memory\" (or run the program under `oomscope run`, which reads it even when TF's logs are silenced)"
+    };
+    match split {
+        Some(SplitFirst { n, rows, part }) if *part > 0 => format!(
+            "if the first dimension, {n}, is the batch, split it: in chunks of {rows}, this tensor is {}; {fix}",
+            human(*part)
+        ),
+        _ => fix.to_string(),
+    }
+}
+
+fn from_usage_fix(dominant: &Option<Kind>, layout_copies: &Option<u64>) -> String {
+    let mut fix = match dominant {
+        Some(Kind::Activation) | Some(Kind::Backward) | Some(Kind::Input) | None => {
+            "reduce the batch: activations and gradients scale with it".to_string()
+        }
+        Some(Kind::Optimizer) => {
+            "optimizer state dominates: momentum keeps one slot per weight where Adam keeps two".into()
+        }
+        Some(_) => "reduce the model or its precision (float16 halves every tensor)".into(),
+    };
+    if let Some(layout) = layout_copies {
+        let _ = write!(
+            fix,
+            "; and build the model channels-first (data_format=\"NCHW\" / \"channels_first\") so the GPU needs no transposed copies ({} here)",
+            human(*layout)
+        );
+    }
+    fix
 }
 
 #[cfg(test)]
