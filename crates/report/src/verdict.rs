@@ -451,7 +451,7 @@ fn peak_words(
     request: &Request,
     in_use: &u64,
     capacity: &u64,
-    top: &Vec<(String, u64)>,
+    top: &[(String, u64)],
     b: &[KindBytes],
 ) -> (String, Vec<String>) {
     let need = in_use + request.rounded;
@@ -483,7 +483,7 @@ fn fragmentation_words(
     pieces: &Option<u64>,
     fragmentation: &f64,
     largest_free: &Option<u64>,
-    pinning: &Vec<(Option<String>, u64)>,
+    pinning: &[(Option<String>, u64)],
 ) -> (String, Vec<String>) {
     let mut evidence = vec![match pieces {
         Some(pieces) => format!(
@@ -527,7 +527,7 @@ fn growth_words(
     last: &StepBytes,
     per_step: &u64,
     oom_step: &i64,
-    survivors: &Vec<Survivor>,
+    survivors: &[Survivor],
 ) -> (String, Vec<String>) {
     let mut evidence = vec![format!(
         "live bytes at step boundaries went from {} at step {} to {} at step {}: {} per step",
@@ -556,7 +556,7 @@ fn growth_words(
     )
 }
 
-fn fits_words(peak: &u64, limit: &u64, pool_peak: &u64, refused: &Vec<u64>, others: &u64) -> (String, Vec<String>) {
+fn fits_words(peak: &u64, limit: &u64, pool_peak: &u64, refused: &[u64], others: &u64) -> (String, Vec<String>) {
     let mut evidence = vec![format!("peak pool {} of the {} limit", human(*pool_peak), human(*limit))];
     if !refused.is_empty() {
         evidence.push(format!(
@@ -631,7 +631,7 @@ fn partial_usage_words(
     request: &Option<Request>,
     live: &u64,
     nodes: &u64,
-    top: &Vec<(String, u64)>,
+    top: &[(String, u64)],
     layout_copies: &Option<u64>,
     b: &[KindBytes],
 ) -> (String, Vec<String>) {
@@ -658,7 +658,7 @@ fn partial_usage_words(
 fn pool_took_device_words(
     op: &Option<String>,
     outside: &bool,
-    refused: &Vec<u64>,
+    refused: &[u64],
     taken: &u64,
     card: &u64,
 ) -> (String, Vec<String>) {
