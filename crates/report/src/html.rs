@@ -476,19 +476,15 @@ impl Colours {
 const UNNAMED: &str = "unknown";
 
 /// A point of the drawing over time: the event's number, its step, the bytes of each series.
-type Sample = (u64, i64, Vec<u64>);
-
-/// Live bytes by op over the dump's history, stacked: each op's series, the points' event
-/// numbers and steps, and the failures.
-fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
-    let events: Vec<&oomscope_format::EventInfo> = d
-        .events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Free | EventKind::Oom | EventKind::Step))
-        .collect();
-    if events.iter().filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Free)).count() < 2 {
-        return None;
-    }
+/// The history sampled to at most [`SAMPLES`] points, each the highest of its stretch, by
+/// series (the top ops, the others, what was live before the history began); the failures
+/// (sample, request, op); and the live bytes at the end.
+#[allow(clippy::type_complexity)]
+fn samples(
+    d: &Dump,
+    events: &[&oomscope_format::EventInfo],
+    colours: &Colours,
+) -> (Vec<Sample>, Vec<(usize, u64, Option<String>)>, u64) {
     // Series: the top ops, the others, and what was live before the history began.
     let series = TOP_OPS + 2;
     let (others, earlier) = (TOP_OPS, TOP_OPS + 1);
@@ -496,7 +492,7 @@ fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
     // What was live when the history began: the end's live bytes less what the history added.
     let end: u64 = d.live_chunks().map(|c| c.size).sum::<u64>().max(d.stats.bytes_in_use);
     let mut net: i128 = 0;
-    for e in &events {
+    for e in events {
         match e.kind {
             EventKind::Alloc => net += e.size as i128,
             EventKind::Free => net -= e.size as i128,
@@ -535,6 +531,24 @@ fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
             samples.push(s);
         }
     }
+    (samples, ooms, end)
+}
+
+type Sample = (u64, i64, Vec<u64>);
+
+/// Live bytes by op over the dump's history, stacked: each op's series, the points' event
+/// numbers and steps, and the failures.
+fn timeline(d: &Dump, style: Style, colours: &Colours) -> Option<String> {
+    let events: Vec<&oomscope_format::EventInfo> = d
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Free | EventKind::Oom | EventKind::Step))
+        .collect();
+    if events.iter().filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Free)).count() < 2 {
+        return None;
+    }
+    let (samples, ooms, end) = samples(d, &events, colours);
+    let (others, earlier) = (TOP_OPS, TOP_OPS + 1);
     let top =
         samples.iter().map(|s| s.2.iter().sum::<u64>()).max().unwrap_or(0).max(d.stats.bytes_limit.min(end * 2)).max(1);
     let (h, left, bottom) = (240.0, 84.0, 22.0);

@@ -20,33 +20,7 @@ pub fn render(d: &Dump) -> String {
     // TF's own LargestFreeBlock row is always 0: the largest free block is known from the
     // chunks only.
     let chunks_known = imported.is_none() || (d.has(Section::Regions) && !d.regions.is_empty());
-    match (&d.oom, imported) {
-        (Some(oom), _) => {
-            let _ = writeln!(o, "OOM in {}: {}", a.name, request_line(oom));
-        }
-        (None, Some(imp)) if imp.from == ImportedFrom::TfLog => {
-            let _ = writeln!(o, "OOM in {} (from a TensorFlow log that does not include the failed request)", a.name);
-        }
-        (None, _) if d.device.total == 0 => {
-            let _ = writeln!(
-                o,
-                "No allocation failed in {}: peak {} in use; the cache peaked at {} (the GPU's size is not known).",
-                a.name,
-                human(s.peak_bytes_in_use),
-                human(s.peak_pool_bytes)
-            );
-        }
-        (None, _) => {
-            let _ = writeln!(
-                o,
-                "No allocation failed in {}: peak {} in use of a {} limit ({:.1}%).",
-                a.name,
-                human(s.peak_bytes_in_use),
-                human(a.limit),
-                percent(s.peak_bytes_in_use, a.limit)
-            );
-        }
-    }
+    first_line(&mut o, d);
     if let Some(v) = &d.verdict {
         o.push('\n');
         o.push_str(&super::verdict::render(v));
@@ -108,41 +82,7 @@ pub fn render(d: &Dump) -> String {
             human(largest.unwrap_or(0))
         );
     }
-    if d.device.total > 0 || (imported.is_none() && d.device.model.is_empty()) {
-        let _ = writeln!(
-            o,
-            "  device           {}: {} total, {} free{}",
-            d.device.model,
-            human(d.device.total),
-            human(d.device.free),
-            if let Some(o) = d.oom.as_ref().filter(|o| !o.processes.is_empty()) {
-                // NVML said who holds what at the failure.
-                let this: u64 = o.processes.iter().filter(|p| p.this).map(|p| p.bytes).sum();
-                let others = o.processes.iter().filter(|p| !p.this).count();
-                let mut s = format!(", this process {} in all", human(this));
-                if others > 0 {
-                    s += &format!(", {others} other process(es) {}", human(d.device.others));
-                }
-                s
-            } else if d.device.others > 0 && d.device.kind == oomscope_format::DeviceKind::Cuda {
-                // Read from the driver when the allocator opened the GPU: the process's own
-                // CUDA context was there already, and the driver does not say whose is whose.
-                format!(
-                    ", {} in use before oomscope's first allocation (this process's CUDA context and libraries, \
-                     other processes)",
-                    human(d.device.others)
-                )
-            } else if d.device.others > 0 {
-                format!(", {} held by other processes", human(d.device.others))
-            } else {
-                String::new()
-            }
-        );
-    } else if d.device.model.starts_with("GPU (") {
-        // Nothing known of the card itself.
-    } else {
-        let _ = writeln!(o, "  device           {}", d.device.model);
-    }
+    device(&mut o, d);
     if !d.refusals.is_empty() {
         let sizes: Vec<String> = d.refusals.iter().map(|r| human(r.bytes)).collect();
         let got = if has_totals || imported.is_none() {
@@ -195,6 +135,78 @@ pub fn render(d: &Dump) -> String {
         );
     }
     o
+}
+
+/// The device's line: its size, what is free, and who holds the rest.
+fn device(o: &mut String, d: &Dump) {
+    let imported = d.imported.as_ref();
+    if d.device.total > 0 || (imported.is_none() && d.device.model.is_empty()) {
+        let _ = writeln!(
+            o,
+            "  device           {}: {} total, {} free{}",
+            d.device.model,
+            human(d.device.total),
+            human(d.device.free),
+            if let Some(o) = d.oom.as_ref().filter(|o| !o.processes.is_empty()) {
+                // NVML said who holds what at the failure.
+                let this: u64 = o.processes.iter().filter(|p| p.this).map(|p| p.bytes).sum();
+                let others = o.processes.iter().filter(|p| !p.this).count();
+                let mut s = format!(", this process {} in all", human(this));
+                if others > 0 {
+                    s += &format!(", {others} other process(es) {}", human(d.device.others));
+                }
+                s
+            } else if d.device.others > 0 && d.device.kind == oomscope_format::DeviceKind::Cuda {
+                // Read from the driver when the allocator opened the GPU: the process's own
+                // CUDA context was there already, and the driver does not say whose is whose.
+                format!(
+                    ", {} in use before oomscope's first allocation (this process's CUDA context and libraries, \
+                     other processes)",
+                    human(d.device.others)
+                )
+            } else if d.device.others > 0 {
+                format!(", {} held by other processes", human(d.device.others))
+            } else {
+                String::new()
+            }
+        );
+    } else if d.device.model.starts_with("GPU (") {
+        // Nothing known of the card itself.
+    } else {
+        let _ = writeln!(o, "  device           {}", d.device.model);
+    }
+}
+
+/// The first line: the failed request, or that nothing failed.
+fn first_line(o: &mut String, d: &Dump) {
+    let (s, a, imported) = (&d.stats, &d.allocator, d.imported.as_ref());
+    match (&d.oom, imported) {
+        (Some(oom), _) => {
+            let _ = writeln!(o, "OOM in {}: {}", a.name, request_line(oom));
+        }
+        (None, Some(imp)) if imp.from == ImportedFrom::TfLog => {
+            let _ = writeln!(o, "OOM in {} (from a TensorFlow log that does not include the failed request)", a.name);
+        }
+        (None, _) if d.device.total == 0 => {
+            let _ = writeln!(
+                o,
+                "No allocation failed in {}: peak {} in use; the cache peaked at {} (the GPU's size is not known).",
+                a.name,
+                human(s.peak_bytes_in_use),
+                human(s.peak_pool_bytes)
+            );
+        }
+        (None, _) => {
+            let _ = writeln!(
+                o,
+                "No allocation failed in {}: peak {} in use of a {} limit ({:.1}%).",
+                a.name,
+                human(s.peak_bytes_in_use),
+                human(a.limit),
+                percent(s.peak_bytes_in_use, a.limit)
+            );
+        }
+    }
 }
 
 /// The top nodes of `usage` (which sums to `total` with an imported log's `remaining`

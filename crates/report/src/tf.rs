@@ -149,32 +149,7 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
     if matches!(v.header, HeaderStyle::Modern | HeaderStyle::Repeated | HeaderStyle::Rounded) && d.has(Section::Bins) {
         o.log('I', &format!("BFCAllocator dump for {name}"));
     }
-    if d.has(Section::Bins) {
-        for b in &d.bins {
-            let line = match v.bins {
-                BinStyle::Modern => format!(
-                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {}. {} allocated for chunks. {} in use in bin. {} client-requested in use in bin.",
-                    b.size,
-                    b.total_chunks,
-                    b.chunks_in_use,
-                    o.h(b.bytes),
-                    o.h(b.bytes_in_use),
-                    o.h(b.requested_in_use)
-                ),
-                BinStyle::Ancient => format!(
-                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {} {} allocated for chunks. {} client-requested for chunks. {} in use in bin. {} client-requested in use in bin.",
-                    b.size,
-                    b.total_chunks,
-                    b.chunks_in_use,
-                    o.h(b.bytes),
-                    o.h(b.requested.unwrap_or(b.requested_in_use)),
-                    o.h(b.bytes_in_use),
-                    o.h(b.requested_in_use)
-                ),
-            };
-            o.log('I', &line);
-        }
-    }
+    bins(d, v, o);
     chunk_state(d, o);
     if d.has(Section::Regions) {
         for r in &d.regions {
@@ -206,69 +181,8 @@ fn allocator_dump(d: &Dump, v: &TfVariant, o: &mut Log) {
             o.log('I', &format!("{count} Chunks of size {size} totalling {total}"));
         }
     }
-    if d.has(Section::Totals) {
-        let sum = d.imported.as_ref().and_then(|i| i.sum_total).unwrap_or_else(|| {
-            in_use_by_size(d).iter().fold(0u64, |t, (size, count)| t.saturating_add(size.saturating_mul(*count)))
-        });
-        let sum = o.h(sum);
-        o.log('I', &format!("Sum Total of in-use chunks: {sum}"));
-        let a = &d.allocator;
-        let pool = d.stats.pool_bytes;
-        let rest = format!(
-            "memory_limit_: {} available bytes: {} curr_region_allocation_bytes_: {}",
-            a.limit,
-            a.limit.wrapping_sub(pool),
-            a.curr_region_allocation_bytes
-        );
-        match v.totals {
-            TotalsStyle::Size => {
-                // TF's `available`: what the limit leaves, rounded down to its 256-byte unit.
-                let available = a.limit.saturating_sub(pool) / 256 * 256;
-                let line = format!(
-                    "Total size in pool: {} memory_limit_: {} available size: {} curr_region_allocation_bytes_: {}",
-                    o.h(pool),
-                    o.h(a.limit),
-                    o.h(available),
-                    o.h(a.curr_region_allocation_bytes)
-                );
-                o.log('I', &line);
-            }
-            TotalsStyle::Pool => o.log('I', &format!("Total bytes in pool: {pool} {rest}")),
-            TotalsStyle::Region => o.log('I', &format!("total_region_allocated_bytes_: {pool} {rest}")),
-            TotalsStyle::None => {}
-        }
-    }
-    if d.has(Section::Stats) {
-        let s = &d.stats;
-        let mut rows = vec![
-            ("Limit:", s.bytes_limit),
-            ("InUse:", s.bytes_in_use),
-            ("MaxInUse:", s.peak_bytes_in_use),
-            ("NumAllocs:", s.num_allocs),
-            ("MaxAllocSize:", s.largest_alloc_size),
-        ];
-        let width = match v.stats {
-            StatsStyle::Eight | StatsStyle::EightHuman => {
-                rows.extend([
-                    ("Reserved:", s.bytes_reserved),
-                    ("PeakReserved:", s.peak_bytes_reserved),
-                    // An import keeps the log's figure; TF's BFC allocator itself prints 0.
-                    ("LargestFreeBlock:", if d.imported.is_some() { s.largest_free_block } else { 0 }),
-                ]);
-                18
-            }
-            StatsStyle::Five => 14,
-        };
-        // One log statement: "Stats: \n" and the rows, which end with a newline of their own.
-        let mut message = String::from("Stats: \n");
-        for (label, value) in rows {
-            // Since TF 2.16 the sizes print as sizes; the count stays a count.
-            let value =
-                if v.stats == StatsStyle::EightHuman && label != "NumAllocs:" { o.h(value) } else { value.to_string() };
-            let _ = writeln!(message, "{label:<width$}{value:>20}");
-        }
-        o.log('I', &message);
-    }
+    totals(d, v, o);
+    stats_rows(d, v, o);
     if d.has(Section::Occupancy) {
         let bar = d.imported.as_ref().and_then(|i| i.occupancy.clone()).unwrap_or_else(|| occupancy(d));
         o.log('W', &bar);
@@ -438,4 +352,102 @@ fn usage_listing(d: &Dump, rounding: Rounding) -> String {
             writeln!(o, "  Remaining {} nodes with {}", nodes.len() - reported_nodes, human(total - reported_bytes));
     }
     o
+}
+
+fn bins(d: &Dump, v: &TfVariant, o: &mut Log) {
+    if d.has(Section::Bins) {
+        for b in &d.bins {
+            let line = match v.bins {
+                BinStyle::Modern => format!(
+                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {}. {} allocated for chunks. {} in use in bin. {} client-requested in use in bin.",
+                    b.size,
+                    b.total_chunks,
+                    b.chunks_in_use,
+                    o.h(b.bytes),
+                    o.h(b.bytes_in_use),
+                    o.h(b.requested_in_use)
+                ),
+                BinStyle::Ancient => format!(
+                    "Bin ({}): \tTotal Chunks: {}, Chunks in use: {} {} allocated for chunks. {} client-requested for chunks. {} in use in bin. {} client-requested in use in bin.",
+                    b.size,
+                    b.total_chunks,
+                    b.chunks_in_use,
+                    o.h(b.bytes),
+                    o.h(b.requested.unwrap_or(b.requested_in_use)),
+                    o.h(b.bytes_in_use),
+                    o.h(b.requested_in_use)
+                ),
+            };
+            o.log('I', &line);
+        }
+    }
+}
+
+fn totals(d: &Dump, v: &TfVariant, o: &mut Log) {
+    if d.has(Section::Totals) {
+        let sum = d.imported.as_ref().and_then(|i| i.sum_total).unwrap_or_else(|| {
+            in_use_by_size(d).iter().fold(0u64, |t, (size, count)| t.saturating_add(size.saturating_mul(*count)))
+        });
+        let sum = o.h(sum);
+        o.log('I', &format!("Sum Total of in-use chunks: {sum}"));
+        let a = &d.allocator;
+        let pool = d.stats.pool_bytes;
+        let rest = format!(
+            "memory_limit_: {} available bytes: {} curr_region_allocation_bytes_: {}",
+            a.limit,
+            a.limit.wrapping_sub(pool),
+            a.curr_region_allocation_bytes
+        );
+        match v.totals {
+            TotalsStyle::Size => {
+                // TF's `available`: what the limit leaves, rounded down to its 256-byte unit.
+                let available = a.limit.saturating_sub(pool) / 256 * 256;
+                let line = format!(
+                    "Total size in pool: {} memory_limit_: {} available size: {} curr_region_allocation_bytes_: {}",
+                    o.h(pool),
+                    o.h(a.limit),
+                    o.h(available),
+                    o.h(a.curr_region_allocation_bytes)
+                );
+                o.log('I', &line);
+            }
+            TotalsStyle::Pool => o.log('I', &format!("Total bytes in pool: {pool} {rest}")),
+            TotalsStyle::Region => o.log('I', &format!("total_region_allocated_bytes_: {pool} {rest}")),
+            TotalsStyle::None => {}
+        }
+    }
+}
+
+fn stats_rows(d: &Dump, v: &TfVariant, o: &mut Log) {
+    if d.has(Section::Stats) {
+        let s = &d.stats;
+        let mut rows = vec![
+            ("Limit:", s.bytes_limit),
+            ("InUse:", s.bytes_in_use),
+            ("MaxInUse:", s.peak_bytes_in_use),
+            ("NumAllocs:", s.num_allocs),
+            ("MaxAllocSize:", s.largest_alloc_size),
+        ];
+        let width = match v.stats {
+            StatsStyle::Eight | StatsStyle::EightHuman => {
+                rows.extend([
+                    ("Reserved:", s.bytes_reserved),
+                    ("PeakReserved:", s.peak_bytes_reserved),
+                    // An import keeps the log's figure; TF's BFC allocator itself prints 0.
+                    ("LargestFreeBlock:", if d.imported.is_some() { s.largest_free_block } else { 0 }),
+                ]);
+                18
+            }
+            StatsStyle::Five => 14,
+        };
+        // One log statement: "Stats: \n" and the rows, which end with a newline of their own.
+        let mut message = String::from("Stats: \n");
+        for (label, value) in rows {
+            // Since TF 2.16 the sizes print as sizes; the count stays a count.
+            let value =
+                if v.stats == StatsStyle::EightHuman && label != "NumAllocs:" { o.h(value) } else { value.to_string() };
+            let _ = writeln!(message, "{label:<width$}{value:>20}");
+        }
+        o.log('I', &message);
+    }
 }
