@@ -123,9 +123,8 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         settings.allocator = oomscope_replay::Allocator::Caching(Box::new(torch));
     }
     let mut progress = Progress::new("replaying", t.events.len() as u64);
-    let outcome = oomscope_pipeline::replay::trace(&t, &settings, &whatifs, &trace_path, |done| {
-        progress.update(done as u64)
-    });
+    let outcome =
+        oomscope_pipeline::replay::trace(&t, &settings, &whatifs, &trace_path, |done| progress.update(done as u64));
     progress.finish();
     let d = &outcome.dump;
 

@@ -147,11 +147,12 @@ fn runs_that_share_a_directory_claim_only_their_own_dumps() {
     let dumps = dir.join("dumps");
     std::fs::create_dir_all(&dumps).unwrap();
     // The first run's rank fails at once, then its program waits for the second run to fail.
-    let first = run(&dumps, &format!("{}; while [ ! -e \"$OOMSCOPE_DUMP_DIR/second-done\" ]; do sleep 0.1; done", rank_line("first", 1)));
+    let first = run(
+        &dumps,
+        &format!("{}; while [ ! -e \"$OOMSCOPE_DUMP_DIR/second-done\" ]; do sleep 0.1; done", rank_line("first", 1)),
+    );
     let start = Instant::now();
-    while !crate::common::files_in(&dumps).iter().any(|n| n.starts_with("oomscope-rank1-"))
-        && start.elapsed() < GUARD
-    {
+    while !crate::common::files_in(&dumps).iter().any(|n| n.starts_with("oomscope-rank1-")) && start.elapsed() < GUARD {
         std::thread::sleep(Duration::from_millis(50));
     }
     let script = format!(

@@ -101,7 +101,10 @@ fn every_variable_of_the_run_environment_is_the_contracts() {
     }
     assert!(seen.len() > 10, "{seen:?}");
     for (name, file) in &seen {
-        assert!(oomscope_core::env::ALL.contains(&name.as_str()), "{file} names {name}, which oomscope_core::env does not");
+        assert!(
+            oomscope_core::env::ALL.contains(&name.as_str()),
+            "{file} names {name}, which oomscope_core::env does not"
+        );
     }
 }
 

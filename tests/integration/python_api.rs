@@ -7,7 +7,10 @@ use crate::common::{library, root, temp_dir, torch_python};
 use std::process::{Command, Stdio};
 
 #[test]
-#[cfg_attr(oomscope_missing = "torch", ignore = "needs OOMSCOPE_TEST_PYTHON, a Python with PyTorch (.ci/run installs one)")]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs OOMSCOPE_TEST_PYTHON, a Python with PyTorch (.ci/run installs one)"
+)]
 fn the_api_refuses_what_it_cannot_honour_and_reports_each_oom_as_its_own() {
     let dir = temp_dir("python-api");
     let o = Command::new(torch_python())
@@ -29,7 +32,8 @@ fn the_api_refuses_what_it_cannot_honour_and_reports_each_oom_as_its_own() {
     assert!(err.contains("=== done: 0 failed"), "{err}");
     // Each OOM's report is its own: the first five name their dump and request; later ones
     // (no dump: OOMSCOPE_MAX_DUMPS=5) say so instead of showing an earlier OOM's.
-    let sizes = ["800.00 MiB", "1000.00 MiB", "1.95 GiB", "600.00 MiB", "700.00 MiB", "800.00 MiB", "1000.00 MiB", "1.95 GiB"];
+    let sizes =
+        ["800.00 MiB", "1000.00 MiB", "1.95 GiB", "600.00 MiB", "700.00 MiB", "800.00 MiB", "1000.00 MiB", "1.95 GiB"];
     for (i, size) in sizes.iter().enumerate() {
         let n = i + 1;
         let start = err.find(&format!("=== OOM {n}:")).unwrap_or_else(|| panic!("OOM {n}: {err}"));

@@ -21,8 +21,8 @@
 //! A process's place in a job comes from its launcher's variables ([`process_from_vars`]).
 
 use crate::caching::Settings;
-use crate::env;
 use crate::device::parse_device;
+use crate::env;
 use oomscope_base::size::parse_size;
 use oomscope_format::ProcessInfo;
 use std::path::PathBuf;
@@ -320,7 +320,11 @@ pub fn parse_steps(text: &str) -> Result<Vec<i64>, oomscope_base::Problem> {
         match part.parse::<i64>() {
             Ok(n) if n >= 0 => steps.push(n),
             _ if part.is_empty() => return Err("an empty step in the list; expected steps such as 10,20".into()),
-            _ => return Err(oomscope_base::problem!("{part:?} is not a step; expected whole numbers from 0, such as 10,20")),
+            _ => {
+                return Err(oomscope_base::problem!(
+                    "{part:?} is not a step; expected whole numbers from 0, such as 10,20"
+                ));
+            }
         }
     }
     steps.sort_unstable();

@@ -408,7 +408,8 @@ impl PeakTracker {
         } else {
             Err(oomscope_base::problem!(
                 "the peak tracker has {} in use (peak {}), the allocator's statistics {in_use} (peak {peak})",
-                self.in_use, self.mark.bytes
+                self.in_use,
+                self.mark.bytes
             ))
         }
     }

@@ -254,12 +254,7 @@ fn differences(failing: &(JobRank, &Dump), others: &[&(JobRank, &Dump)]) -> Vec<
         if o.requested >= notable && o.requested as f64 > 2.0 * others_largest as f64 {
             out.push((
                 o.requested,
-                Difference::Request {
-                    op: o.op.clone(),
-                    shape: o.shape.clone(),
-                    bytes: o.requested,
-                    others_largest,
-                },
+                Difference::Request { op: o.op.clone(), shape: o.shape.clone(), bytes: o.requested, others_largest },
             ));
         }
     }

@@ -580,7 +580,8 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
 /// The dump is of PyTorch's caching allocator: imported from a snapshot, or recorded or
 /// replayed through oomscope's.
 fn torch(d: &Dump) -> bool {
-    d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot) || d.allocator_kind() == oomscope_format::AllocatorKind::Caching
+    d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TorchSnapshot)
+        || d.allocator_kind() == oomscope_format::AllocatorKind::Caching
 }
 
 /// Live bytes that do not shrink with the batch: weights, their gradients, optimizer

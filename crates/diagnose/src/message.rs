@@ -306,58 +306,8 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated) else {
         return without(b);
     };
-    // Without the device's total (PaddlePaddle's message), only what this process holds and
-    // what was free are known: a peak when they do not hold the request, others unknown.
-    let total = m.total.unwrap_or(0);
-    let mut cached = m.unallocated().unwrap_or(0);
-    // NVML reporting every process at 0 bytes (MIG, some containers), or this process at less
-    // than its own cache, says nothing.
-    let nvml_blind =
-        (!m.processes.is_empty() && m.processes.iter().all(|p| p.bytes == 0) && m.process.unwrap_or(0) == 0)
-            || m.process.is_some_and(|p| p < live + cached);
-    let process = m.process.filter(|_| !nvml_blind);
-    let mut others = if nvml_blind { None } else { m.others() };
-    let mut others_inferred = false;
-    let mut unattributed = None;
-    let context = process.map(|p| p.saturating_sub(live + cached));
-    // Three figures rounded to two decimals leave a few MiB that are nobody's.
-    others = others.filter(|&o| !m.processes.is_empty() || o >= ROUNDING);
-    let mut pool_inferred = false;
-    if others.is_none() && process.is_none() && total > 0 && m.format != MessageFormat::TorchMps {
-        // Outside the cache, and this process's own total not given: up to a context's worth
-        // may be this process's own, what is well beyond it others' (or, with cudaMallocAsync,
-        // the driver's pool keeping what was freed: it keeps all).
-        let outside = total.saturating_sub(free).saturating_sub(live + cached);
-        if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
-            if matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) {
-                cached = outside - CONTEXT_ALLOWANCE;
-                pool_inferred = true;
-            } else {
-                others = Some(outside - CONTEXT_ALLOWANCE);
-                others_inferred = true;
-            }
-        } else if outside >= 1 << 30 {
-            unattributed = Some(outside);
-        }
-    }
-    let budget = Budget {
-        format: m.format,
-        device: m.device.clone().unwrap_or_else(|| "the device".into()),
-        request: r.requested,
-        site: r.op.clone(),
-        total,
-        free,
-        live,
-        cached,
-        limit: m.allowed,
-        context,
-        others,
-        others_inferred,
-        pool_inferred,
-        unattributed,
-        listed: if nvml_blind { Vec::new() } else { m.processes.clone() },
-        private_pools: m.private_pools,
-    };
+    let budget = budget_of(m, r, free, live);
+    let (total, cached) = (budget.total, budget.cached);
     let q = budget.request;
     // More than the device holds is too large even where Windows lends shared system memory.
     // (Not when the figures disagree: free more than the device is unified or shared memory.)
@@ -417,6 +367,63 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         return others_verdict(budget, m, free_now, b);
     }
     peak(budget, m, b)
+}
+
+/// A message's figures as a budget: what this process holds live and cached, what was free,
+/// the context, and what other processes hold (given, or inferred beyond a context's worth).
+fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
+    // Without the device's total (PaddlePaddle's message), only what this process holds and
+    // what was free are known: a peak when they do not hold the request, others unknown.
+    let total = m.total.unwrap_or(0);
+    let mut cached = m.unallocated().unwrap_or(0);
+    // NVML reporting every process at 0 bytes (MIG, some containers), or this process at less
+    // than its own cache, says nothing.
+    let nvml_blind =
+        (!m.processes.is_empty() && m.processes.iter().all(|p| p.bytes == 0) && m.process.unwrap_or(0) == 0)
+            || m.process.is_some_and(|p| p < live + cached);
+    let process = m.process.filter(|_| !nvml_blind);
+    let mut others = if nvml_blind { None } else { m.others() };
+    let mut others_inferred = false;
+    let mut unattributed = None;
+    let context = process.map(|p| p.saturating_sub(live + cached));
+    // Three figures rounded to two decimals leave a few MiB that are nobody's.
+    others = others.filter(|&o| !m.processes.is_empty() || o >= ROUNDING);
+    let mut pool_inferred = false;
+    if others.is_none() && process.is_none() && total > 0 && m.format != MessageFormat::TorchMps {
+        // Outside the cache, and this process's own total not given: up to a context's worth
+        // may be this process's own, what is well beyond it others' (or, with cudaMallocAsync,
+        // the driver's pool keeping what was freed: it keeps all).
+        let outside = total.saturating_sub(free).saturating_sub(live + cached);
+        if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
+            if matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) {
+                cached = outside - CONTEXT_ALLOWANCE;
+                pool_inferred = true;
+            } else {
+                others = Some(outside - CONTEXT_ALLOWANCE);
+                others_inferred = true;
+            }
+        } else if outside >= 1 << 30 {
+            unattributed = Some(outside);
+        }
+    }
+    Budget {
+        format: m.format,
+        device: m.device.clone().unwrap_or_else(|| "the device".into()),
+        request: r.requested,
+        site: r.op.clone(),
+        total,
+        free,
+        live,
+        cached,
+        limit: m.allowed,
+        context,
+        others,
+        others_inferred,
+        pool_inferred,
+        unattributed,
+        listed: if nvml_blind { Vec::new() } else { m.processes.clone() },
+        private_pools: m.private_pools,
+    }
 }
 
 /// What PyTorch's caching allocator asks the device for to serve a request of `q`: a 2 MiB

@@ -72,10 +72,8 @@ pub fn open_failures(path: &Path, append: bool) -> std::io::Result<std::fs::File
     } else {
         o.read(true);
     }
-    let f = o
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
+    let f = o.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY).open(path).map_err(|e| {
+        match e.raw_os_error() {
             Some(libc::ELOOP) => std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("{}: a symbolic link, not the job's failure file: not followed", path.display()),
@@ -86,7 +84,8 @@ pub fn open_failures(path: &Path, append: bool) -> std::io::Result<std::fs::File
                 format!("{}: not a regular file (a FIFO): not the job's failure file; remove it", path.display()),
             ),
             _ => e,
-        })?;
+        }
+    })?;
     let m = f.metadata()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };

@@ -68,9 +68,13 @@ pub fn read_process(path: &Path) -> Result<Option<crate::ProcessInfo>, DumpError
     }
     let io_error = |source| DumpError::Io { path: path.to_path_buf(), source };
     let f = open_regular(path).map_err(io_error)?;
-    let p: ProcessOnly = serde_json::from_reader(io::BufReader::with_capacity(1 << 20, f)).map_err(|e| {
-        DumpError::Parse { path: path.into(), line: e.line(), column: e.column(), problem: strip_position(&e.to_string()) }
-    })?;
+    let p: ProcessOnly =
+        serde_json::from_reader(io::BufReader::with_capacity(1 << 20, f)).map_err(|e| DumpError::Parse {
+            path: path.into(),
+            line: e.line(),
+            column: e.column(),
+            problem: strip_position(&e.to_string()),
+        })?;
     Ok(p.process)
 }
 
@@ -86,7 +90,9 @@ pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, not a file: not followed"),
+            Some(libc::ELOOP) => {
+                io::Error::new(io::ErrorKind::InvalidInput, "a symbolic link, not a file: not followed")
+            }
             _ => e,
         })?;
     let t = f.metadata()?.file_type();

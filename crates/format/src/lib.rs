@@ -35,8 +35,8 @@ pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, Xl
 pub use name::{DeviceTag, DumpName, Moment};
 pub use stats::{Refusal, Stats};
 
-use std::fmt;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// How a dump's JSON and TF's text spell the op of a request that names none.
 pub const UNNAMED_OP: &str = "unknown";

@@ -6,8 +6,8 @@
 use oomscope_format::feed::FrameworkSample;
 use oomscope_format::live::{Hello, Message, OomEvent, PROTOCOL, State};
 use oomscope_format::{AllocatorInfo, DeviceInfo, DeviceKind, Stats};
-use oomscope_live::{self as live, Publisher};
 use oomscope_inputs::episodes::Episodes;
+use oomscope_live::{self as live, Publisher};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -13,14 +13,14 @@
 mod frameworks;
 mod relay;
 
-use oomscope_core::env::{self, Naming, RunEnv};
-use oomscope_pipeline::job;
 use super::CliError;
 use super::args::RunArgs;
 use frameworks::Frameworks;
 use oomscope_core::device::cuda;
+use oomscope_core::env::{self, Naming, RunEnv};
 use oomscope_format::feed::{FeedLine, OomCount};
 use oomscope_format::{DumpName, Moment};
+use oomscope_pipeline::job;
 use oomscope_tui::model::Update;
 use relay::Relay;
 use std::collections::{BTreeMap, HashMap};
@@ -351,9 +351,30 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if let Some(log) = &log {
         eprintln!("oomscope: the program's output is in {}", log.display());
     }
+    let job = said_at_the_end(&a, &dump_dir, &before, &mine, &dumps);
+    if a.html {
+        pages(&dump_dir, &new_dumps(&dump_dir, &before, &mine), job, &mine);
+    }
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        _ => 1,
+    })
+}
+
+/// What the run says when its program has ended: this run's OOM dumps (or its job's
+/// summary), the dumps asked for at steps and exit, the steps that got none. True when the
+/// dumps are a job's ranks'.
+fn said_at_the_end(
+    a: &RunArgs,
+    dump_dir: &Path,
+    before: &HashMap<PathBuf, SystemTime>,
+    mine: &Claims,
+    dumps: &[PathBuf],
+) -> bool {
     let job = dumps.iter().any(|d| name_of(d).is_some_and(|n| n.rank.is_some()));
     match dumps.len() {
-        _ if job => job_summary(&dump_dir, &mine),
+        _ if job => job_summary(dump_dir, mine),
         0 => {}
         1 => eprintln!(
             "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
@@ -362,14 +383,14 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         ),
         n => {
             eprintln!("oomscope: {n} OOM dumps were written:");
-            for d in &dumps {
+            for d in dumps {
                 eprintln!("  {}", d.display());
             }
             eprintln!("  look inside: oomscope tui {}", quoted(&dumps[0]));
         }
     }
     // The dumps asked for at steps and at exit: what `oomscope diff` compares.
-    let mut asked = dumps_named(&dump_dir, &before, &mine, |n| moment(n).is_some());
+    let mut asked = dumps_named(dump_dir, before, mine, |n| moment(n).is_some());
     asked.sort_by_key(|p| name_of(p).map(|n| (n.rank, n.pid, n.device.to_string(), moment(&n))));
     if !asked.is_empty() {
         eprintln!(
@@ -388,14 +409,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     if let Some(line) = steps_without_dumps(&a.dump_at_step, &dumped) {
         eprintln!("{line}");
     }
-    if a.html {
-        pages(&dump_dir, &new_dumps(&dump_dir, &before, &mine), job, &mine);
-    }
-    Ok(match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => (128 + sig) as u8,
-        _ => 1,
-    })
+    job
 }
 
 /// Why `program` did not start, and the exit code a shell gives for it, so that scripts

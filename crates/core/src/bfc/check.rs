@@ -29,7 +29,10 @@ impl Bfc {
                     return Err(oomscope_base::problem!("handle {h} appears twice"));
                 }
                 if c.addr != expect_addr {
-                    return Err(oomscope_base::problem!("chunk {h} at {:#x}, expected {expect_addr:#x}: chunks do not tile", c.addr));
+                    return Err(oomscope_base::problem!(
+                        "chunk {h} at {:#x}, expected {expect_addr:#x}: chunks do not tile",
+                        c.addr
+                    ));
                 }
                 if c.size == 0 || c.size % 256 != 0 {
                     return Err(oomscope_base::problem!("chunk {h} has size {}", c.size));
@@ -44,19 +47,33 @@ impl Bfc {
                         return Err(oomscope_base::problem!("in-use chunk {h} is in bin {}", c.bin));
                     }
                     if self.in_use.get(&c.addr) != Some(&h) {
-                        return Err(oomscope_base::problem!("in-use chunk {h} at {:#x} is missing from the address map", c.addr));
+                        return Err(oomscope_base::problem!(
+                            "in-use chunk {h} at {:#x} is missing from the address map",
+                            c.addr
+                        ));
                     }
                     if c.requested == 0 || c.requested > c.size {
-                        return Err(oomscope_base::problem!("in-use chunk {h}: requested {} for size {}", c.requested, c.size));
+                        return Err(oomscope_base::problem!(
+                            "in-use chunk {h}: requested {} for size {}",
+                            c.requested,
+                            c.size
+                        ));
                     }
                     prev_free = false;
                 } else {
                     if prev_free {
-                        return Err(oomscope_base::problem!("free chunk {h} at {:#x} follows a free chunk: unmerged", c.addr));
+                        return Err(oomscope_base::problem!(
+                            "free chunk {h} at {:#x} follows a free chunk: unmerged",
+                            c.addr
+                        ));
                     }
                     let bin = bin_for_size(c.size);
                     if c.bin as isize != bin as isize {
-                        return Err(oomscope_base::problem!("free chunk {h} of size {} has bin {}, expected {bin}", c.size, c.bin));
+                        return Err(oomscope_base::problem!(
+                            "free chunk {h} of size {} has bin {}, expected {bin}",
+                            c.size,
+                            c.bin
+                        ));
                     }
                     free_keys.insert((bin, (c.size, c.addr, h)));
                     prev_free = true;
@@ -66,7 +83,9 @@ impl Bfc {
                 h = c.next;
             }
             if expect_addr != r.addr + r.size {
-                return Err(oomscope_base::problem!("region {i} chunks end at {expect_addr:#x}, region ends at {prev_end:#x}"));
+                return Err(oomscope_base::problem!(
+                    "region {i} chunks end at {expect_addr:#x}, region ends at {prev_end:#x}"
+                ));
             }
         }
         let mut binned = 0usize;
@@ -74,7 +93,9 @@ impl Bfc {
             for key in self.bins.iter(bin) {
                 binned += 1;
                 if !free_keys.contains(&(bin, *key)) {
-                    return Err(oomscope_base::problem!("bin {bin} holds {key:?}, which is not a free chunk of that bin"));
+                    return Err(oomscope_base::problem!(
+                        "bin {bin} holds {key:?}, which is not a free chunk of that bin"
+                    ));
                 }
             }
             if (self.bins.nonempty_mask() >> bin & 1 == 1) != (self.bins.len(bin) > 0) {
@@ -85,7 +106,10 @@ impl Bfc {
             return Err(oomscope_base::problem!("{} free chunks but {binned} binned", free_keys.len()));
         }
         if self.in_use.len() != in_use_count {
-            return Err(oomscope_base::problem!("address map has {} entries for {in_use_count} in-use chunks", self.in_use.len()));
+            return Err(oomscope_base::problem!(
+                "address map has {} entries for {in_use_count} in-use chunks",
+                self.in_use.len()
+            ));
         }
         let mut h = self.free_handles;
         let mut recycled = 0usize;
@@ -100,11 +124,18 @@ impl Bfc {
             h = self.chunks[h as usize].next;
         }
         if live.len() + recycled != self.chunks.len() {
-            return Err(oomscope_base::problem!("{} handles, {} live + {recycled} recycled", self.chunks.len(), live.len()));
+            return Err(oomscope_base::problem!(
+                "{} handles, {} live + {recycled} recycled",
+                self.chunks.len(),
+                live.len()
+            ));
         }
         let s = self.stats();
         if s.bytes_in_use != in_use_bytes {
-            return Err(oomscope_base::problem!("stats say {} bytes in use, chunks say {in_use_bytes}", s.bytes_in_use));
+            return Err(oomscope_base::problem!(
+                "stats say {} bytes in use, chunks say {in_use_bytes}",
+                s.bytes_in_use
+            ));
         }
         if s.pool_bytes != pool {
             return Err(oomscope_base::problem!("stats say pool {}, regions say {pool}", s.pool_bytes));

@@ -1572,14 +1572,22 @@ impl Caching {
             let mut prev_free = false;
             for b in self.segment_blocks(&seg) {
                 if b.addr != at {
-                    return Err(oomscope_base::problem!("segment {:#x}: a block at {:#x}, expected {at:#x}", seg.addr, b.addr));
+                    return Err(oomscope_base::problem!(
+                        "segment {:#x}: a block at {:#x}, expected {at:#x}",
+                        seg.addr,
+                        b.addr
+                    ));
                 }
                 let free = !b.allocated && !b.pending_free;
                 if free && prev_free {
                     return Err(oomscope_base::problem!("two free neighbours unmerged at {:#x}", b.addr));
                 }
                 if b.size % MIN_BLOCK_SIZE != 0 {
-                    return Err(oomscope_base::problem!("block {:#x} of {} bytes: not a multiple of 512", b.addr, b.size));
+                    return Err(oomscope_base::problem!(
+                        "block {:#x} of {} bytes: not a multiple of 512",
+                        b.addr,
+                        b.size
+                    ));
                 }
                 prev_free = free;
                 at += b.size;
@@ -1593,7 +1601,10 @@ impl Caching {
             ));
         }
         if reserved != self.total_allocated_memory {
-            return Err(oomscope_base::problem!("segments hold {reserved}, total_allocated_memory {}", self.total_allocated_memory));
+            return Err(oomscope_base::problem!(
+                "segments hold {reserved}, total_allocated_memory {}",
+                self.total_allocated_memory
+            ));
         }
         for pool in &self.pools {
             pool.blocks.check()?;
@@ -1610,7 +1621,9 @@ impl Caching {
         }
         let expandable_bytes: u64 = self.segments().iter().filter(|s| s.expandable).map(|s| s.size).sum();
         if pages_bytes != expandable_bytes {
-            return Err(oomscope_base::problem!("mapped pages hold {pages_bytes} bytes, expandable segments {expandable_bytes}"));
+            return Err(oomscope_base::problem!(
+                "mapped pages hold {pages_bytes} bytes, expandable segments {expandable_bytes}"
+            ));
         }
         let allocated: u64 =
             self.active.values().map(|&h| &self.blocks[h as usize]).filter(|b| b.allocated).map(|b| b.size).sum();
@@ -1629,7 +1642,9 @@ impl Caching {
             .map(|s| self.segment_blocks(s).iter().filter(|b| !b.allocated && !b.pending_free).count())
             .sum::<usize>();
         if free_in_sets != free_blocks {
-            return Err(oomscope_base::problem!("{free_in_sets} blocks in the free sets, {free_blocks} free blocks in segments"));
+            return Err(oomscope_base::problem!(
+                "{free_in_sets} blocks in the free sets, {free_blocks} free blocks in segments"
+            ));
         }
         Ok(())
     }

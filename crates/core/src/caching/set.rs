@@ -514,7 +514,9 @@ impl FreeSet {
         let Some(m) = self.largest.get() else { return Ok(()) };
         let actual = self.iter().map(|k| k.1).max().unwrap_or(0);
         if m != actual {
-            return Err(oomscope_base::problem!("the free set remembers {m} bytes as its largest block; it is {actual}"));
+            return Err(oomscope_base::problem!(
+                "the free set remembers {m} bytes as its largest block; it is {actual}"
+            ));
         }
         Ok(())
     }

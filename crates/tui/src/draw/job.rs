@@ -2,11 +2,11 @@
 //! the failure (the first to fail marked), then what sets that rank apart. Enter opens the
 //! rank under the cursor in the other views.
 
-use oomscope_format::job::DifferenceKind;
 use super::palette;
 use crate::app::App;
 use crate::fmt;
 use oomscope_format::Kind;
+use oomscope_format::job::DifferenceKind;
 use oomscope_format::job::{JobRank, JobReport};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
