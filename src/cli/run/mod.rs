@@ -146,41 +146,9 @@ impl Drop for PrivateDir {
 pub fn run(a: RunArgs) -> Result<u8, CliError> {
     let lib = library()?;
     check_library(&lib)?;
-    let device = a.device.trim().to_string();
-    if device == "cuda" && !cuda::driver_present() {
-        eprintln!(
-            "oomscope: no CUDA driver here, so no GPU to watch directly; TensorFlow's and JAX's out-of-memory \
-             reports in the program's output are read all the same (for PyTorch, --device sim:SIZE simulates a GPU)"
-        );
-    }
-    // Check the device now rather than in every child. A bare size or card means the
-    // simulated one; errors quote what the user typed, not the `sim:` form passed on.
-    let device_var =
-        if device == "cuda" { device.clone() } else { format!("sim:{}", device.trim_start_matches("sim:")) };
-    if let Some(spec) = device_var.strip_prefix("sim:") {
-        oomscope_core::device::parse_device(spec).map_err(|e| {
-            CliError(format!(
-                "--device {device}: {e}\n  (--device takes `cuda`, the real GPU, or `sim:SIZE` / `sim:CARD`, a simulated one)"
-            ))
-        })?;
-    }
-    // PyTorch refuses bad settings at its first allocation; say so before the run starts.
-    oomscope_core::config::Config::from_vars(|k| match k {
-        "PYTORCH_ALLOC_CONF" | "PYTORCH_CUDA_ALLOC_CONF" => std::env::var(k).ok(),
-        _ => None,
-    })
-    .map_err(|e| CliError(format!("{e} (PyTorch would refuse it too)")))?;
+    let device_var = checked_device(&a)?;
 
-    let hook = PrivateDir::new("run")?;
-    let write = |path: PathBuf, text: &str| {
-        std::fs::write(&path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
-    };
-    write(hook.0.join("sitecustomize.py"), SITECUSTOMIZE)?;
-    let package = hook.0.join("oomscope");
-    std::fs::create_dir(&package).map_err(|e| CliError(format!("{}: {e}", package.display())))?;
-    for (name, text) in PACKAGE {
-        write(package.join(name), text)?;
-    }
+    let hook = hook_dir()?;
     std::fs::create_dir_all(&a.dump_dir).map_err(|e| CliError(format!("{}: {e}", a.dump_dir.display())))?;
     let dump_dir = std::fs::canonicalize(&a.dump_dir).unwrap_or_else(|_| a.dump_dir.clone());
     let live_dir = if a.tui { Some(PrivateDir::new("live")?) } else { None };
@@ -201,77 +169,19 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
         std::env::var("TF_CPP_MIN_LOG_LEVEL").ok().and_then(|v| v.trim().parse::<u8>().ok()).unwrap_or(0).min(3),
     ));
     let (feed_read, feed_write) = feed_pipe()?;
-    let contract = RunEnv {
-        lib: lib.clone(),
-        bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("oomscope")),
-        device: device_var.clone(),
-        dump_dir: dump_dir.clone(),
-        allocator: match a.allocator {
-            super::args::RunAllocator::Caching => "caching",
-            super::args::RunAllocator::Bfc => "bfc",
-        },
-        limit: a.limit,
-        limit_fraction: a.limit_fraction,
-        naming: match (a.aten_ops, a.no_ops) {
-            (true, _) => Naming::Aten,
-            (false, true) => Naming::Modules,
-            (false, false) => Naming::Ops,
-        },
-        dump_at_steps: a.dump_at_step.clone(),
-        dump_at_exit: a.dump_at_exit,
-        live: live_dir.is_some() || a.live,
-        live_dir: live_dir.as_ref().map(|d| d.0.clone()),
-        // What names the job of the processes this run starts when their launcher names
-        // none (a launcher's own id, the same on every node, comes first).
-        run_id: std::env::var_os(env::RUN_ID).is_none().then(|| format!("run-{}-{started}", std::process::id())),
-        // This run, whatever names the job: its processes' dumps say it, and only those are
-        // claimed (runs may share a dump directory). When it started: a failure of the job
-        // stamped before is another run's.
-        run: format!(
-            "{}-{started}-{}",
-            std::process::id(),
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), started) & 0xffff_ffff
-        ),
-        run_started_ms: started,
-        // Which pipe it is: a process whose launcher closed the descriptor (and maybe opened
-        // a file under its number) must not write there.
-        feed: Some((feed_write.as_raw(), feed_write.inode())),
-        // The hook reads the user's level here: a program that leaves TF_CPP_MIN_LOG_LEVEL at
-        // our 0 did not ask for another one.
-        tf_min_log_level: Some(min_level.load(AtomicOrdering::Relaxed)).filter(|l| *l > 0),
-    };
+    let contract = contract(
+        &a,
+        &lib,
+        &device_var,
+        &dump_dir,
+        live_dir.as_ref(),
+        &feed_write,
+        min_level.load(AtomicOrdering::Relaxed),
+        started,
+    );
     cmd.envs(contract.vars());
     let run_id = contract.run;
-    let log = if a.tui {
-        let path = dump_dir.join(format!("oomscope-run-{}.log", std::process::id()));
-        let file = std::fs::File::create(&path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-        cmd.stdout(Stdio::from(file));
-        Some(path)
-    } else {
-        None
-    };
-    // The program's stderr comes to us: through a terminal of its own when ours is one (the
-    // program sees a terminal, as it would without oomscope), else through a pipe.
-    let out: Box<dyn Write + Send> = match &log {
-        Some(path) => Box::new(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(path)
-                .map_err(|e| CliError(format!("{}: {e}", path.display())))?,
-        ),
-        None => Box::new(std::io::stderr()),
-    };
-    let pty = if log.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()) { open_pty() } else { None };
-    let mut pty_master = None;
-    match pty {
-        Some((master, slave)) => {
-            cmd.stderr(Stdio::from(slave));
-            pty_master = Some(std::fs::File::from(master));
-        }
-        None => {
-            cmd.stderr(Stdio::piped());
-        }
-    }
+    let (log, out, pty_master) = outputs(&mut cmd, a.tui, &dump_dir)?;
     if a.tui {
         oomscope_tui::term::check_terminal().map_err(CliError::from)?;
     }
@@ -410,6 +320,148 @@ fn said_at_the_end(
         eprintln!("{line}");
     }
     job
+}
+
+/// The device as the processes are told it (`cuda`, or `sim:SIZE` / `sim:CARD`), checked
+/// now rather than in every child, and PyTorch's settings checked as PyTorch would.
+fn checked_device(a: &RunArgs) -> Result<String, CliError> {
+    let device = a.device.trim().to_string();
+    if device == "cuda" && !cuda::driver_present() {
+        eprintln!(
+            "oomscope: no CUDA driver here, so no GPU to watch directly; TensorFlow's and JAX's out-of-memory \
+             reports in the program's output are read all the same (for PyTorch, --device sim:SIZE simulates a GPU)"
+        );
+    }
+    // Check the device now rather than in every child. A bare size or card means the
+    // simulated one; errors quote what the user typed, not the `sim:` form passed on.
+    let device_var =
+        if device == "cuda" { device.clone() } else { format!("sim:{}", device.trim_start_matches("sim:")) };
+    if let Some(spec) = device_var.strip_prefix("sim:") {
+        oomscope_core::device::parse_device(spec).map_err(|e| {
+            CliError(format!(
+                "--device {device}: {e}\n  (--device takes `cuda`, the real GPU, or `sim:SIZE` / `sim:CARD`, a simulated one)"
+            ))
+        })?;
+    }
+    // PyTorch refuses bad settings at its first allocation; say so before the run starts.
+    oomscope_core::config::Config::from_vars(|k| match k {
+        "PYTORCH_ALLOC_CONF" | "PYTORCH_CUDA_ALLOC_CONF" => std::env::var(k).ok(),
+        _ => None,
+    })
+    .map_err(|e| CliError(format!("{e} (PyTorch would refuse it too)")))?;
+    Ok(device_var)
+}
+
+/// The private directory of the Python hook the program's interpreter finds first
+/// (`sitecustomize.py` and the `oomscope` package).
+fn hook_dir() -> Result<PrivateDir, CliError> {
+    let hook = PrivateDir::new("run")?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    };
+    write(hook.0.join("sitecustomize.py"), SITECUSTOMIZE)?;
+    let package = hook.0.join("oomscope");
+    std::fs::create_dir(&package).map_err(|e| CliError(format!("{}: {e}", package.display())))?;
+    for (name, text) in PACKAGE {
+        write(package.join(name), text)?;
+    }
+    Ok(hook)
+}
+
+/// What this run tells the processes it starts ([`RunEnv`]): its flags, the library, where
+/// dumps go, which run it is and when it started, its pipe.
+#[allow(clippy::too_many_arguments)]
+fn contract(
+    a: &RunArgs,
+    lib: &Path,
+    device_var: &str,
+    dump_dir: &Path,
+    live_dir: Option<&PrivateDir>,
+    feed_write: &RawFdHolder,
+    min_level: u8,
+    started: u128,
+) -> RunEnv {
+    RunEnv {
+        lib: lib.to_path_buf(),
+        bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("oomscope")),
+        device: device_var.to_string(),
+        dump_dir: dump_dir.to_path_buf(),
+        allocator: match a.allocator {
+            super::args::RunAllocator::Caching => "caching",
+            super::args::RunAllocator::Bfc => "bfc",
+        },
+        limit: a.limit,
+        limit_fraction: a.limit_fraction,
+        naming: match (a.aten_ops, a.no_ops) {
+            (true, _) => Naming::Aten,
+            (false, true) => Naming::Modules,
+            (false, false) => Naming::Ops,
+        },
+        dump_at_steps: a.dump_at_step.clone(),
+        dump_at_exit: a.dump_at_exit,
+        live: live_dir.is_some() || a.live,
+        live_dir: live_dir.map(|d| d.0.clone()),
+        // What names the job of the processes this run starts when their launcher names
+        // none (a launcher's own id, the same on every node, comes first).
+        run_id: std::env::var_os(env::RUN_ID).is_none().then(|| format!("run-{}-{started}", std::process::id())),
+        // This run, whatever names the job: its processes' dumps say it, and only those are
+        // claimed (runs may share a dump directory). When it started: a failure of the job
+        // stamped before is another run's.
+        run: format!(
+            "{}-{started}-{}",
+            std::process::id(),
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), started) & 0xffff_ffff
+        ),
+        run_started_ms: started,
+        // Which pipe it is: a process whose launcher closed the descriptor (and maybe opened
+        // a file under its number) must not write there.
+        feed: Some((feed_write.as_raw(), feed_write.inode())),
+        // The hook reads the user's level here: a program that leaves TF_CPP_MIN_LOG_LEVEL at
+        // our 0 did not ask for another one.
+        tf_min_log_level: Some(min_level).filter(|l| *l > 0),
+    }
+}
+
+/// Where the program's output goes: with the UI, stdout into a log beside the dumps (its
+/// path) and stderr relayed there; without, stderr relayed to ours, through a terminal of
+/// its own when ours is one (the pty's master end).
+#[allow(clippy::type_complexity)]
+fn outputs(
+    cmd: &mut Command,
+    tui: bool,
+    dump_dir: &Path,
+) -> Result<(Option<PathBuf>, Box<dyn Write + Send>, Option<std::fs::File>), CliError> {
+    let log = if tui {
+        let path = dump_dir.join(format!("oomscope-run-{}.log", std::process::id()));
+        let file = std::fs::File::create(&path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        cmd.stdout(Stdio::from(file));
+        Some(path)
+    } else {
+        None
+    };
+    // The program's stderr comes to us: through a terminal of its own when ours is one (the
+    // program sees a terminal, as it would without oomscope), else through a pipe.
+    let out: Box<dyn Write + Send> = match &log {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|e| CliError(format!("{}: {e}", path.display())))?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    let pty = if log.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()) { open_pty() } else { None };
+    let mut pty_master = None;
+    match pty {
+        Some((master, slave)) => {
+            cmd.stderr(Stdio::from(slave));
+            pty_master = Some(std::fs::File::from(master));
+        }
+        None => {
+            cmd.stderr(Stdio::piped());
+        }
+    }
+    Ok((log, out, pty_master))
 }
 
 /// Why `program` did not start, and the exit code a shell gives for it, so that scripts
