@@ -719,15 +719,11 @@ pub fn run(t: &SnapshotTrace, opts: &Options, mut progress: impl FnMut(usize)) -
     replay_trace(t, opts, &mut progress)
 }
 
-fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usize)) -> Outcome {
-    let starts_empty = t.starts_empty();
-    let initial = if starts_empty { Vec::new() } else { initial_state(t, &opts.settings) };
-    // Segments held before the trace count against the device.
-    let held: u64 = initial.iter().map(|s| s.size).sum();
-    let script = Arc::new(Mutex::new(Script::default()));
+/// For a what-if (not as recorded): the addresses the recorded run got for each segment size,
+/// and the releases the program itself asked for (`empty_cache`), which happen again where
+/// they happened; the allocator's own (an OOM retry, garbage collection) are its to decide.
+fn as_recorded(t: &SnapshotTrace, opts: &Options) -> (HashMap<u64, VecDeque<u64>>, HashSet<usize>) {
     let mut recorded: HashMap<u64, VecDeque<u64>> = HashMap::new();
-    // What-ifs: the releases the program asked for (`empty_cache`) happen again where they
-    // happened; the allocator's own (an OOM retry, garbage collection) are its to decide.
     let mut program_releases: HashSet<usize> = HashSet::new();
     if !opts.as_recorded {
         for e in t.entries.iter().filter(|e| e.action == Action::SegmentAlloc) {
@@ -736,6 +732,27 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
         let as_recorded = Options::on(t.settings.clone(), None, true);
         program_releases = replay_trace(t, &as_recorded, &mut |_| {}).program_releases.into_iter().collect();
     }
+    (recorded, program_releases)
+}
+
+/// The caching allocator of the replay, with its settings and limit, on `device`.
+fn caching_on(t: &SnapshotTrace, opts: &Options, device: ScriptedDevice) -> Caching {
+    let mut copts = CachingOptions::new(i32::try_from(t.device).unwrap_or(0));
+    copts.history = 10_000;
+    let mut c = Caching::new(opts.settings.clone(), copts, Box::new(device));
+    if let Some(a) = opts.allowed {
+        c.set_allowed(a);
+    }
+    c
+}
+
+fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usize)) -> Outcome {
+    let starts_empty = t.starts_empty();
+    let initial = if starts_empty { Vec::new() } else { initial_state(t, &opts.settings) };
+    // Segments held before the trace count against the device.
+    let held: u64 = initial.iter().map(|s| s.size).sum();
+    let script = Arc::new(Mutex::new(Script::default()));
+    let (recorded, program_releases) = as_recorded(t, opts);
     let mut releases_found = Vec::new();
     let device = ScriptedDevice {
         total: opts.device.unwrap_or(UNLIMITED),
@@ -745,38 +762,11 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
         recorded,
         live: initial.iter().map(|s| (s.addr, s.size)).collect(),
     };
-    let mut copts = CachingOptions::new(i32::try_from(t.device).unwrap_or(0));
-    copts.history = 10_000;
-    let mut c = Caching::new(opts.settings.clone(), copts, Box::new(device));
-    if let Some(a) = opts.allowed {
-        c.set_allowed(a);
-    }
-    let (mut restored_segments, mut restored_blocks) = (0, 0);
+    let mut c = caching_on(t, opts, device);
     // Ops of blocks live before the trace, by address.
     let mut start_ops: HashMap<u64, u32> = HashMap::new();
-    if !starts_empty {
-        // The final state names the blocks that lived through the trace.
-        let final_ops: HashMap<u64, (&str, Kind)> = t
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter_map(|b| Some((b.addr, (b.op.as_deref()?, b.kind))))
-            .collect();
-        for mut seg in initial {
-            for b in seg.blocks.iter_mut().filter(|b| b.allocated) {
-                let (name, kind) =
-                    final_ops.get(&b.addr).copied().unwrap_or((torch_frames::BEFORE_RECORDING, Kind::Unknown));
-                b.meta.op = c.names_mut().ops.intern(name);
-                b.meta.kind = kind;
-                start_ops.insert(b.addr, b.meta.op);
-            }
-            if c.restore_segment(&seg) {
-                restored_segments += 1;
-                restored_blocks += seg.blocks.iter().filter(|b| b.allocated).count() as u64;
-            }
-        }
-        // The reserved bytes at the start are not a peak the trace reached.
-    }
+    let (restored_segments, restored_blocks) =
+        if starts_empty { (0, 0) } else { restore(t, &mut c, initial, &mut start_ops) };
     let mut addr_map: FastMap<u64, u64> = FastMap::default();
     for (&a, _) in start_ops.iter() {
         addr_map.insert(a, a);
@@ -871,23 +861,7 @@ fn replay_trace(t: &SnapshotTrace, opts: &Options, progress: &mut dyn FnMut(usiz
     progress(n);
     let stats = c.caching_stats();
     let mut dump = c.snapshot(source(t));
-    // Compare with the final state.
-    let mut equal = 0;
-    for f in &t.segments {
-        let same = dump.regions.iter().any(|r| {
-            r.address == f.addr
-                && r.size == f.size
-                && r.chunks.len() == f.blocks.len()
-                && r.chunks.iter().zip(&f.blocks).all(|(c, b)| {
-                    c.address == b.addr
-                        && c.size == b.size
-                        && c.requested == b.requested
-                        && c.in_use == b.allocated
-                        && c.pending_free == b.pending_free
-                })
-        });
-        equal += u64::from(same);
-    }
+    let equal = final_segments_equal(t, &dump);
     let at_first_oom = failed_first.is_some() && !opts.keep_going;
     let mut first_oom = None;
     match failed_first {
@@ -1035,4 +1009,54 @@ fn growth_for(size: u64, settings: &Settings) -> u64 {
 /// The number in `[lo, hi)` with the most trailing zero bits (`lo` when `hi <= lo + 1`).
 fn roundest(lo: u64, hi: u64) -> u64 {
     (0..64).rev().find_map(|k| lo.div_ceil(1 << k).checked_mul(1 << k).filter(|&c| c < hi)).unwrap_or(lo)
+}
+
+/// The segments live before the trace, restored into `c` with the ops the final state names
+/// for their blocks (`start_ops`, by address): how many segments and blocks were.
+fn restore(
+    t: &SnapshotTrace,
+    c: &mut Caching,
+    initial: Vec<RestoredSegment>,
+    start_ops: &mut HashMap<u64, u32>,
+) -> (u64, u64) {
+    let (mut restored_segments, mut restored_blocks) = (0, 0);
+    // The final state names the blocks that lived through the trace.
+    let final_ops: HashMap<u64, (&str, Kind)> =
+        t.segments.iter().flat_map(|s| &s.blocks).filter_map(|b| Some((b.addr, (b.op.as_deref()?, b.kind)))).collect();
+    for mut seg in initial {
+        for b in seg.blocks.iter_mut().filter(|b| b.allocated) {
+            let (name, kind) =
+                final_ops.get(&b.addr).copied().unwrap_or((torch_frames::BEFORE_RECORDING, Kind::Unknown));
+            b.meta.op = c.names_mut().ops.intern(name);
+            b.meta.kind = kind;
+            start_ops.insert(b.addr, b.meta.op);
+        }
+        if c.restore_segment(&seg) {
+            restored_segments += 1;
+            restored_blocks += seg.blocks.iter().filter(|b| b.allocated).count() as u64;
+        }
+    }
+    // The reserved bytes at the start are not a peak the trace reached.
+    (restored_segments, restored_blocks)
+}
+
+/// The final state's segments that the replay's dump holds exactly, block for block.
+fn final_segments_equal(t: &SnapshotTrace, dump: &Dump) -> u64 {
+    let mut equal = 0;
+    for f in &t.segments {
+        let same = dump.regions.iter().any(|r| {
+            r.address == f.addr
+                && r.size == f.size
+                && r.chunks.len() == f.blocks.len()
+                && r.chunks.iter().zip(&f.blocks).all(|(c, b)| {
+                    c.address == b.addr
+                        && c.size == b.size
+                        && c.requested == b.requested
+                        && c.in_use == b.allocated
+                        && c.pending_free == b.pending_free
+                })
+        });
+        equal += u64::from(same);
+    }
+    equal
 }
