@@ -681,30 +681,7 @@ impl Log {
 
     fn payload(&mut self, marker: &str, p: &str) -> bool {
         match marker {
-            "Allocator (" => {
-                let Some(rest) = p.strip_prefix("Allocator (") else { return false };
-                let Some(close) = rest.find(')') else { return false };
-                let Some(tail) = after(rest, "trying to allocate ") else { return false };
-                if p.contains(NOT_A_FAILURE) {
-                    return false;
-                }
-                let header = if after(tail, "requested by op").is_some() {
-                    HeaderStyle::Modern
-                } else if tail.contains(").") {
-                    HeaderStyle::Mid
-                } else if tail.contains("(rounded to ") {
-                    HeaderStyle::Rounded
-                } else {
-                    HeaderStyle::Modern
-                };
-                let r = self.report_unless(|r| !r.is_empty());
-                r.name = Some(rest[..close].to_string());
-                r.requested = tail.split_whitespace().next().and_then(figure);
-                r.rounded = after(tail, "(rounded to ").and_then(first_int);
-                r.op = after(tail, "requested by op ").map(|op| op.trim().to_string()).filter(|o| !o.is_empty());
-                r.header = Some(header);
-                true
-            }
+            "Allocator (" => self.allocator_header(p),
             "Current allocation summary follows" => {
                 let r = self.report();
                 r.summary_follows += 1;
@@ -775,18 +752,7 @@ impl Log {
                 None => false,
             },
             "Total size in pool: " | "Total bytes in pool: " | "total_region_allocated_bytes_: " => {
-                let style = match marker {
-                    "Total size in pool: " => TotalsStyle::Size,
-                    "Total bytes in pool: " => TotalsStyle::Pool,
-                    _ => TotalsStyle::Region,
-                };
-                let (Some(pool), Some(limit)) = (figure_after(p, marker), figure_after(p, "memory_limit_:")) else {
-                    return false;
-                };
-                let available = figure_after(p, "available size:").or_else(|| figure_after(p, "available bytes:"));
-                let curr = figure_after(p, "curr_region_allocation_bytes_:");
-                self.report().totals = Some(Totals { style, pool, limit, available, curr });
-                true
+                self.totals_line(marker, p)
             }
             "Stats:" => {
                 let r = self.report();
@@ -819,29 +785,7 @@ impl Log {
                 self.tensors.push(t);
                 true
             }
-            "[[Node: " | "{{node " | "[[node " | "[Op:" => {
-                let rest = &p[marker.len()..];
-                let node = match marker {
-                    "[[Node: " => rest.split(" = ").next(),
-                    "{{node " => rest.split("}}").next(),
-                    // TF 2.0-2.4: `[[node model/conv/Conv2D (defined at train.py:12) ]]`.
-                    "[[node " => rest.split([' ', ']']).next(),
-                    _ => rest.split(']').next(),
-                };
-                let node = node.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-                if marker == "[[Node: " {
-                    // `[[Node: X = ...` is TF 1.x before 1.13; later releases print `{{node X}}`.
-                    self.at_most(preset_index(TfVariant::TF_1_3));
-                }
-                // The node line follows its tensor's line; a lone one (a paste that kept
-                // only it) stands for a tensor of its own.
-                match self.tensors.last_mut() {
-                    Some(t) if t.node.is_none() => t.node = node,
-                    Some(_) => {}
-                    None => self.tensors.push(Tensor { node, ..Tensor::default() }),
-                }
-                true
-            }
+            "[[Node: " | "{{node " | "[[node " | "[Op:" => self.node_line(marker, p),
             "failed to allocate " => match after(p, "(").and_then(first_int) {
                 Some(bytes) if p.contains("from device") => {
                     self.refusals.push(bytes);
@@ -874,6 +818,70 @@ impl Log {
             }
             _ => false,
         }
+    }
+
+    fn allocator_header(&mut self, p: &str) -> bool {
+        let Some(rest) = p.strip_prefix("Allocator (") else { return false };
+        let Some(close) = rest.find(')') else { return false };
+        let Some(tail) = after(rest, "trying to allocate ") else { return false };
+        if p.contains(NOT_A_FAILURE) {
+            return false;
+        }
+        let header = if after(tail, "requested by op").is_some() {
+            HeaderStyle::Modern
+        } else if tail.contains(").") {
+            HeaderStyle::Mid
+        } else if tail.contains("(rounded to ") {
+            HeaderStyle::Rounded
+        } else {
+            HeaderStyle::Modern
+        };
+        let r = self.report_unless(|r| !r.is_empty());
+        r.name = Some(rest[..close].to_string());
+        r.requested = tail.split_whitespace().next().and_then(figure);
+        r.rounded = after(tail, "(rounded to ").and_then(first_int);
+        r.op = after(tail, "requested by op ").map(|op| op.trim().to_string()).filter(|o| !o.is_empty());
+        r.header = Some(header);
+        true
+    }
+
+    fn totals_line(&mut self, marker: &str, p: &str) -> bool {
+        let style = match marker {
+            "Total size in pool: " => TotalsStyle::Size,
+            "Total bytes in pool: " => TotalsStyle::Pool,
+            _ => TotalsStyle::Region,
+        };
+        let (Some(pool), Some(limit)) = (figure_after(p, marker), figure_after(p, "memory_limit_:")) else {
+            return false;
+        };
+        let available = figure_after(p, "available size:").or_else(|| figure_after(p, "available bytes:"));
+        let curr = figure_after(p, "curr_region_allocation_bytes_:");
+        self.report().totals = Some(Totals { style, pool, limit, available, curr });
+        true
+    }
+
+    fn node_line(&mut self, marker: &str, p: &str) -> bool {
+        let rest = &p[marker.len()..];
+        let node = match marker {
+            "[[Node: " => rest.split(" = ").next(),
+            "{{node " => rest.split("}}").next(),
+            // TF 2.0-2.4: `[[node model/conv/Conv2D (defined at train.py:12) ]]`.
+            "[[node " => rest.split([' ', ']']).next(),
+            _ => rest.split(']').next(),
+        };
+        let node = node.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+        if marker == "[[Node: " {
+            // `[[Node: X = ...` is TF 1.x before 1.13; later releases print `{{node X}}`.
+            self.at_most(preset_index(TfVariant::TF_1_3));
+        }
+        // The node line follows its tensor's line; a lone one (a paste that kept
+        // only it) stands for a tensor of its own.
+        match self.tensors.last_mut() {
+            Some(t) if t.node.is_none() => t.node = node,
+            Some(_) => {}
+            None => self.tensors.push(Tensor { node, ..Tensor::default() }),
+        }
+        true
     }
 
     /// The log was printed by the preset at `index` of [`TfVariant::PRESETS`] or an older one.
@@ -1075,6 +1083,75 @@ fn oom_record(r: &Report, log: &Log, f: &Figures) -> OomRecord {
     }
 }
 
+/// The sections of TF's report the log does not hold.
+fn absent_sections(r: &Report, log: &Log, has_request: bool) -> Vec<Section> {
+    let mut absent = Vec::new();
+    for (section, present) in [
+        (Section::Request, has_request || log.cudnn_failed),
+        (Section::Bins, !r.bins.is_empty()),
+        (Section::ChunkState, r.bin_for.is_some()),
+        (Section::Regions, !r.regions.is_empty()),
+        (Section::Summary, r.summary.is_some()),
+        (Section::Totals, r.sum_total.is_some() || r.totals.is_some()),
+        (Section::Stats, !r.stats.is_empty()),
+        (Section::Occupancy, r.occupancy.is_some()),
+        (Section::Usage, log.usage.is_some()),
+        (Section::Events, false),
+    ] {
+        if !present {
+            absent.push(section);
+        }
+    }
+    absent
+}
+
+/// How the TF that wrote the log prints its report: from its own lines, else from what the
+/// log's other lines say of its era.
+fn variant_of(r: &Report, log: &Log) -> TfVariant {
+    let old_like = matches!(r.header, Some(HeaderStyle::Old)) || r.chunk_style == Some(ChunkStyle::Old);
+    let human_stats = r.stats.iter().any(|(l, v)| *l != "NumAllocs:" && !v.exact);
+    let mut variant = TfVariant {
+        header: r.header.unwrap_or(if old_like { HeaderStyle::Old } else { HeaderStyle::Modern }),
+        bins: if r.ancient_bins { BinStyle::Ancient } else { BinStyle::Modern },
+        chunks: r.chunk_style.unwrap_or(match r.header {
+            Some(HeaderStyle::Old) => ChunkStyle::Old,
+            Some(HeaderStyle::Mid) => ChunkStyle::Mid,
+            _ => ChunkStyle::Modern,
+        }),
+        stats: if human_stats {
+            StatsStyle::EightHuman
+        } else if r.stats.iter().any(|(l, _)| matches!(*l, "Reserved:" | "PeakReserved:" | "LargestFreeBlock:")) {
+            StatsStyle::Eight
+        } else if !r.stats.is_empty() || old_like {
+            StatsStyle::Five
+        } else {
+            StatsStyle::Eight
+        },
+        totals: r.totals.map(|t| t.style).unwrap_or(if old_like { TotalsStyle::None } else { TotalsStyle::Pool }),
+        windows: r.windows_addresses || log.windows_paths || r.rounding_evidence() == Some(Rounding::Msvc),
+        prefix: log.prefix.unwrap_or_default(),
+    };
+    // Without the header or chunk lines nothing above dates the log: what its other lines
+    // say does, for the parts the log lacks (a log of TF 1.8 is not TF 2.12's).
+    if r.header.is_none()
+        && r.chunk_style.is_none()
+        && let Some(era) = log.era()
+    {
+        variant.header = era.header;
+        variant.chunks = era.chunks;
+        if r.bins.is_empty() {
+            variant.bins = era.bins;
+        }
+        if r.stats.is_empty() {
+            variant.stats = era.stats;
+        }
+        if r.totals.is_none() {
+            variant.totals = era.totals;
+        }
+    }
+    variant
+}
+
 fn build(path: &Path, log: Log) -> Dump {
     let empty = Report::default();
     // The dump describes the first failure; every one is in `ooms`.
@@ -1122,64 +1199,8 @@ fn build(path: &Path, log: Log) -> Dump {
         ..Stats::default()
     };
 
-    let mut absent = Vec::new();
-    for (section, present) in [
-        (Section::Request, has_request || log.cudnn_failed),
-        (Section::Bins, !r.bins.is_empty()),
-        (Section::ChunkState, r.bin_for.is_some()),
-        (Section::Regions, !r.regions.is_empty()),
-        (Section::Summary, r.summary.is_some()),
-        (Section::Totals, r.sum_total.is_some() || r.totals.is_some()),
-        (Section::Stats, !r.stats.is_empty()),
-        (Section::Occupancy, r.occupancy.is_some()),
-        (Section::Usage, log.usage.is_some()),
-        (Section::Events, false),
-    ] {
-        if !present {
-            absent.push(section);
-        }
-    }
-    let old_like = matches!(r.header, Some(HeaderStyle::Old)) || r.chunk_style == Some(ChunkStyle::Old);
-    let human_stats = r.stats.iter().any(|(l, v)| *l != "NumAllocs:" && !v.exact);
-    let mut variant = TfVariant {
-        header: r.header.unwrap_or(if old_like { HeaderStyle::Old } else { HeaderStyle::Modern }),
-        bins: if r.ancient_bins { BinStyle::Ancient } else { BinStyle::Modern },
-        chunks: r.chunk_style.unwrap_or(match r.header {
-            Some(HeaderStyle::Old) => ChunkStyle::Old,
-            Some(HeaderStyle::Mid) => ChunkStyle::Mid,
-            _ => ChunkStyle::Modern,
-        }),
-        stats: if human_stats {
-            StatsStyle::EightHuman
-        } else if r.stats.iter().any(|(l, _)| matches!(*l, "Reserved:" | "PeakReserved:" | "LargestFreeBlock:")) {
-            StatsStyle::Eight
-        } else if !r.stats.is_empty() || old_like {
-            StatsStyle::Five
-        } else {
-            StatsStyle::Eight
-        },
-        totals: r.totals.map(|t| t.style).unwrap_or(if old_like { TotalsStyle::None } else { TotalsStyle::Pool }),
-        windows: r.windows_addresses || log.windows_paths || r.rounding_evidence() == Some(Rounding::Msvc),
-        prefix: log.prefix.unwrap_or_default(),
-    };
-    // Without the header or chunk lines nothing above dates the log: what its other lines
-    // say does, for the parts the log lacks (a log of TF 1.8 is not TF 2.12's).
-    if r.header.is_none()
-        && r.chunk_style.is_none()
-        && let Some(era) = log.era()
-    {
-        variant.header = era.header;
-        variant.chunks = era.chunks;
-        if r.bins.is_empty() {
-            variant.bins = era.bins;
-        }
-        if r.stats.is_empty() {
-            variant.stats = era.stats;
-        }
-        if r.totals.is_none() {
-            variant.totals = era.totals;
-        }
-    }
+    let absent = absent_sections(r, &log, has_request);
+    let variant = variant_of(r, &log);
     let mut bins = r.bins.clone();
     bins.sort_by_key(|b| b.index);
     let tensor = r.tensor.and_then(|t| log.tensors.get(t));
