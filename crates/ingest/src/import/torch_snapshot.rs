@@ -25,21 +25,9 @@ pub fn parse(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<Dump, Inp
     parse_measured(path, bytes, device).map(|(d, _)| d)
 }
 
-/// [`parse`], and the bytes reading built, as counted against the snapshot's budget
-/// ([`super::torch_frames::budget`]).
-pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), InputError> {
-    let mut snap = Snapshot::read(path, bytes, EntryStacks::All)?;
-    if let Some(d) = device {
-        snap.check_device(d)?;
-    }
-    let dev = device.unwrap_or_else(|| snap.default_device());
-    let trace = snap.trace_of(dev);
-
-    // Blocks without frames: allocated while recording (the trace has their `alloc`) on a
-    // thread without Python, or before recording began.
-    let traced: HashSet<u64> =
-        trace.iter().filter(|e| e.action == Action::Alloc).map(|e| e.addr.unwrap_or(0)).collect();
-    let framed = trace.iter().any(|e| e.action == Action::Alloc && e.framed);
+/// The device's segments as regions, their blocks as chunks named by their stacks
+/// (`traced`: blocks the trace allocated; `framed`: whether the trace has frames), by address.
+fn regions(snap: &mut Snapshot, dev: i64, traced: &HashSet<u64>, framed: bool) -> Result<Vec<RegionInfo>, InputError> {
     let mut regions = Vec::new();
     // Taken out of the snapshot: each is read once, and its stacks named through `snap`.
     let segments = std::mem::take(&mut snap.segments);
@@ -86,7 +74,23 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
         });
     }
     regions.sort_by_key(|r| r.address);
+    Ok(regions)
+}
 
+/// What a device's trace says: its events, the failed request (size, device free, op, time,
+/// kind), and the bytes allocated and reserved through it, relative to its start, with
+/// their highs.
+struct TraceRead {
+    events: Vec<EventInfo>,
+    oom: Option<(u64, u64, Option<String>, u64, Kind)>,
+    live: i128,
+    allocs: u64,
+    live_high: i128,
+    reserved: i128,
+    reserved_high: i128,
+}
+
+fn trace_events(snap: &mut Snapshot, trace: &[super::snapshot::Entry]) -> Result<TraceRead, InputError> {
     // The device trace: events, the failed request, and the peak.
     snap.charge(trace.len() * size_of::<EventInfo>())?;
     let mut events = Vec::new();
@@ -148,6 +152,28 @@ pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<
             step: -1,
         });
     }
+    Ok(TraceRead { events, oom, live, allocs, live_high, reserved, reserved_high })
+}
+
+/// [`parse`], and the bytes reading built, as counted against the snapshot's budget
+/// ([`super::torch_frames::budget`]).
+pub fn parse_measured(path: &Path, bytes: &[u8], device: Option<i64>) -> Result<(Dump, u64), InputError> {
+    let mut snap = Snapshot::read(path, bytes, EntryStacks::All)?;
+    if let Some(d) = device {
+        snap.check_device(d)?;
+    }
+    let dev = device.unwrap_or_else(|| snap.default_device());
+    let trace = snap.trace_of(dev);
+
+    // Blocks without frames: allocated while recording (the trace has their `alloc`) on a
+    // thread without Python, or before recording began.
+    let traced: HashSet<u64> =
+        trace.iter().filter(|e| e.action == Action::Alloc).map(|e| e.addr.unwrap_or(0)).collect();
+    let framed = trace.iter().any(|e| e.action == Action::Alloc && e.framed);
+    let regions = regions(&mut snap, dev, &traced, framed)?;
+
+    let TraceRead { mut events, oom, live, allocs, live_high, reserved, reserved_high } =
+        trace_events(&mut snap, &trace)?;
     let events_total = events.len() as u64;
     if events.len() > EVENTS_KEPT {
         events.drain(..events.len() - EVENTS_KEPT);
