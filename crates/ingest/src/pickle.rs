@@ -702,43 +702,7 @@ impl<'a> Reader<'a> {
                     let v = f64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
                     self.stack.push(Value::Float(v));
                 }
-                b'X' | 0x8c | 0x8d => {
-                    let n = match op {
-                        b'X' => self.len(4)?,
-                        0x8c => self.len(1)?,
-                        _ => self.len(8)?,
-                    };
-                    let bytes = self.take(n)?;
-                    let v = self.string(bytes)?;
-                    self.stack.push(v);
-                }
-                b'V' => {
-                    // Protocol 0 unicode: raw-unicode-escape; \uXXXX escapes are kept as text.
-                    let t = self.line()?;
-                    self.stack.push(Value::Str(Rc::from(t)));
-                }
-                b'S' => {
-                    let t = self.line()?;
-                    let inner = t.trim();
-                    let inner =
-                        inner.strip_prefix(['\'', '"']).and_then(|s| s.strip_suffix(['\'', '"'])).unwrap_or(inner);
-                    self.stack.push(Value::Str(Rc::from(inner)));
-                }
-                b'T' | b'U' | b'B' | b'C' | 0x8e | 0x96 => {
-                    let n = match op {
-                        b'T' | b'B' => self.len(4)?,
-                        b'U' | b'C' => self.len(1)?,
-                        _ => self.len(8)?,
-                    };
-                    let bytes = self.take(n)?;
-                    // Python 2 strings (T, U) are text in practice; bytes stay bytes.
-                    let v = if matches!(op, b'T' | b'U') {
-                        self.string(bytes).unwrap_or(Value::Bytes(Rc::from(bytes)))
-                    } else {
-                        Value::Bytes(Rc::from(bytes))
-                    };
-                    self.stack.push(v);
-                }
+                b'X' | 0x8c | 0x8d | b'V' | b'S' | b'T' | b'U' | b'B' | b'C' | 0x8e | 0x96 => self.text_op(op)?,
                 b']' | 0x8f => {
                     let v = self.new_list(Vec::new())?;
                     self.stack.push(v);
@@ -794,85 +758,8 @@ impl<'a> Reader<'a> {
                     let d = self.top()?.clone();
                     self.set_items(&d, items)?;
                 }
-                b'p' | b'q' | b'r' | 0x94 => {
-                    let id = match op {
-                        b'p' => {
-                            let t = self.line()?;
-                            match t.trim().parse::<u32>() {
-                                Ok(i) => i,
-                                Err(_) => return self.err(format!("{t:?} is not a memo id")),
-                            }
-                        }
-                        b'q' => self.u8()? as u32,
-                        b'r' => self.le(4)? as u32,
-                        _ => u32::try_from(self.memo.len()).unwrap_or(u32::MAX),
-                    };
-                    let v = self.top()?.clone();
-                    self.memo.insert(id, v);
-                }
-                b'g' | b'h' | b'j' => {
-                    let id = match op {
-                        b'g' => {
-                            let t = self.line()?;
-                            match t.trim().parse::<u32>() {
-                                Ok(i) => i,
-                                Err(_) => return self.err(format!("{t:?} is not a memo id")),
-                            }
-                        }
-                        b'h' => self.u8()? as u32,
-                        _ => self.le(4)? as u32,
-                    };
-                    match self.memo.get(&id) {
-                        Some(v) => {
-                            let v = v.clone();
-                            self.stack.push(v);
-                        }
-                        None => return self.err(format!("memo entry {id} is used before it is set")),
-                    }
-                }
-                b'c' => {
-                    let module = self.line()?;
-                    let name = self.line()?;
-                    self.stack.push(Value::Global(Rc::from(format!("{module}.{name}"))));
-                }
-                0x93 => {
-                    let name = self.pop()?;
-                    let module = self.pop()?;
-                    let g = format!("{}.{}", module.as_str().unwrap_or("?"), name.as_str().unwrap_or("?"));
-                    self.stack.push(Value::Global(Rc::from(g)));
-                }
-                b'R' => {
-                    let args = self.pop()?;
-                    let callable = self.pop()?;
-                    let v = self.reduce(&callable, &args)?;
-                    self.stack.push(v);
-                }
-                0x81 => {
-                    self.pop()?;
-                    self.pop()?;
-                    self.stack.push(Value::Object);
-                }
-                0x92 => {
-                    self.pop()?;
-                    self.pop()?;
-                    self.pop()?;
-                    self.stack.push(Value::Object);
-                }
-                b'b' => {
-                    // The state of an object: objects are opaque, so it is dropped.
-                    self.pop()?;
-                    self.top()?;
-                }
-                b'i' => {
-                    self.line()?;
-                    self.line()?;
-                    self.pop_mark()?;
-                    self.stack.push(Value::Object);
-                }
-                b'o' => {
-                    self.pop_mark()?;
-                    self.stack.push(Value::Object);
-                }
+                b'p' | b'q' | b'r' | 0x94 | b'g' | b'h' | b'j' => self.memo_op(op)?,
+                b'c' | 0x93 | b'R' | 0x81 | 0x92 | b'b' | b'i' | b'o' => self.object_op(op)?,
                 b'P' | b'Q' => {
                     return self.err("persistent ids (torch.save's tensor storage) are not part of a memory snapshot");
                 }
@@ -881,6 +768,145 @@ impl<'a> Reader<'a> {
                 other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
             }
         }
+    }
+
+    /// Strings and bytes, of every protocol.
+    fn text_op(&mut self, op: u8) -> Result<(), PickleError> {
+        match op {
+            b'X' | 0x8c | 0x8d => {
+                let n = match op {
+                    b'X' => self.len(4)?,
+                    0x8c => self.len(1)?,
+                    _ => self.len(8)?,
+                };
+                let bytes = self.take(n)?;
+                let v = self.string(bytes)?;
+                self.stack.push(v);
+            }
+            b'V' => {
+                // Protocol 0 unicode: raw-unicode-escape; \uXXXX escapes are kept as text.
+                let t = self.line()?;
+                self.stack.push(Value::Str(Rc::from(t)));
+            }
+            b'S' => {
+                let t = self.line()?;
+                let inner = t.trim();
+                let inner = inner.strip_prefix(['\'', '"']).and_then(|s| s.strip_suffix(['\'', '"'])).unwrap_or(inner);
+                self.stack.push(Value::Str(Rc::from(inner)));
+            }
+            b'T' | b'U' | b'B' | b'C' | 0x8e | 0x96 => {
+                let n = match op {
+                    b'T' | b'B' => self.len(4)?,
+                    b'U' | b'C' => self.len(1)?,
+                    _ => self.len(8)?,
+                };
+                let bytes = self.take(n)?;
+                // Python 2 strings (T, U) are text in practice; bytes stay bytes.
+                let v = if matches!(op, b'T' | b'U') {
+                    self.string(bytes).unwrap_or(Value::Bytes(Rc::from(bytes)))
+                } else {
+                    Value::Bytes(Rc::from(bytes))
+                };
+                self.stack.push(v);
+            }
+            other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
+        }
+        Ok(())
+    }
+
+    /// The memo: a value kept under an id, and fetched again.
+    fn memo_op(&mut self, op: u8) -> Result<(), PickleError> {
+        match op {
+            b'p' | b'q' | b'r' | 0x94 => {
+                let id = match op {
+                    b'p' => {
+                        let t = self.line()?;
+                        match t.trim().parse::<u32>() {
+                            Ok(i) => i,
+                            Err(_) => return self.err(format!("{t:?} is not a memo id")),
+                        }
+                    }
+                    b'q' => self.u8()? as u32,
+                    b'r' => self.le(4)? as u32,
+                    _ => u32::try_from(self.memo.len()).unwrap_or(u32::MAX),
+                };
+                let v = self.top()?.clone();
+                self.memo.insert(id, v);
+            }
+            b'g' | b'h' | b'j' => {
+                let id = match op {
+                    b'g' => {
+                        let t = self.line()?;
+                        match t.trim().parse::<u32>() {
+                            Ok(i) => i,
+                            Err(_) => return self.err(format!("{t:?} is not a memo id")),
+                        }
+                    }
+                    b'h' => self.u8()? as u32,
+                    _ => self.le(4)? as u32,
+                };
+                match self.memo.get(&id) {
+                    Some(v) => {
+                        let v = v.clone();
+                        self.stack.push(v);
+                    }
+                    None => return self.err(format!("memo entry {id} is used before it is set")),
+                }
+            }
+            other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
+        }
+        Ok(())
+    }
+
+    /// Globals, calls and objects: kept as names and opaque values; nothing is imported or run.
+    fn object_op(&mut self, op: u8) -> Result<(), PickleError> {
+        match op {
+            b'c' => {
+                let module = self.line()?;
+                let name = self.line()?;
+                self.stack.push(Value::Global(Rc::from(format!("{module}.{name}"))));
+            }
+            0x93 => {
+                let name = self.pop()?;
+                let module = self.pop()?;
+                let g = format!("{}.{}", module.as_str().unwrap_or("?"), name.as_str().unwrap_or("?"));
+                self.stack.push(Value::Global(Rc::from(g)));
+            }
+            b'R' => {
+                let args = self.pop()?;
+                let callable = self.pop()?;
+                let v = self.reduce(&callable, &args)?;
+                self.stack.push(v);
+            }
+            0x81 => {
+                self.pop()?;
+                self.pop()?;
+                self.stack.push(Value::Object);
+            }
+            0x92 => {
+                self.pop()?;
+                self.pop()?;
+                self.pop()?;
+                self.stack.push(Value::Object);
+            }
+            b'b' => {
+                // The state of an object: objects are opaque, so it is dropped.
+                self.pop()?;
+                self.top()?;
+            }
+            b'i' => {
+                self.line()?;
+                self.line()?;
+                self.pop_mark()?;
+                self.stack.push(Value::Object);
+            }
+            b'o' => {
+                self.pop_mark()?;
+                self.stack.push(Value::Object);
+            }
+            other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
+        }
+        Ok(())
     }
 }
 
