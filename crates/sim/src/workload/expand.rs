@@ -552,36 +552,7 @@ impl Builder<'_> {
                 let t = self.join_node(lname, "add", ids, s0, Alloc::Forward(0), InputGrad::Pass);
                 if *relu { self.relu(lname, t) } else { t }
             }
-            LayerOp::Concat { inputs } => {
-                let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
-                let s0 = self.four_d(ids[0], "concat", line)?;
-                let mut channels = 0u64;
-                for &i in &ids {
-                    let si = self.four_d(i, "concat", line)?;
-                    if si[..3] != s0[..3] {
-                        return Err(self.error(
-                            line,
-                            format!(
-                                "concat: inputs differ in batch, height or width: {} and {}",
-                                shape::text(&s0),
-                                shape::text(&si)
-                            ),
-                        ));
-                    }
-                    channels = match channels.checked_add(si[3]) {
-                        Some(c) => c,
-                        None => return Err(self.overflow(line, "concat", &si)),
-                    };
-                }
-                self.join_node(
-                    lname,
-                    "concat",
-                    ids,
-                    vec![s0[0], s0[1], s0[2], channels],
-                    Alloc::New,
-                    InputGrad::New("Slice"),
-                )
-            }
+            LayerOp::Concat { inputs } => self.concat(inputs, by_name, line, lname)?,
             LayerOp::Flatten => {
                 let s = self.shape(src);
                 let Some(features) = s[1..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) else {
@@ -594,92 +565,143 @@ impl Builder<'_> {
                 let s = self.shape(src);
                 self.unary(lname, "dropout/Identity", src, s, Alloc::View(0), Keep::Nothing, InputGrad::Pass)
             }
-            LayerOp::Dropout { .. } => {
-                // The mask, kept for the gradient; then the masked output.
-                let s = self.shape(src);
-                let mask = self.g.tensor(s.clone(), false);
-                let mask_name = self.name(lname, "dropout/Floor");
-                self.node(Node {
-                    name: mask_name,
-                    inputs: vec![],
-                    outputs: vec![(mask, Alloc::New)],
-                    keep: vec![],
-                    weights: vec![],
-                    temp: 0,
-                    input_grads: vec![],
-                    weight_grads: vec![],
-                });
-                let needs = self.g.tensors[src].needs_grad;
-                let out = self.g.tensor(s, needs);
-                let name = self.name(lname, "dropout/mul");
-                self.node(Node {
-                    name,
-                    inputs: vec![src, mask],
-                    outputs: vec![(out, Alloc::New)],
-                    keep: vec![mask],
-                    weights: vec![],
-                    temp: 0,
-                    input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
-                    weight_grads: vec![],
-                })
-            }
-            LayerOp::SoftmaxCrossEntropy => {
-                let s = self.shape(src);
-                let labels = self.labels(line, "softmax_cross_entropy")?;
-                let ls = self.shape(labels);
-                if s.len() != 2 || ls != s {
+            LayerOp::Dropout { .. } => self.dropout(src, lname)?,
+            LayerOp::SoftmaxCrossEntropy => self.softmax_cross_entropy(src, line, lname)?,
+            LayerOp::L2Loss => self.l2_loss(src, line, lname)?,
+        })
+    }
+
+    fn concat(
+        &mut self,
+        inputs: &[String],
+        by_name: &HashMap<String, usize>,
+        line: usize,
+        lname: &str,
+    ) -> Result<usize, ExpandError> {
+        Ok({
+            let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
+            let s0 = self.four_d(ids[0], "concat", line)?;
+            let mut channels = 0u64;
+            for &i in &ids {
+                let si = self.four_d(i, "concat", line)?;
+                if si[..3] != s0[..3] {
                     return Err(self.error(
                         line,
                         format!(
-                            "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
-                            shape::text(&s),
-                            shape::text(&ls)
+                            "concat: inputs differ in batch, height or width: {} and {}",
+                            shape::text(&s0),
+                            shape::text(&si)
                         ),
                     ));
                 }
-                let loss = self.g.tensor(vec![s[0]], true);
-                let backprop = self.g.tensor(s, false);
-                let name = self.name(lname, "SoftmaxCrossEntropyWithLogits");
-                let keep = if self.train { vec![backprop] } else { vec![] };
-                self.node(Node {
-                    name,
-                    inputs: vec![src, labels],
-                    outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
-                    keep,
-                    weights: vec![],
-                    temp: 0,
-                    input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                    weight_grads: vec![],
-                })
+                channels = match channels.checked_add(si[3]) {
+                    Some(c) => c,
+                    None => return Err(self.overflow(line, "concat", &si)),
+                };
             }
-            LayerOp::L2Loss => {
-                let s = self.shape(src);
-                let labels = self.labels(line, "l2_loss")?;
-                let ls = self.shape(labels);
-                if ls != s {
-                    return Err(self.error(
-                        line,
-                        format!(
-                            "l2_loss: the output {} and the labels {} differ in shape",
-                            shape::text(&s),
-                            shape::text(&ls)
-                        ),
-                    ));
-                }
-                let diff = self.g.tensor(s, true);
-                let name = self.name(lname, "SquaredDifference");
-                let keep = if self.train { vec![src, labels] } else { vec![] };
-                self.node(Node {
-                    name,
-                    inputs: vec![src, labels],
-                    outputs: vec![(diff, Alloc::New)],
-                    keep,
-                    weights: vec![],
-                    temp: 0,
-                    input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                    weight_grads: vec![],
-                })
+            self.join_node(
+                lname,
+                "concat",
+                ids,
+                vec![s0[0], s0[1], s0[2], channels],
+                Alloc::New,
+                InputGrad::New("Slice"),
+            )
+        })
+    }
+
+    fn dropout(&mut self, src: usize, lname: &str) -> Result<usize, ExpandError> {
+        Ok({
+            // The mask, kept for the gradient; then the masked output.
+            let s = self.shape(src);
+            let mask = self.g.tensor(s.clone(), false);
+            let mask_name = self.name(lname, "dropout/Floor");
+            self.node(Node {
+                name: mask_name,
+                inputs: vec![],
+                outputs: vec![(mask, Alloc::New)],
+                keep: vec![],
+                weights: vec![],
+                temp: 0,
+                input_grads: vec![],
+                weight_grads: vec![],
+            });
+            let needs = self.g.tensors[src].needs_grad;
+            let out = self.g.tensor(s, needs);
+            let name = self.name(lname, "dropout/mul");
+            self.node(Node {
+                name,
+                inputs: vec![src, mask],
+                outputs: vec![(out, Alloc::New)],
+                keep: vec![mask],
+                weights: vec![],
+                temp: 0,
+                input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
+                weight_grads: vec![],
+            })
+        })
+    }
+
+    fn softmax_cross_entropy(&mut self, src: usize, line: usize, lname: &str) -> Result<usize, ExpandError> {
+        Ok({
+            let s = self.shape(src);
+            let labels = self.labels(line, "softmax_cross_entropy")?;
+            let ls = self.shape(labels);
+            if s.len() != 2 || ls != s {
+                return Err(self.error(
+                    line,
+                    format!(
+                        "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
+                        shape::text(&s),
+                        shape::text(&ls)
+                    ),
+                ));
             }
+            let loss = self.g.tensor(vec![s[0]], true);
+            let backprop = self.g.tensor(s, false);
+            let name = self.name(lname, "SoftmaxCrossEntropyWithLogits");
+            let keep = if self.train { vec![backprop] } else { vec![] };
+            self.node(Node {
+                name,
+                inputs: vec![src, labels],
+                outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
+                keep,
+                weights: vec![],
+                temp: 0,
+                input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+                weight_grads: vec![],
+            })
+        })
+    }
+
+    fn l2_loss(&mut self, src: usize, line: usize, lname: &str) -> Result<usize, ExpandError> {
+        Ok({
+            let s = self.shape(src);
+            let labels = self.labels(line, "l2_loss")?;
+            let ls = self.shape(labels);
+            if ls != s {
+                return Err(self.error(
+                    line,
+                    format!(
+                        "l2_loss: the output {} and the labels {} differ in shape",
+                        shape::text(&s),
+                        shape::text(&ls)
+                    ),
+                ));
+            }
+            let diff = self.g.tensor(s, true);
+            let name = self.name(lname, "SquaredDifference");
+            let keep = if self.train { vec![src, labels] } else { vec![] };
+            self.node(Node {
+                name,
+                inputs: vec![src, labels],
+                outputs: vec![(diff, Alloc::New)],
+                keep,
+                weights: vec![],
+                temp: 0,
+                input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+                weight_grads: vec![],
+            })
         })
     }
 }
@@ -793,6 +815,76 @@ impl Out<'_> {
     fn live_buffers(&self) -> usize {
         self.live
     }
+}
+
+/// One step's backward pass: each node's input gradients (passed on, or new, summed by
+/// AddN where a tensor has several users), its weights' gradients (applied as soon as they
+/// exist), and what it kept for the backward released. `(path, steps, batch)` name the
+/// refusal when the events would pass their bound.
+fn backward(
+    out: &mut Out<'_>,
+    g: &Graph,
+    uses: &mut [u32],
+    buf: &[Option<usize>],
+    (path, steps, batch): (&Path, u32, u64),
+) -> Result<(), ExpandError> {
+    // grad[t]: a buffer holding one reference to the gradient of tensor t.
+    let mut grad: Vec<Option<usize>> = vec![None; g.tensors.len()];
+    grad[g.fetch] = Some(out.alloc("gradients/Fill", &[], Kind::Backward, false));
+    let mut addn = 0u32;
+    for n in g.nodes.iter().rev() {
+        if out.trace.len() > MAX_EVENTS {
+            return Err(too_many_events(path, steps, batch, None));
+        }
+        let g_out = grad[n.outputs[0].0].take();
+        if let Some(go) = g_out {
+            let mut input_grads = Vec::with_capacity(n.inputs.len());
+            for (k, &i) in n.inputs.iter().enumerate() {
+                if !g.tensors[i].needs_grad {
+                    continue;
+                }
+                let gb = match &n.input_grads[k] {
+                    InputGrad::Pass => {
+                        out.retain(go);
+                        go
+                    }
+                    InputGrad::New(op) => {
+                        let name = format!("gradients/{}_grad/{op}", n.name);
+                        out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false)
+                    }
+                };
+                input_grads.push((i, gb));
+            }
+            for (&w, op) in n.weights.iter().zip(&n.weight_grads) {
+                let name = format!("gradients/{}_grad/{op}", n.name);
+                // Applied by the optimizer as soon as it exists, then freed.
+                let wb = out.alloc(&name, &g.weights[w].shape, Kind::Gradient, false);
+                out.release(wb);
+            }
+            out.release(go);
+            for (i, gb) in input_grads {
+                grad[i] = Some(match grad[i].take() {
+                    None => gb,
+                    Some(prev) => {
+                        let name =
+                            if addn == 0 { "gradients/AddN".to_string() } else { format!("gradients/AddN_{addn}") };
+                        addn += 1;
+                        let sum = out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false);
+                        out.release(prev);
+                        out.release(gb);
+                        sum
+                    }
+                });
+            }
+        }
+        for &k in &n.keep {
+            consume(out, uses, buf, k);
+        }
+    }
+    for gb in grad.into_iter().flatten() {
+        out.release(gb); // gradients of the input: nothing reads them
+    }
+    Ok(())
 }
 
 /// A tensor gives up one use; at zero its buffer reference goes.
@@ -909,65 +1001,7 @@ pub(crate) fn try_expand(model: &Model, batch: u64, steps: u32, path: &Path) -> 
             }
         }
         if train {
-            // grad[t]: a buffer holding one reference to the gradient of tensor t.
-            let mut grad: Vec<Option<usize>> = vec![None; g.tensors.len()];
-            grad[g.fetch] = Some(out.alloc("gradients/Fill", &[], Kind::Backward, false));
-            let mut addn = 0u32;
-            for n in g.nodes.iter().rev() {
-                if out.trace.len() > MAX_EVENTS {
-                    return Err(too_many_events(path, steps, batch, None));
-                }
-                let g_out = grad[n.outputs[0].0].take();
-                if let Some(go) = g_out {
-                    let mut input_grads = Vec::with_capacity(n.inputs.len());
-                    for (k, &i) in n.inputs.iter().enumerate() {
-                        if !g.tensors[i].needs_grad {
-                            continue;
-                        }
-                        let gb = match &n.input_grads[k] {
-                            InputGrad::Pass => {
-                                out.retain(go);
-                                go
-                            }
-                            InputGrad::New(op) => {
-                                let name = format!("gradients/{}_grad/{op}", n.name);
-                                out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false)
-                            }
-                        };
-                        input_grads.push((i, gb));
-                    }
-                    for (&w, op) in n.weights.iter().zip(&n.weight_grads) {
-                        let name = format!("gradients/{}_grad/{op}", n.name);
-                        // Applied by the optimizer as soon as it exists, then freed.
-                        let wb = out.alloc(&name, &g.weights[w].shape, Kind::Gradient, false);
-                        out.release(wb);
-                    }
-                    out.release(go);
-                    for (i, gb) in input_grads {
-                        grad[i] = Some(match grad[i].take() {
-                            None => gb,
-                            Some(prev) => {
-                                let name = if addn == 0 {
-                                    "gradients/AddN".to_string()
-                                } else {
-                                    format!("gradients/AddN_{addn}")
-                                };
-                                addn += 1;
-                                let sum = out.alloc(&name, &g.tensors[i].shape, Kind::Backward, false);
-                                out.release(prev);
-                                out.release(gb);
-                                sum
-                            }
-                        });
-                    }
-                }
-                for &k in &n.keep {
-                    consume(&mut out, &mut uses, &buf, k);
-                }
-            }
-            for gb in grad.into_iter().flatten() {
-                out.release(gb); // gradients of the input: nothing reads them
-            }
+            backward(&mut out, &g, &mut uses, &buf, (path, steps, batch))?;
         }
         consume(&mut out, &mut uses, &buf, g.fetch);
         if let Some(l) = g.labels {
