@@ -205,6 +205,60 @@ impl Engine {
         each!(self, e => e.mark_step(step, t_ns))
     }
 
+    /// A free of a block other streams may still use: true when it must wait for them. The
+    /// BFC allocator reuses a free chunk at once, so the free waits outside it (and is done
+    /// by [`Engine::complete_deferred_free`]); the caching allocator frees now and keeps the
+    /// block pending until told.
+    pub fn hold_free(&mut self, addr: u64, t_ns: u64) -> bool {
+        match self {
+            Engine::Bfc(b) => b.allocated_size(addr).is_some(),
+            Engine::Caching(c) => c.free(addr, t_ns).is_ok(),
+        }
+    }
+
+    /// The other streams are done with a held free ([`Engine::hold_free`]): the BFC
+    /// allocator frees the chunk, the caching allocator completes the pending free (nothing
+    /// when it synchronized on its own since, as its retry chain does).
+    pub fn complete_deferred_free(&mut self, addr: u64, t_ns: u64) {
+        match self {
+            Engine::Bfc(b) => {
+                let _ = b.free(addr, t_ns);
+            }
+            Engine::Caching(c) => {
+                c.complete_pending(addr, t_ns);
+            }
+        }
+    }
+
+    /// PyTorch's `record_stream`: true when `addr` is a live allocation (the caching
+    /// allocator records the stream on its block; BFC has no streams).
+    pub fn record_stream(&mut self, addr: u64, stream: u64) -> bool {
+        match self {
+            Engine::Bfc(b) => b.allocated_size(addr).is_some(),
+            Engine::Caching(c) => c.allocated_size(addr).is_some() && c.record_stream(addr, stream),
+        }
+    }
+
+    /// `torch.cuda.empty_cache()`: whole cached segments back to the device (BFC keeps its
+    /// regions, as TF does).
+    pub fn empty_cache(&mut self, t_ns: u64) {
+        if let Engine::Caching(c) = self {
+            c.empty_cache(t_ns);
+        }
+    }
+
+    /// `set_per_process_memory_fraction`: true when applied (the caching allocator's; BFC's
+    /// limit is its own).
+    pub fn set_memory_fraction(&mut self, fraction: f64) -> bool {
+        match self {
+            Engine::Caching(c) => {
+                c.set_memory_fraction(fraction);
+                true
+            }
+            Engine::Bfc(_) => false,
+        }
+    }
+
     /// The block size of the live allocation at `addr`.
     pub fn allocated_size(&self, addr: u64) -> Option<u64> {
         each!(self, e => e.allocated_size(addr))

@@ -13,6 +13,76 @@ pub use oomscope_format::{EventKind, Kind, StepMark};
 
 pub use oomscope_format::UNNAMED_OP;
 
+/// What both allocators record beside their own state, in one place: the names of ops,
+/// shapes and stacks, the history of events, what was live at the peak, the step marks and
+/// the failures. Each allocator keeps one and reads it into its dumps ([`Recorder::recorded`]).
+#[derive(Debug)]
+pub struct Recorder {
+    pub names: Names,
+    pub history: History,
+    /// What was live when the bytes in use peaked.
+    pub peak: PeakTracker,
+    pub steps: VecDeque<StepMark>,
+    /// The step allocations are marked with (-1 before the first mark).
+    pub current_step: i64,
+    pub failures: Vec<crate::bfc::AllocFailure>,
+}
+
+/// What a dump takes from a [`Recorder`], whichever allocator kept it.
+#[derive(Debug)]
+pub struct Recorded {
+    pub events: Vec<oomscope_format::EventInfo>,
+    pub events_total: u64,
+    pub steps: Vec<StepMark>,
+    pub peak: Option<oomscope_format::PeakInfo>,
+}
+
+impl Recorder {
+    /// Keeping the last `history` events.
+    pub fn new(history: usize) -> Recorder {
+        Recorder::with_history(History::new(history))
+    }
+
+    pub fn with_history(history: History) -> Recorder {
+        Recorder {
+            names: Names::default(),
+            history,
+            peak: PeakTracker::default(),
+            steps: VecDeque::new(),
+            current_step: -1,
+            failures: Vec::new(),
+        }
+    }
+
+    /// A step's start: later allocations are marked with it, the bytes at the boundary kept
+    /// for the growth analysis (`mark`), and the mark in the history.
+    pub fn mark_step(&mut self, mark: StepMark) {
+        self.current_step = mark.step;
+        keep_step_mark(&mut self.steps, mark);
+        self.history.push(Event {
+            seq: 0,
+            t_ns: mark.t_ns,
+            kind: EventKind::Step,
+            addr: 0,
+            size: 0,
+            requested: 0,
+            op: 0,
+            step: mark.step,
+        });
+    }
+
+    /// The history, the step marks, and (when nothing failed) what was live at the peak, with
+    /// their names, for a dump.
+    pub fn recorded(&self, with_peak: bool) -> Recorded {
+        Recorded {
+            events: self.history.to_dump(&self.names),
+            events_total: self.history.total(),
+            steps: self.steps.iter().copied().collect(),
+            peak: if with_peak { self.peak.to_dump(&self.names) } else { None },
+        }
+    }
+}
+
 /// The node of memory that was already allocated when recording began: blocks of a PyTorch
 /// snapshot without frames, and the state a replay starts from, as the moment it peaked.
 pub const BEFORE_RECORDING: &str = "(allocated before recording began)";

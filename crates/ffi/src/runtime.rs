@@ -564,12 +564,7 @@ impl Runtime {
                     false => StreamEvent::record(s).map_or(Pending::Sim, Pending::Cuda),
                 })
                 .collect();
-            let held = slot.allocator.with_engine(|e| match e {
-                // The BFC allocator reuses a free chunk at once: the free waits here.
-                Engine::Bfc(b) => b.allocated_size(ptr).is_some(),
-                // The caching allocator keeps the block pending free until it is told.
-                Engine::Caching(c) => c.free(ptr, slot.allocator.elapsed_ns()).is_ok(),
-            });
+            let held = slot.allocator.with_engine(|e| e.hold_free(ptr, slot.allocator.elapsed_ns()));
             if held {
                 let mut st = lock(&slot.streams);
                 // An entry left for this address is stale (the block was reused since).
@@ -599,10 +594,7 @@ impl Runtime {
     /// PyTorch's `record_stream`: `ptr` is in use on `stream` too.
     pub fn record_stream(&self, ptr: u64, stream: usize) {
         for slot in self.all() {
-            let known = slot.allocator.with_engine(|e| match e {
-                Engine::Bfc(b) => b.allocated_size(ptr).is_some(),
-                Engine::Caching(c) => c.allocated_size(ptr).is_some() && c.record_stream(ptr, stream as u64),
-            });
+            let known = slot.allocator.with_engine(|e| e.record_stream(ptr, stream as u64));
             if known {
                 let mut st = lock(&slot.streams);
                 let streams = st.recorded.entry(ptr).or_default();
@@ -630,11 +622,7 @@ impl Runtime {
         for s in self.all() {
             s.release_deferred(true);
             let t_ns = s.allocator.elapsed_ns();
-            s.allocator.with_engine(|e| {
-                if let Engine::Caching(c) = e {
-                    c.empty_cache(t_ns);
-                }
-            });
+            s.allocator.with_engine(|e| e.empty_cache(t_ns));
         }
     }
 
@@ -660,13 +648,7 @@ impl Runtime {
             lock(&self.fractions).insert(device, fraction);
             return Ok(());
         };
-        let applied = slot.allocator.with_engine(|e| match e {
-            Engine::Caching(c) => {
-                c.set_memory_fraction(fraction);
-                true
-            }
-            Engine::Bfc(_) => false,
-        });
+        let applied = slot.allocator.with_engine(|e| e.set_memory_fraction(fraction));
         if !applied {
             self.warn(
                 "fraction",
@@ -1023,16 +1005,7 @@ impl Slot {
         let t_ns = self.allocator.elapsed_ns();
         self.allocator.with_engine(|e| {
             for &ptr in &ready {
-                match e {
-                    Engine::Bfc(b) => {
-                        let _ = b.free(ptr, t_ns);
-                    }
-                    // Stale when the allocator synchronized on its own since (its retry
-                    // chain does): then nothing is left to complete.
-                    Engine::Caching(c) => {
-                        c.complete_pending(ptr, t_ns);
-                    }
-                }
+                e.complete_deferred_free(ptr, t_ns);
             }
         });
         ready.len()

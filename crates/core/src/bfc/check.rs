@@ -146,6 +146,6 @@ impl Bfc {
         if s.peak_bytes_in_use < s.bytes_in_use || s.peak_pool_bytes < s.pool_bytes {
             return Err("a peak is below the current value".into());
         }
-        self.peak.agrees_with(s.bytes_in_use, s.peak_bytes_in_use)
+        self.rec.peak.agrees_with(s.bytes_in_use, s.peak_bytes_in_use)
     }
 }

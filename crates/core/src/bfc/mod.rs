@@ -26,11 +26,10 @@ mod check;
 mod snapshot;
 
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, Retag, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, Recorder, Retag, StepMark};
 use bins::Bins;
 use oomscope_base::hash::FastMap;
 use oomscope_format::{Refusal, Stats};
-use std::collections::VecDeque;
 use std::fmt;
 
 pub use snapshot::{describe, oom_record};
@@ -222,13 +221,8 @@ pub struct Bfc {
     in_use: FastMap<u64, u32>,
     stats: Stats,
     next_allocation_id: u64,
-    names: Names,
-    history: History,
-    /// What was live when the bytes in use peaked.
-    peak: PeakTracker,
-    steps: VecDeque<StepMark>,
-    current_step: i64,
-    failures: Vec<AllocFailure>,
+    /// What is recorded beside the state: names, history, the peak, steps, failures.
+    rec: Recorder,
     refusals: Vec<Refusal>,
     /// Memory taken from the device outside the pool, by address: (size, meta).
     outside: FastMap<u64, (u64, Meta)>,
@@ -262,12 +256,7 @@ impl Bfc {
             in_use: FastMap::default(),
             stats: Stats { bytes_limit: limit, ..Stats::default() },
             next_allocation_id: 1,
-            names: Names::default(),
-            history,
-            peak: PeakTracker::default(),
-            steps: VecDeque::new(),
-            current_step: -1,
-            failures: Vec::new(),
+            rec: Recorder::with_history(history),
             refusals: Vec::new(),
             outside: FastMap::default(),
             opts,
@@ -285,21 +274,21 @@ impl Bfc {
 
     /// Interned names; intern op names here before passing their ids in [`Meta`].
     pub fn names(&self) -> &Names {
-        &self.names
+        &self.rec.names
     }
 
     pub fn names_mut(&mut self) -> &mut Names {
-        &mut self.names
+        &mut self.rec.names
     }
 
     /// The step set by the last [`Bfc::mark_step`] (-1 before any).
     pub fn current_step(&self) -> i64 {
-        self.current_step
+        self.rec.current_step
     }
 
     /// Failed requests so far (the first [`FAILURES_KEPT`] of them; all are counted in stats).
     pub fn failures(&self) -> &[AllocFailure] {
-        &self.failures
+        &self.rec.failures
     }
 
     /// Statistics, with the derived fields (largest free block, fragmentation) computed now.
@@ -358,7 +347,7 @@ impl Bfc {
             Ok(addr) => {
                 self.outside.insert(addr, (bytes, meta));
                 self.stats.outside_bytes += bytes;
-                self.history.push(Event {
+                self.rec.history.push(Event {
                     seq: 0,
                     t_ns: meta.t_ns,
                     kind: EventKind::OutsideAlloc,
@@ -387,7 +376,7 @@ impl Bfc {
         // The sim device accepts any range it handed out; a real one that refuses leaks it.
         let _ = self.device.free(addr, size);
         self.stats.outside_bytes -= size;
-        self.history.push(Event {
+        self.rec.history.push(Event {
             seq: 0,
             t_ns,
             kind: EventKind::OutsideFree,
@@ -411,8 +400,8 @@ impl Bfc {
         let (size, requested, op, step) = (c.size, c.requested, c.meta.op, c.meta.step);
         self.stats.bytes_in_use -= size;
         self.stats.num_frees += 1;
-        self.peak.free(size, requested, op);
-        self.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
+        self.rec.peak.free(size, requested, op);
+        self.rec.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
         let merged = self.try_to_coalesce(h);
         self.insert_free_chunk_into_bin(merged);
         Ok(size)
@@ -421,18 +410,13 @@ impl Bfc {
     /// Marks the start of a training step: later allocations default to it, and live
     /// bytes at the boundary are kept for the growth analysis.
     pub fn mark_step(&mut self, step: i64, t_ns: u64) {
-        self.current_step = step;
-        crate::record::keep_step_mark(
-            &mut self.steps,
-            StepMark {
-                step,
-                t_ns,
-                bytes_in_use: self.stats.bytes_in_use,
-                pool_bytes: self.stats.pool_bytes,
-                live: self.in_use.len() as u64,
-            },
-        );
-        self.history.push(Event { seq: 0, t_ns, kind: EventKind::Step, addr: 0, size: 0, requested: 0, op: 0, step });
+        self.rec.mark_step(StepMark {
+            step,
+            t_ns,
+            bytes_in_use: self.stats.bytes_in_use,
+            pool_bytes: self.stats.pool_bytes,
+            live: self.in_use.len() as u64,
+        });
     }
 
     /// The requested size of the live allocation at `addr`.
@@ -448,7 +432,7 @@ impl Bfc {
         let c = &mut self.chunks[h as usize];
         let from = r.apply(&mut c.meta);
         let (size, requested, to) = (c.size, c.requested, c.meta.op);
-        self.peak.rename(size, requested, from, to);
+        self.rec.peak.rename(size, requested, from, to);
         true
     }
 
@@ -506,12 +490,12 @@ impl Bfc {
 
     /// The recent events.
     pub fn history(&self) -> &History {
-        &self.history
+        &self.rec.history
     }
 
     /// Live bytes at the recent step boundaries, oldest first.
     pub fn step_marks(&self) -> impl Iterator<Item = &StepMark> {
-        self.steps.iter()
+        self.rec.steps.iter()
     }
 
     // ---- allocation ----------------------------------------------------------------
@@ -540,8 +524,8 @@ impl Bfc {
         s.peak_bytes_in_use = s.peak_bytes_in_use.max(s.bytes_in_use);
         s.largest_alloc_size = s.largest_alloc_size.max(size);
         self.in_use.insert(addr, h);
-        self.peak.alloc(size, num_bytes, meta, self.history.total());
-        self.history.push(Event {
+        self.rec.peak.alloc(size, num_bytes, meta, self.rec.history.total());
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Alloc,
@@ -613,7 +597,7 @@ impl Bfc {
         c.next = NONE;
         let at = self.regions.partition_point(|r| r.addr < addr);
         self.regions.insert(at, Region { addr, size: bytes, first: h });
-        self.history.push(Event {
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Extend,
@@ -631,11 +615,11 @@ impl Bfc {
     fn record_refusal(&mut self, bytes: u64, meta: &Meta, refused: &mut Vec<u64>, outside: bool) {
         refused.push(bytes);
         self.stats.num_device_refusals += 1;
-        let seq = self.history.total();
+        let seq = self.rec.history.total();
         if self.refusals.len() < REFUSALS_KEPT {
             self.refusals.push(Refusal { seq, bytes, device_free: self.device.mem_info().free, outside });
         }
-        self.history.push(Event {
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Refused,
@@ -675,7 +659,7 @@ impl Bfc {
             // The sim device cannot fail here; a real device that does leaks the range, as TF.
             let _ = self.device.free(region.addr, region.size);
             self.stats.pool_bytes -= region.size;
-            self.history.push(Event {
+            self.rec.history.push(Event {
                 seq: 0,
                 t_ns: meta.t_ns,
                 kind: EventKind::RegionFree,
@@ -712,8 +696,8 @@ impl Bfc {
         outside: bool,
     ) -> AllocFailure {
         self.stats.num_ooms += 1;
-        let seq = self.history.total();
-        self.history.push(Event {
+        let seq = self.rec.history.total();
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Oom,
@@ -736,8 +720,8 @@ impl Bfc {
             device_refusals,
             outside,
         };
-        if self.failures.len() < FAILURES_KEPT {
-            self.failures.push(failure.clone());
+        if self.rec.failures.len() < FAILURES_KEPT {
+            self.rec.failures.push(failure.clone());
         }
         failure
     }

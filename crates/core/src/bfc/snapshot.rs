@@ -12,7 +12,7 @@ use std::collections::HashMap;
 impl Bfc {
     /// The whole state as a dump. `source` says where it came from.
     pub fn snapshot(&self, source: Source) -> Dump {
-        let names = &self.names;
+        let names = &self.rec.names;
         let stats = self.stats();
         let mut stack_index: HashMap<u32, u32> = HashMap::new();
         let mut stacks = Vec::new();
@@ -45,8 +45,8 @@ impl Bfc {
         let usage_by_node = NodeUsage::rank(live, |op| names.op(op).to_string());
         let bins =
             bins_of(regions.iter().flat_map(|r: &RegionInfo| &r.chunks).map(|c| (c.size, c.requested, c.in_use)));
-        let ooms: Vec<OomRecord> = self.failures.iter().map(|f| oom_record(f, names)).collect();
-        let events = self.history.to_dump(names);
+        let ooms: Vec<OomRecord> = self.rec.failures.iter().map(|f| oom_record(f, names)).collect();
+        let recorded = self.rec.recorded(stats.num_ooms == 0);
         Dump {
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
             source,
@@ -57,13 +57,13 @@ impl Bfc {
             ooms_total: stats.num_ooms,
             ooms,
             usage_by_node,
-            peak: if stats.num_ooms == 0 { self.peak.to_dump(names) } else { None },
+            peak: recorded.peak,
             bins,
             regions,
             stacks,
-            events,
-            events_total: self.history.total(),
-            steps: self.steps.iter().copied().collect(),
+            events: recorded.events,
+            events_total: recorded.events_total,
+            steps: recorded.steps,
             refusals: self.refusals.clone(),
             outside: {
                 let mut v: Vec<OutsideInfo> = self

@@ -34,7 +34,7 @@ mod snapshot;
 
 use crate::bfc::{AllocFailure, FreeError};
 use crate::device::{Device, DeviceDescription, MemInfo};
-use crate::record::{Event, EventKind, History, Meta, Names, PeakTracker, Retag, StepMark};
+use crate::record::{Event, EventKind, History, Meta, Names, Recorder, Retag, StepMark};
 use oomscope_base::hash::FastMap;
 use pages::PageRuns;
 use set::{FreeSet, OrderedSet};
@@ -42,7 +42,6 @@ pub use settings::{
     LARGE_BUFFER, MIN_BLOCK_SIZE, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE, Settings, SettingsError,
 };
 pub use snapshot::{RestoredBlock, RestoredSegment};
-use std::collections::VecDeque;
 use std::fmt;
 
 const NONE: u32 = u32::MAX;
@@ -307,13 +306,8 @@ pub struct Caching {
     allowed_memory_maximum: Option<u64>,
     stats: DeviceStats,
     next_id: u64,
-    names: Names,
-    history: History,
-    /// What was live when the allocated bytes peaked.
-    peak: PeakTracker,
-    steps: VecDeque<StepMark>,
-    current_step: i64,
-    failures: Vec<AllocFailure>,
+    /// What is recorded beside the state: names, history, the peak, steps, failures.
+    rec: Recorder,
     oom_figures: Vec<OomFigures>,
     /// Largest block ever handed out.
     largest_alloc: u64,
@@ -336,8 +330,7 @@ struct Params {
 impl Caching {
     pub fn new(settings: Settings, opts: CachingOptions, device: Box<dyn Device>) -> Caching {
         let mut c = Caching {
-            history: History::new(opts.history),
-            peak: PeakTracker::default(),
+            rec: Recorder::new(opts.history),
             settings,
             opts,
             device,
@@ -352,10 +345,6 @@ impl Caching {
             allowed_memory_maximum: None,
             stats: DeviceStats::default(),
             next_id: 1,
-            names: Names::default(),
-            steps: VecDeque::new(),
-            current_step: -1,
-            failures: Vec::new(),
             oom_figures: Vec::new(),
             largest_alloc: 0,
         };
@@ -395,27 +384,27 @@ impl Caching {
     }
 
     pub fn names(&self) -> &Names {
-        &self.names
+        &self.rec.names
     }
 
     pub fn names_mut(&mut self) -> &mut Names {
-        &mut self.names
+        &mut self.rec.names
     }
 
     pub fn history(&self) -> &History {
-        &self.history
+        &self.rec.history
     }
 
     pub fn current_step(&self) -> i64 {
-        self.current_step
+        self.rec.current_step
     }
 
     pub fn step_marks(&self) -> impl Iterator<Item = &StepMark> {
-        self.steps.iter()
+        self.rec.steps.iter()
     }
 
     pub fn failures(&self) -> &[AllocFailure] {
-        &self.failures
+        &self.rec.failures
     }
 
     /// PyTorch's figures at each failure (parallel to [`Caching::failures`]).
@@ -451,7 +440,7 @@ impl Caching {
         let meta = &mut self.cold[h].meta;
         let from = r.apply(meta);
         let to = meta.op;
-        self.peak.rename(size, requested, from, to);
+        self.rec.peak.rename(size, requested, from, to);
         true
     }
 
@@ -796,8 +785,8 @@ impl Caching {
             self.stats.oversize_allocations.increase(1);
         }
         self.largest_alloc = self.largest_alloc.max(size);
-        self.peak.alloc(size, bytes, &meta, self.history.total());
-        self.history.push(Event {
+        self.rec.peak.alloc(size, bytes, &meta, self.rec.history.total());
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Alloc,
@@ -832,7 +821,7 @@ impl Caching {
         };
         self.stats.allocation.decrease(pool, 1);
         self.stats.allocated_bytes.decrease(pool, size);
-        self.peak.free(size, requested, op);
+        self.rec.peak.free(size, requested, op);
         if self.cold[h as usize].stream_uses.is_empty() {
             self.free_block(h, t_ns);
         } else {
@@ -924,7 +913,7 @@ impl Caching {
             let m = &self.cold[h as usize].meta;
             (b.addr, b.size, b.requested, b.pool(), m.op, m.step)
         };
-        self.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
+        self.rec.history.push(Event { seq: 0, t_ns, kind: EventKind::Free, addr, size, requested, op, step });
         let expandable = self.blocks[h as usize].expandable != NONE;
         let (prev, next) = (self.blocks[h as usize].prev, self.blocks[h as usize].next);
         let mut net_blocks: i64 = 0;
@@ -1417,7 +1406,7 @@ impl Caching {
         let device = self.device.mem_info();
         let in_use = self.stats.allocated_bytes.all.current;
         let reserved = self.stats.reserved_bytes.all.current;
-        self.history.push(Event {
+        self.rec.history.push(Event {
             seq: 0,
             t_ns: meta.t_ns,
             kind: EventKind::Oom,
@@ -1429,7 +1418,7 @@ impl Caching {
         });
         let limit = self.allowed_memory_maximum.unwrap_or(reserved + device.free);
         let f = AllocFailure {
-            seq: self.history.total().saturating_sub(1),
+            seq: self.rec.history.total().saturating_sub(1),
             requested: bytes,
             rounded: p.size,
             meta,
@@ -1441,8 +1430,8 @@ impl Caching {
             device_refusals: Vec::new(),
             outside: false,
         };
-        if self.failures.len() < FAILURES_KEPT {
-            self.failures.push(f.clone());
+        if self.rec.failures.len() < FAILURES_KEPT {
+            self.rec.failures.push(f.clone());
             self.oom_figures.push(OomFigures {
                 alloc_size: p.alloc_size,
                 device_free: device.free,
@@ -1457,23 +1446,18 @@ impl Caching {
 
     /// Marks the start of a training step.
     pub fn mark_step(&mut self, step: i64, t_ns: u64) {
-        self.current_step = step;
-        crate::record::keep_step_mark(
-            &mut self.steps,
-            StepMark {
-                step,
-                t_ns,
-                bytes_in_use: self.stats.allocated_bytes.all.current,
-                pool_bytes: self.stats.reserved_bytes.all.current,
-                live: self.active.len() as u64,
-            },
-        );
-        self.push(t_ns, EventKind::Step, 0, 0, 0, step);
+        self.rec.mark_step(StepMark {
+            step,
+            t_ns,
+            bytes_in_use: self.stats.allocated_bytes.all.current,
+            pool_bytes: self.stats.reserved_bytes.all.current,
+            live: self.active.len() as u64,
+        });
     }
 
     fn push(&mut self, t_ns: u64, kind: EventKind, addr: u64, size: u64, requested: u64, step: i64) {
-        let step = if kind == EventKind::Step { step } else { self.current_step };
-        self.history.push(Event { seq: 0, t_ns, kind, addr, size, requested, op: 0, step });
+        let step = if kind == EventKind::Step { step } else { self.rec.current_step };
+        self.rec.history.push(Event { seq: 0, t_ns, kind, addr, size, requested, op: 0, step });
     }
 
     // ---- reading the state ------------------------------------------------------------------
@@ -1634,7 +1618,7 @@ impl Caching {
             ));
         }
         let a = &self.stats.allocated_bytes.all;
-        self.peak.agrees_with(a.current, a.peak)?;
+        self.rec.peak.agrees_with(a.current, a.peak)?;
         let free_in_sets: usize = self.pools.iter().map(|p| p.blocks.len()).sum();
         let free_blocks = self
             .segments()

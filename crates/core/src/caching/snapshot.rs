@@ -110,7 +110,7 @@ impl Caching {
                 }
                 self.largest_alloc = self.largest_alloc.max(b.size);
                 // Already live when recording began: no allocation of it reached the peak.
-                self.peak.restore(b.size, b.requested, b.meta.op);
+                self.rec.peak.restore(b.size, b.requested, b.meta.op);
             } else {
                 if split {
                     self.stats.inactive_split.increase(seg.pool, 1);
@@ -120,8 +120,8 @@ impl Caching {
             }
         }
         if blocks.iter().any(|b| b.allocated) {
-            let op = self.names.ops.intern(BEFORE_RECORDING);
-            self.peak.restored(op);
+            let op = self.rec.names.ops.intern(BEFORE_RECORDING);
+            self.rec.peak.restored(op);
         }
         true
     }
@@ -206,7 +206,7 @@ impl Caching {
     /// The whole state as a dump: segments as regions (with stream, pool and expandable
     /// flag), blocks as chunks (pending frees flagged), PyTorch's counters, the failures.
     pub fn snapshot(&self, source: Source) -> Dump {
-        let names = &self.names;
+        let names = &self.rec.names;
         let mut stack_index: HashMap<u32, u32> = HashMap::new();
         let mut stacks = Vec::new();
         let mut live = Vec::with_capacity(self.active.len());
@@ -244,12 +244,12 @@ impl Caching {
         }
         let usage_by_node = NodeUsage::rank(live, |op| names.op(op).to_string());
         let bins = bins_of(regions.iter().flat_map(|r| &r.chunks).map(|c| (c.size, c.requested, c.in_use)));
-        let mut ooms: Vec<_> = self.failures.iter().map(|f| oom_record(f, names)).collect();
+        let mut ooms: Vec<_> = self.rec.failures.iter().map(|f| oom_record(f, names)).collect();
         for (o, f) in ooms.iter_mut().zip(&self.oom_figures) {
             o.segment_request = Some(f.alloc_size);
         }
-        let events = self.history.to_dump(names);
         let s = &self.stats;
+        let recorded = self.rec.recorded(s.num_ooms == 0);
         let stats = self.stats();
         Dump {
             tool: format!("oomscope {}", env!("CARGO_PKG_VERSION")),
@@ -261,13 +261,13 @@ impl Caching {
             ooms_total: s.num_ooms,
             ooms,
             usage_by_node,
-            peak: if s.num_ooms == 0 { self.peak.to_dump(names) } else { None },
+            peak: recorded.peak,
             bins,
             regions,
             stacks,
-            events,
-            events_total: self.history.total(),
-            steps: self.steps.iter().copied().collect(),
+            events: recorded.events,
+            events_total: recorded.events_total,
+            steps: recorded.steps,
             ..Dump::default()
         }
     }
