@@ -199,9 +199,11 @@ def _run(args: List[str]) -> str:
     return p.stdout
 
 
-def _report_of(reader: str, path: str) -> Report:
-    d = json.loads(_run([reader, path, "--format", "json"]))
-    text = _run([reader, path, "--format", "summary"])
+def _report_of(path: str) -> Report:
+    """The command reads the file by what it is (a dump, a log, a snapshot, a message) and
+    gives the dump with its verdict and its summary, in one call."""
+    loaded = json.loads(_run(["load", path]))
+    d, text = loaded["dump"], loaded["text"]
     v = d.get("verdict") or {}
     return Report(
         kind=v.get("kind", "undetermined"),
@@ -226,11 +228,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Report:
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise ValueError(f"load({path!r}): not a file")
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    # A dump is JSON: an object, after any byte-order mark and white space.
-    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return _report_of("report" if head.startswith(b"{") else "import", path)
+    return _report_of(path)
 
 
 def report() -> Report:
@@ -250,7 +248,7 @@ def report() -> Report:
         written = sorted(os.path.join(tmp, n) for n in os.listdir(tmp) if n.endswith(".json"))
         if not written:
             raise RuntimeError("no dump of the state now: nothing was allocated on a GPU yet")
-        return _report_of("report", written[0])
+        return _report_of(written[0])
 
 
 #: What the library's OOM message says of this OOM's dump: `(dump: PATH; the report is on

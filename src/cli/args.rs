@@ -125,6 +125,11 @@ pub enum Command {
     /// liboomscope.so reads them; the Python package's oomscope.install() asks it.
     #[command(hide = true)]
     CheckSettings,
+    /// Read any file that is or becomes a dump (a dump, a TensorFlow log, a PyTorch snapshot,
+    /// a pasted message), diagnosed, as one JSON object: `{"dump": ..., "text": ...}` (the
+    /// summary). The Python package's oomscope.load() and report() ask it, once a file.
+    #[command(hide = true)]
+    Load { path: std::path::PathBuf },
 }
 
 #[derive(Args, Debug)]

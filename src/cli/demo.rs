@@ -6,13 +6,13 @@
 //! in the UI ends the command without the report, with exit code 130.
 
 use super::args::DemoArgs;
-use super::input::{self, Reader};
 use super::{CliError, EXIT_INTERRUPTED, output};
 use oomscope_base::size::human;
 use oomscope_core::device::parse_device;
 use oomscope_format::live::{Message, OomEvent};
 use oomscope_format::{self as dump, Dump, Source};
 use oomscope_ingest::trace::Trace;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_live::play;
 use oomscope_live::{self as live, Publisher};
 use oomscope_replay::replay::{Outcome, Settings, replay};
@@ -32,7 +32,7 @@ pub fn run(a: DemoArgs) -> Result<u8, CliError> {
     }
     let story = builtin::find(&a.workload);
     let path = std::path::Path::new(&a.workload);
-    let kind = if story.is_some() { None } else { input::check(path, Reader::Demo).map_err(CliError)? };
+    let kind = if story.is_some() { None } else { input::check(path, Reader::Demo).map_err(CliError::from)? };
     let w = Workload::load(&a.workload).map_err(|e| {
         let hint = if story.is_none() && !std::path::Path::new(&a.workload).exists() {
             "\n  (built-in workloads: unet, mnist-eval, preallocate; or give a model file, docs/workload-format.md)"

@@ -1,14 +1,14 @@
 //! `oomscope diff A B`: what grew and what shrank.
 
 use super::args::{DiffArgs, DiffFormat};
-use super::input::{self, Reader};
 use super::{CliError, output};
 use oomscope_format as dump;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_report::diff;
 
 pub fn run(a: DiffArgs) -> Result<u8, CliError> {
     let read = |path: &std::path::Path| -> Result<dump::Dump, CliError> {
-        let kind = input::check(path, Reader::Diff).map_err(CliError)?;
+        let kind = input::check(path, Reader::Diff).map_err(CliError::from)?;
         dump::read(path).map_err(|e| CliError(input::explain(e, path, kind)))
     };
     let (before, after, names) = if a.before.is_dir() {

@@ -2,9 +2,9 @@
 
 use super::CliError;
 use super::args::{ExportArgs, ExportFormat};
-use super::input::{self, Reader};
 use oomscope_format as dump;
 use oomscope_format::atomic;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_report::export;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ impl Write for Counted<'_> {
 }
 
 pub fn run(a: ExportArgs) -> Result<u8, CliError> {
-    let kind = input::check(&a.dump, Reader::Export).map_err(CliError)?;
+    let kind = input::check(&a.dump, Reader::Export).map_err(CliError::from)?;
     let d = dump::read(&a.dump).map_err(|e| CliError(input::explain(e, &a.dump, kind)))?;
     // A viewer shown nothing is no answer: say what the dump lacks, and refuse when the
     // format would show nothing at all.

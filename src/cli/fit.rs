@@ -1,11 +1,11 @@
 //! `oomscope fit WORKLOAD|TRACE --device CARD|SIZE`: what fits, by replay.
 
 use super::args::{FitArgs, FitFormat};
-use super::input::{self, Reader};
-use super::input::{events, is_trace, open, workload};
 use super::{CliError, output};
 use oomscope_base::size::human;
 use oomscope_ingest::trace;
+use oomscope_inputs::input::{self, Reader};
+use oomscope_inputs::input::{events, is_trace, open, workload};
 use oomscope_sim::workload::fit;
 use oomscope_sim::workload::model::Mode;
 use std::path::Path;

@@ -1,11 +1,11 @@
 //! `oomscope import FILE`: a TF log or a PyTorch snapshot becomes a dump and a report.
 
 use super::args::{FromArg, ImportArgs};
-use super::input::{self, Reader};
 use super::{CliError, output};
 use oomscope_format::{self as dump, ImportedFrom, Section};
 use oomscope_ingest::import::{self, From};
 use oomscope_ingest::input_kind;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_report as render;
 
 pub fn run(a: ImportArgs) -> Result<u8, CliError> {

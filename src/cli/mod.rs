@@ -7,7 +7,7 @@ mod diff;
 mod export;
 mod fit;
 mod import;
-mod input;
+
 mod output;
 mod replay;
 mod replay_snapshot;
@@ -76,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::CheckSettings => oomscope_core::config::Config::from_vars(|k| std::env::var(k).ok())
             .map(|_| 0)
             .map_err(|e| CliError(e.to_string())),
+        Command::Load { path } => load(&path),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -84,6 +85,16 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// `oomscope load FILE`: the dump and its summary, in one JSON object.
+fn load(path: &std::path::Path) -> Result<u8, CliError> {
+    let d = oomscope_inputs::load(path)?;
+    let json = oomscope_report::render(&d, oomscope_report::Format::Json);
+    let text = oomscope_report::render(&d, oomscope_report::Format::Summary);
+    let text = serde_json::to_string(&text).map_err(|e| CliError(e.to_string()))?;
+    output::print(&format!("{{\"dump\":{},\"text\":{text}}}\n", json.trim_end()))?;
+    Ok(0)
 }
 
 #[cfg(test)]

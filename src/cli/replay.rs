@@ -1,7 +1,6 @@
 //! `oomscope replay TRACE --limit SIZE`: feed a trace through the allocator and report.
 
 use super::args::{ReplayArgs, RunAllocator};
-use super::input::{self, Reader};
 use super::output::{self, Progress};
 use super::{CliError, EXIT_OOM};
 use oomscope_base::size::human;
@@ -10,6 +9,7 @@ use oomscope_core::caching::Settings as TorchSettings;
 use oomscope_format as dump;
 use oomscope_ingest::input_kind::Kind;
 use oomscope_ingest::trace;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_replay::replay::Settings;
 use oomscope_report as render;
 
@@ -18,14 +18,14 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
     // What the file is, by its content: a dump, a log or a message is refused with the
     // command that reads it, before the questions (--limit) that only a replay asks.
     // A pipe is read once: what was read to recognise it goes on to the parser.
-    let (kind, source) = super::input::open(&trace_path, Reader::Replay)?;
+    let (kind, source) = oomscope_inputs::input::open(&trace_path, Reader::Replay)?;
     if kind == Some(Kind::TorchSnapshot) {
         let bytes = source
             .bytes(&a.trace)
             .map_err(|e| CliError(format!("{}: cannot read the snapshot: {e}", a.trace.display())))?;
         return super::replay_snapshot::run(a, &bytes);
     }
-    let is_workload = !super::input::is_trace(&trace_path, kind, source.head());
+    let is_workload = !oomscope_inputs::input::is_trace(&trace_path, kind, source.head());
     let what = if is_workload { "a workload" } else { "a trace" };
     if a.gpu.is_some() {
         return Err(CliError(format!(
@@ -44,7 +44,8 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         return Err(no_limit());
     }
     let t = if is_workload {
-        let w = super::input::workload(&trace_path, source).map_err(|e| CliError(input::explain(e, &a.trace, kind)))?;
+        let w = oomscope_inputs::input::workload(&trace_path, source)
+            .map_err(|e| CliError(input::explain(e, &a.trace, kind)))?;
         let batch = a.batch.unwrap_or(w.model.batch);
         w.trace(batch, w.model.steps).map_err(|e| CliError(e.to_string()))?
     } else {
@@ -63,7 +64,7 @@ pub fn run(a: ReplayArgs) -> Result<u8, CliError> {
         let t = parsed.map_err(|e| {
             CliError(input::explain(format!("{e}\n  (the trace format is in docs/trace-format.md)"), &a.trace, kind))
         })?;
-        super::input::events(&t, &a.trace, Reader::Replay)?;
+        oomscope_inputs::input::events(&t, &a.trace, Reader::Replay)?;
         t
     };
 

@@ -1,9 +1,9 @@
 //! `oomscope report DUMP`: re-render a saved dump.
 
 use super::args::{FormatArg, ReportArgs};
-use super::input::{self, Reader};
 use super::{CliError, output};
 use oomscope_format as dump;
+use oomscope_inputs::input::{self, Reader};
 use oomscope_pipeline::job;
 use oomscope_report as render;
 
@@ -11,7 +11,7 @@ pub fn run(a: ReportArgs) -> Result<u8, CliError> {
     if a.dump.is_dir() {
         return job(&a);
     }
-    let kind = input::check(&a.dump, Reader::Report).map_err(CliError)?;
+    let kind = input::check(&a.dump, Reader::Report).map_err(CliError::from)?;
     let mut d = dump::read(&a.dump).map_err(|e| CliError(input::explain(e, &a.dump, kind)))?;
     // Dumps written without a verdict (older or foreign ones) get one now.
     oomscope_pipeline::diagnose(&mut d);

@@ -2,11 +2,11 @@
 //! on live processes (one device per socket, found as they appear).
 
 use super::args::TuiArgs;
-use super::input::{self, Reader};
 use super::{CliError, EXIT_INTERRUPTED};
 use oomscope_format::{self as dump, Dump};
 use oomscope_ingest::import;
 use oomscope_ingest::input_kind::{self, Kind};
+use oomscope_inputs::input::{self, Reader};
 use oomscope_live::{self as live, Feed};
 use oomscope_report as render;
 use oomscope_tui::model::{Status, Update};

@@ -58,6 +58,21 @@ impl Kind {
     }
 }
 
+/// Which importer reads what `import` was given (`bytes`, all of it; `path` names it): a
+/// pickle (protocol 2+ starts with 0x80) or a `.pickle`/`.pkl`/`.pt` name is a snapshot; a
+/// text with TensorFlow's allocator report (or its `OOM when allocating tensor` error) is a
+/// TF log; another out-of-memory message is a message; and anything else is read as a TF
+/// log, whose error lists what was looked for.
+pub fn importer(path: &Path, bytes: &[u8]) -> crate::import::From {
+    use crate::import::From;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt") {
+        return From::TorchSnapshot;
+    }
+    let text = crate::import::unescape(&String::from_utf8_lossy(bytes));
+    if !tf_log::has_report(&text) && message::recognises(&text) { From::Message } else { From::TfLog }
+}
+
 /// What `bytes` (a file's beginning, or all of it) are. Pure: looks only at what it is given.
 pub fn recognise(bytes: &[u8]) -> Kind {
     if bytes.len() >= 2 && bytes[0] == 0x80 && (2..=5).contains(&bytes[1]) {

@@ -5,8 +5,30 @@
 //! processes does not.
 
 pub mod episodes;
+pub mod input;
 
+use oomscope_base::Problem;
 use oomscope_format::Dump;
+use std::path::Path;
+
+/// Any file that is or becomes a dump — an oomscope dump, a TensorFlow log, a PyTorch
+/// snapshot, a pasted message — read by what it is ([`oomscope_ingest::input_kind`]) and
+/// diagnosed; another kind of file is refused with what it is and the command that reads it.
+pub fn load(path: &Path) -> Result<Dump, Problem> {
+    let bytes = std::fs::read(path).map_err(|e| oomscope_base::problem!("{}: {e}", path.display()))?;
+    let kind = oomscope_ingest::input_kind::recognise(&bytes);
+    if let Some(refusal) = input::refusal(path, kind, input::Reader::Tui) {
+        return Err(Problem(refusal));
+    }
+    let mut d = if kind == oomscope_ingest::input_kind::Kind::Dump {
+        let text = String::from_utf8_lossy(&bytes);
+        oomscope_format::read_str(path, &text).map_err(|e| Problem(e.to_string()))?
+    } else {
+        oomscope_ingest::import::import(path, &bytes, None, None).map_err(|e| Problem(e.to_string()))?
+    };
+    oomscope_pipeline::diagnose(&mut d);
+    Ok(d)
+}
 
 /// A workload's dump (the demo, a replay of a model file): its verdict, with the fix tried
 /// by replaying the workload at other batch sizes (`batch`: the one run).

@@ -20,17 +20,10 @@ pub enum From {
     Message,
 }
 
-/// What the bytes look like: a pickle (protocol 2+ starts with 0x80) or a `.pickle`/`.pkl`
-/// name is a snapshot; a text with TensorFlow's allocator report (or its `OOM when
-/// allocating tensor` error) is a TF log; another out-of-memory message is a message; and
-/// anything else is read as a TF log, whose error lists what was looked for.
+/// Which importer reads `bytes` ([`crate::input_kind::importer`], where every "what is
+/// this file" is decided).
 pub fn detect(path: &Path, bytes: &[u8]) -> From {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt") {
-        return From::TorchSnapshot;
-    }
-    let text = unescape(&String::from_utf8_lossy(bytes));
-    if !tf_log::has_report(&text) && message::recognises(&text) { From::Message } else { From::TfLog }
+    crate::input_kind::importer(path, bytes)
 }
 
 /// Imports `bytes` read from `path`; `device` picks a snapshot's device. A text with no

@@ -1,9 +1,9 @@
 //! What each command reads, in words: what a file is and the command that reads it, when a
 //! command is given a kind it does not read (`oomscope_ingest::input_kind` tells the kind),
 //! and the helpers the commands that read inputs share (a pipe read once, a workload or a
-//! trace).
+//! trace). The one place a front end asks what a file is.
 
-use super::CliError;
+use oomscope_base::Problem;
 use oomscope_ingest::input_kind::{Kind, of_file};
 use oomscope_ingest::trace;
 use oomscope_sim::workload::{Workload, builtin, model};
@@ -136,13 +136,13 @@ pub fn refusal(path: &Path, kind: Kind, reader: Reader) -> Option<String> {
 /// so it is not looked at here. A command that recognises a pipe reads it itself, once, and
 /// gives what it read to [`recognise`] or [`of_bytes`] and to its parser (`replay` and
 /// `fit` do); the others hand the pipe to their parser unrecognised.
-pub fn check(path: &Path, reader: Reader) -> Result<Option<Kind>, String> {
+pub fn check(path: &Path, reader: Reader) -> Result<Option<Kind>, Problem> {
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return Ok(None);
     }
     let Ok(kind) = of_file(path) else { return Ok(None) };
     match refusal(path, kind, reader) {
-        Some(r) => Err(r),
+        Some(r) => Err(Problem(r)),
         None => Ok(Some(kind)),
     }
 }
@@ -163,6 +163,7 @@ pub fn none_of_them(path: &Path) -> String {
 }
 
 /// Where `replay` and `fit` read their input from.
+#[derive(Debug)]
 pub enum Input {
     /// A built-in workload, or a regular file, read where it lies.
     Path,
@@ -210,30 +211,31 @@ impl Input {
 /// is a workload; a file, what its content shows (`oomscope_ingest::input_kind`), refused when `reader`
 /// does not read it, or when it is empty; `None` when the file cannot be read (the reader's
 /// own error says why). A pipe is read once: its beginning here, the rest by the parser.
-pub fn open(input: &str, reader: Reader) -> Result<(Option<Kind>, Input), CliError> {
+pub fn open(input: &str, reader: Reader) -> Result<(Option<Kind>, Input), Problem> {
     if builtin::find(input).is_some() {
         return Ok((Some(Kind::Workload), Input::Path));
     }
     let path = Path::new(input);
     let pipe = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device());
     let (kind, source) = if pipe {
-        let mut rest = std::fs::File::open(path).map_err(|e| CliError(format!("{input}: cannot open it: {e}")))?;
+        let mut rest =
+            std::fs::File::open(path).map_err(|e| oomscope_base::problem!("{input}: cannot open it: {e}"))?;
         let mut head = Vec::with_capacity(oomscope_ingest::input_kind::HEAD);
         (&mut rest)
             .take(oomscope_ingest::input_kind::HEAD as u64)
             .read_to_end(&mut head)
-            .map_err(|e| CliError(format!("{input}: cannot read it: {e}")))?;
+            .map_err(|e| oomscope_base::problem!("{input}: cannot read it: {e}"))?;
         let mut kind = oomscope_ingest::input_kind::recognise(&head);
         // Blanks as far as looked: the rest says.
         if kind == Kind::Empty && head.len() == oomscope_ingest::input_kind::HEAD {
             kind = Kind::Other;
         }
         if let Some(refusal) = refusal(path, kind, reader) {
-            return Err(CliError(refusal));
+            return Err(Problem(refusal));
         }
         (Some(kind), Input::Pipe { head, rest })
     } else {
-        (check(path, reader).map_err(CliError)?, Input::Path)
+        (check(path, reader)?, Input::Path)
     };
     if kind == Some(Kind::Empty) {
         return Err(empty(path, reader));
@@ -242,8 +244,8 @@ pub fn open(input: &str, reader: Reader) -> Result<(Option<Kind>, Input), CliErr
 }
 
 /// An input with nothing in it: nothing to replay, rather than a replay that fits.
-pub fn empty(path: &Path, reader: Reader) -> CliError {
-    CliError(format!(
+pub fn empty(path: &Path, reader: Reader) -> Problem {
+    Problem(format!(
         "{} is empty: no trace or workload to {} (was the file written, or the pipe fed?)",
         path.display(),
         if reader == Reader::Fit { "fit" } else { "replay" }
@@ -292,11 +294,11 @@ pub fn is_trace(input: &str, kind: Option<Kind>, head: Option<&[u8]>) -> bool {
 
 /// A trace with no events (blank lines, `region` lines alone) is refused, not replayed as
 /// fitting.
-pub fn events(t: &trace::Trace, path: &Path, reader: Reader) -> Result<(), CliError> {
+pub fn events(t: &trace::Trace, path: &Path, reader: Reader) -> Result<(), Problem> {
     if !t.events.is_empty() {
         return Ok(());
     }
-    Err(CliError(format!(
+    Err(Problem(format!(
         "{}: the trace has no events, so nothing to {} (the trace format is in docs/trace-format.md)",
         path.display(),
         if reader == Reader::Fit { "fit" } else { "replay" }
