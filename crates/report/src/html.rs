@@ -956,24 +956,26 @@ mod tests {
         // 200 regions of 480 blocks each two pixels wide or more (96 000 drawable blocks), all
         // named by one 2 KB frame: each tooltip once repeated the whole name.
         let long = format!("/very/long/path/{}.py:1:forward", "x".repeat(2000));
-        let mut d = Dump::default();
-        d.regions = (0..200u64)
-            .map(|r| oomscope_format::RegionInfo {
-                address: r << 32,
-                size: 480 * 4096,
-                chunks: (0..480u64)
-                    .map(|i| oomscope_format::ChunkInfo {
-                        address: (r << 32) + i * 4096,
-                        size: 4096,
-                        requested: 4096,
-                        in_use: true,
-                        op: Some(long.clone()),
-                        ..oomscope_format::ChunkInfo::default()
-                    })
-                    .collect(),
-                ..oomscope_format::RegionInfo::default()
-            })
-            .collect();
+        let d = Dump {
+            regions: (0..200u64)
+                .map(|r| oomscope_format::RegionInfo {
+                    address: r << 32,
+                    size: 480 * 4096,
+                    chunks: (0..480u64)
+                        .map(|i| oomscope_format::ChunkInfo {
+                            address: (r << 32) + i * 4096,
+                            size: 4096,
+                            requested: 4096,
+                            in_use: true,
+                            op: Some(long.clone()),
+                            ..oomscope_format::ChunkInfo::default()
+                        })
+                        .collect(),
+                    ..oomscope_format::RegionInfo::default()
+                })
+                .collect(),
+            ..Dump::default()
+        };
         let p = page(&d);
         assert!(p.len() < 8_000_000, "{} bytes", p.len());
         assert!(p.matches("<rect").count() <= MAP_BLOCKS + 2 * 200 + 100, "{}", p.matches("<rect").count());
