@@ -344,6 +344,21 @@ fn an_mlp_trained_with_adamw_has_its_memory_told_apart() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Rank 0 of two of job `job` on the C ABI (`rank_waits.py`): it allocates, says `ready`, and
+/// waits until it is ended.
+fn rank_waits(dir: &Path, job: &str) -> Child {
+    Command::new("python3")
+        .arg(script("rank_waits.py"))
+        .env("OOMSCOPE_LIB", crate::common::library())
+        .env("OOMSCOPE_DEVICE", "sim:64MiB")
+        .env("OOMSCOPE_DUMP_DIR", dir)
+        .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", job)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A rank the launcher ends with SIGTERM writes its state first when another rank of its job
 /// has failed, then ends as SIGTERM ends it; without a failure, SIGTERM ends it at once and
 /// nothing is written.
@@ -356,16 +371,7 @@ fn sigterm_from_the_launcher_still_leaves_the_ranks_state() {
     // Three tries with a failure: the race it guards against showed in one of six under load.
     for failed in [true, true, true, false] {
         let dir = temp_dir("job-sigterm");
-        let mut child = Command::new("python3")
-            .arg(script("rank_waits.py"))
-            .env("OOMSCOPE_LIB", crate::common::library())
-            .env("OOMSCOPE_DEVICE", "sim:64MiB")
-            .env("OOMSCOPE_DUMP_DIR", &dir)
-            .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "term")])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = rank_waits(&dir, "term");
         let mut ready = String::new();
         std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
         assert_eq!(ready.trim(), "ready");
@@ -425,16 +431,7 @@ fn a_rank_that_allocates_after_another_failed_still_writes_its_state() {
         f.write_all(&vec![b'#'; 300 << 10]).unwrap();
         f.write_all(b"\n").unwrap();
     }
-    let mut child = Command::new("python3")
-        .arg(script("rank_waits.py"))
-        .env("OOMSCOPE_LIB", crate::common::library())
-        .env("OOMSCOPE_DEVICE", "sim:64MiB")
-        .env("OOMSCOPE_DUMP_DIR", &dir)
-        .envs([("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "late")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = rank_waits(&dir, "late");
     // The other rank failed after this process started, before it allocated anything.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let mut f = std::fs::OpenOptions::new().append(true).open(dir.join("oomscope-job-late.failures")).unwrap();
