@@ -104,10 +104,11 @@ fn a_what_if_predicts_the_run_pytorch_made_with_the_setting() {
 }
 
 /// A memory fraction of 2 GiB filled with 3-7 MiB tensors: PyTorch refuses a 20 MiB segment
-/// with 76.67 GiB free on the device. The replay reads the cap from that, shows the state at
-/// that first OOM, and calls it fragmentation (the request fits the growth the cap leaves
-/// the live tensors, the segment does not); with expandable segments recorded, the run got
-/// further, as the replay does.
+/// with 76.67 GiB free on the device. The replay reads the cap from that and shows the state
+/// at that first OOM. The free memory there is in pieces, but the replay with expandable
+/// segments still runs out, as the real run with them did (further on): a true peak, with
+/// the pieces as a note, never "fragmentation" against its own replay; with expandable
+/// segments recorded, the run got further, as the replay does.
 #[test]
 fn an_oom_under_a_memory_fraction_is_read_as_one() {
     let (code, d) = replay_json(&["replay", &pickle_path("oom"), "--format", "json"]);
@@ -117,7 +118,19 @@ fn an_oom_under_a_memory_fraction_is_read_as_one() {
     assert_eq!((r["state"].as_str(), r["ooms"].as_u64()), (Some("first_oom"), Some(2)));
     let o = &d["oom"];
     assert_eq!((o["requested"].as_u64(), o["segment_request"].as_u64()), (Some(6 * MIB), Some(20 * MIB)));
-    assert_eq!(d["verdict"]["kind"], "fragmentation", "{}", d["verdict"]);
+    assert_eq!(d["verdict"]["kind"], "peak", "{}", d["verdict"]);
+    let headline = d["verdict"]["headline"].as_str().unwrap();
+    assert!(headline.contains("even with expandable_segments:True (replayed)"), "{headline}");
+    assert!(
+        d["verdict"]["evidence"].to_string().contains("102.00MiB free in the cache, in pieces"),
+        "{}",
+        d["verdict"]
+    );
+    assert!(
+        d["verdict"]["fix"].as_str().unwrap().starts_with("expandable_segments:True is not enough"),
+        "{}",
+        d["verdict"]
+    );
     assert_eq!(d["usage_by_node"][0]["count"], 383, "{}", d["usage_by_node"]);
     let o = oomscope(&["replay", &pickle_path("oom")]);
     let out = stdout(&o);

@@ -205,8 +205,10 @@ pub enum Cause {
         /// (`None`: tensors the input does not name).
         pinning: Vec<(Option<String>, u64)>,
     },
-    /// The working set at the failure is larger than what can be had.
-    Peak { request: Request, in_use: u64, capacity: u64, top: Vec<(String, u64)> },
+    /// The working set at the failure is larger than what can be had. `pieces`: the free
+    /// memory was in pieces too small for the request, but the setting that joins pieces,
+    /// replayed on the same requests, still failed: a note, not the cause.
+    Peak { request: Request, in_use: u64, capacity: u64, top: Vec<(String, u64)>, pieces: Option<Pieces> },
     /// One dump, no step marks: most of the memory is tensors of one size, and the failed
     /// request is one more of them — what a loop that keeps each step's output leaves.
     ManyOfOneSize { request: Request, size: u64, count: u64, bytes: u64, in_use: u64 },
@@ -724,11 +726,31 @@ fn fragmentation(
     let mut pins: Vec<(Option<String>, u64)> = pinning.into_iter().map(|(op, n)| (op.map(str::to_string), n)).collect();
     pins.sort_by_key(|p| std::cmp::Reverse(p.1));
     let fix = if torch(d) {
-        if a.expandable_segments {
-            Fix::MaxSplitSize { what_if: replay(MAX_SPLIT) }
-        } else {
-            Fix::ExpandableSegments { what_if: replay(EXPANDABLE) }
+        let (set, what_if) =
+            if a.expandable_segments { (MAX_SPLIT, replay(MAX_SPLIT)) } else { (EXPANDABLE, replay(EXPANDABLE)) };
+        // The headline never contradicts its own replay: when the setting that joins the
+        // pieces, replayed on the same requests, still runs out of memory, the pieces are
+        // not the cause. A true peak, with them as a note.
+        let fix = match set {
+            MAX_SPLIT => Fix::MaxSplitSize { what_if: what_if.clone() },
+            _ => Fix::ExpandableSegments { what_if: what_if.clone() },
+        };
+        if let Some(w) = what_if.filter(|w| w.changed.out_of_memory) {
+            // Its fix stays the replayed one: reduce what is live, then the setting.
+            let mut v = peak(d, o, b.to_vec());
+            if let Cause::Peak { pieces, .. } = &mut v.cause {
+                *pieces = Some(Pieces {
+                    pool_free,
+                    largest_free: o.largest_free_block,
+                    room: grow,
+                    segment: growth_needed(o),
+                    replayed: w,
+                });
+            }
+            v.fix = fix;
+            return Some(v);
         }
+        fix
     } else if !a.garbage_collection && !empty_regions.is_empty() && empty_regions.iter().sum::<u64>() + grow >= asked(o)
     {
         Fix::GarbageCollection { empty_regions: empty_regions.len() }
@@ -749,6 +771,18 @@ fn fragmentation(
         fix,
         breakdown: b.to_vec(),
     })
+}
+
+/// Free memory in pieces that a true peak had too: what was free, the largest piece, and the
+/// replay of the setting that would have joined them, which still ran out of memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pieces {
+    pub pool_free: u64,
+    pub largest_free: u64,
+    /// What the device had left to grow the cache, and the segment the request needed.
+    pub room: u64,
+    pub segment: u64,
+    pub replayed: WhatIf,
 }
 
 /// The caching allocator's settings its fragmentation fixes try.
@@ -786,6 +820,7 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
             in_use: o.bytes_in_use,
             capacity: cap,
             top: d.usage_by_node.iter().take(3).map(|n| (n.op.clone(), n.bytes)).collect(),
+            pieces: None,
         },
         fix,
         breakdown: b,
@@ -1046,6 +1081,43 @@ mod tests {
         assert_eq!(state(&d).fix, Fix::ExpandableSegments { what_if: None });
         d.allocator.expandable_segments = true;
         assert_eq!(state(&d).fix, Fix::MaxSplitSize { what_if: None }, "expandable segments are on already");
+    }
+
+    /// The headline never contradicts its own replay: free memory in pieces is fragmentation
+    /// only when the setting the fix names makes the same requests fit; when its replay
+    /// still runs out, it is a true peak with the pieces as a note, and the fix says the
+    /// setting is not enough.
+    #[test]
+    fn fragmentation_only_when_the_named_setting_makes_the_requests_fit() {
+        let mut d = dump(
+            64 * MIB,
+            &[
+                (16 * MIB, false, "", Kind::Unknown),
+                (8 * MIB, true, "x", Kind::Activation),
+                (16 * MIB, false, "", Kind::Unknown),
+            ],
+            24 * MIB,
+        );
+        d.imported = Some(oomscope_format::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
+        d.oom.as_mut().unwrap().limit_headroom = 0;
+        let replayed = |oom: bool| WhatIf {
+            set: EXPANDABLE.to_string(),
+            capacity: 64 * MIB,
+            requests: 3,
+            changed: oomscope_format::Replayed { out_of_memory: oom, ..Default::default() },
+            ..Default::default()
+        };
+        let with = |oom: bool| match analyze(&d, &mut |set| (set == EXPANDABLE).then(|| replayed(oom))) {
+            Diagnosis::State(s) => s,
+            m => panic!("{m:?}"),
+        };
+        let fits = with(false);
+        assert!(matches!(fits.cause, Cause::Fragmentation { .. }), "{fits:?}");
+        let still = with(true);
+        let Cause::Peak { pieces: Some(p), .. } = &still.cause else { panic!("{still:?}") };
+        assert_eq!((p.pool_free, p.largest_free, p.replayed.changed.out_of_memory), (32 * MIB, 16 * MIB, true));
+        assert_eq!(still.fix, Fix::ExpandableSegments { what_if: Some(replayed(true)) });
+        assert_eq!(still.cause.kind(), VerdictKind::Peak);
     }
 
     #[test]

@@ -234,7 +234,10 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
                 pct(*bytes, *in_use)
             )],
         ),
-        Cause::Peak { request, in_use, capacity, top } => peak_words(request, in_use, capacity, top, b),
+        Cause::Peak { request, in_use, capacity, top, pieces: None } => peak_words(request, in_use, capacity, top, b),
+        Cause::Peak { request, in_use, capacity, top, pieces: Some(p) } => {
+            peak_in_pieces_words(request, *in_use, *capacity, top, p, b)
+        }
         Cause::GrowingNoOom { first, last, per_step, limit, pool_peak, reached_near } => (
             format!(
                 "No allocation failed, but live memory grows by {} per step: at this rate the limit is reached near step {reached_near}",
@@ -742,6 +745,63 @@ fn from_usage_fix(dominant: &Option<Kind>, layout_copies: &Option<u64>) -> Strin
     fix
 }
 
+/// A true peak whose failing request also met free memory in pieces: the replay with the
+/// setting that joins pieces still ran out of memory, so the pieces are a note, not the cause.
+fn peak_in_pieces_words(
+    request: &Request,
+    in_use: u64,
+    capacity: u64,
+    top: &[(String, u64)],
+    p: &oomscope_diagnose::Pieces,
+    b: &[KindBytes],
+) -> (String, Vec<String>) {
+    let w = &p.replayed;
+    let live: u64 = b.iter().map(|k| k.bytes).sum();
+    let mut evidence = vec![
+        format!(
+            "replayed with {} (free memory in one piece), the same {} requests still run out of the {} that can be \
+             had",
+            w.set,
+            w.requests,
+            human(w.capacity.max(capacity))
+        ),
+        format!(
+            "at this request {} was live{}{}: fragmentation, but not all of it",
+            human(in_use),
+            if p.pool_free > 0 {
+                format!(
+                    " and {} free in the cache, in pieces (the largest {})",
+                    human(p.pool_free),
+                    human(p.largest_free)
+                )
+            } else {
+                " and nothing free in the cache".to_string()
+            },
+            if p.room > 0 {
+                format!(
+                    ", with {} left on the device, less than the {} segment the request needed",
+                    human(p.room),
+                    human(p.segment)
+                )
+            } else {
+                String::new()
+            }
+        ),
+        format!("live by kind: {}", describe_breakdown(b, live)),
+    ];
+    evidence.extend(node_lines(top));
+    (
+        format!(
+            "A true peak: the requests need more than the {} that can be had, even with {} (replayed); the {} \
+             request failed first, where no free piece was large enough",
+            human(w.capacity.max(capacity)),
+            w.set,
+            human(request.rounded)
+        ),
+        evidence,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,6 +868,7 @@ mod tests {
                 in_use: 7 << 30,
                 capacity: 8 << 30,
                 top: vec![("a".into(), 1 << 30)],
+                pieces: None,
             },
             fix: Fix::ReduceBatch { from: 8, to: 6, fraction: 0.7999, optimizer_dominates: true, known: true },
             breakdown: vec![KindBytes { kind: Kind::Activation, bytes: 7 << 30 }],
