@@ -57,6 +57,7 @@ for m in fixtures/messages*/*.txt fixtures/logs/*.txt; do
     run import "$root/$m"
     run import "$root/$m" --format json
 done
+# Real users' snapshots, where the checkout has them beside it.
 for s in fixtures/torch-snapshots/*.pickle ../shared/data/torch-snapshots/*.pickle; do
     [ -f "$s" ] || continue
     s=$(realpath "$s")
