@@ -660,7 +660,9 @@ fn joined(lines: &[&str], f: Found, sep: &str) -> String {
             s.push_str(sep);
         }
     }
-    let start = first[..f.at].rfind(": ").map_or(0, |i| i + 2);
+    // `at` is an offset in the marker's own line: a caller that starts a line earlier (a
+    // message wrapped before its marker) may give a line shorter than it, read whole then.
+    let start = first.get(..f.at).unwrap_or(first).rfind(": ").map_or(0, |i| i + 2);
     s.push_str(first[start..].trim());
     for l in lines.iter().skip(f.line + 1).take(MESSAGE_LINES) {
         // A paste's quote or heading marks (`> `, `# `) are not the message's.
@@ -1164,6 +1166,30 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// vLLM's KV-cache check behind a launcher's prefix, after a `Traceback:` line shorter
+    /// than the offset of the marker in the next, cut anywhere: read or refused, never a
+    /// panic (it once sliced the shorter line at the other's offset).
+    #[test]
+    fn a_vllm_check_after_a_short_line_cut_anywhere_never_panics() {
+        let p = "(EngineCore_DP0 pid=4242) ERROR 11-20 10:00:00 [core.py:708] ";
+        let text = format!(
+            "{p}Traceback:\n{p}ValueError: To serve at least one request with the models's max seq len (32768), \
+             (4.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.25 GiB). Based on \
+             the available memory, the estimated maximum model length is 18432."
+        );
+        let mut read = 0;
+        for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+            if let Ok(d) = parse(Path::new("t.txt"), &text[..cut]) {
+                read += 1;
+                let m = d.imported.as_ref().and_then(|i| i.message.as_ref()).expect("a message");
+                assert_eq!(m.format, MessageFormat::VllmKvCache, "{cut}");
+            }
+        }
+        assert!(read > 0);
+        let whole = parse(Path::new("t.txt"), &text).expect("the whole text is read");
+        assert_eq!(whole.oom.as_ref().map(|o| o.requested), Some(4 << 30));
+    }
 
     fn read(text: &str) -> Message {
         let d = parse(Path::new("m.txt"), text).unwrap();
