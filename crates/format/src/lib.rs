@@ -31,7 +31,7 @@ pub use imported::{
 pub use input_error::InputError;
 pub use io::{DumpError, open_regular, read, read_found, read_process, read_str, write_atomic};
 pub use kind::{EventKind, Kind, StepMark};
-pub use message::{CallSite, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
+pub use message::{CallSite, Framework, Message, MessageFormat, OtherOom, ProcessMemory, XlaProgram};
 pub use name::{DeviceTag, DumpName, Moment};
 pub use stats::{Refusal, Stats};
 

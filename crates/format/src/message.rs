@@ -240,6 +240,21 @@ pub struct Message {
     /// The line the message starts on in the input (1-based).
     #[serde(default)]
     pub line: u64,
+    /// The other out-of-memory errors of the same paste (another GPU, another request),
+    /// after this one: the verdict is this one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<OtherOom>,
+}
+
+/// Another out-of-memory error in the same paste.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtherOom {
+    /// The line it starts on (1-based).
+    pub line: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<u64>,
 }
 
 impl Message {

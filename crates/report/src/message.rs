@@ -519,6 +519,24 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         o.push_str(&super::verdict::render(v));
         o.push('\n');
     }
+    if !m.others.is_empty() {
+        let n = m.others.len();
+        let _ = writeln!(
+            o,
+            "The paste holds {n} more out-of-memory error{}, on another device; the verdict above is the first's:",
+            if n == 1 { "" } else { "s" }
+        );
+        for x in &m.others {
+            let _ = writeln!(
+                o,
+                "  line {}: {}{}",
+                x.line,
+                x.device.as_deref().unwrap_or("the device"),
+                x.requested.map_or(String::new(), |r| format!(", {} requested", s(r)))
+            );
+        }
+        o.push('\n');
+    }
     if let Some(t) = m.total {
         let _ = writeln!(
             o,

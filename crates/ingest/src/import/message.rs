@@ -438,8 +438,58 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
     None
 }
 
-/// Reads the message in `text` (from `path`) into a dump.
+/// Other out-of-memory errors of one paste that are listed beside the first, at the most.
+const OTHERS: usize = 16;
+
+/// Reads the message in `text` (from `path`) into a dump: the first out-of-memory error,
+/// with the others the paste holds after it (another GPU, another request) listed beside it.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
+    let mut d = parse_one(path, text)?;
+    let clean = without_ansi(text);
+    let lines: Vec<&str> = clean.lines().collect();
+    let Some(first) = d.imported.as_ref().and_then(|i| i.message.as_ref()) else { return Ok(d) };
+    let first_device = first.device.clone();
+    let mut from = first.line as usize;
+    let mut others: Vec<oomscope_format::OtherOom> = Vec::new();
+    while from < lines.len() && others.len() < OTHERS {
+        let Ok(next) = parse_one(path, &lines[from..].join("\n")) else { break };
+        let Some(m) = next.imported.as_ref().and_then(|i| i.message.as_ref()) else { break };
+        let line = from as u64 + m.line;
+        let other = oomscope_format::OtherOom {
+            line,
+            device: m.device.clone(),
+            requested: next.oom.as_ref().map(|o| o.requested),
+        };
+        // Another device's failure, with its request: the same failure printed again (a
+        // traceback's repeat, a rank's echo), or a later clause of the same message read on
+        // its own, is not another.
+        let another = other.requested.is_some()
+            && other.device.is_some()
+            && other.device != first_device
+            && !others.iter().any(|o| o.device == other.device);
+        if another {
+            others.push(other);
+        }
+        from = line as usize;
+    }
+    if !others.is_empty() {
+        for o in &others {
+            d.ooms.push(OomRecord {
+                requested: o.requested.unwrap_or(0),
+                rounded: o.requested.unwrap_or(0),
+                step: -1,
+                ..OomRecord::default()
+            });
+        }
+        d.ooms_total = d.ooms.len() as u64;
+        if let Some(m) = d.imported.as_mut().and_then(|i| i.message.as_mut()) {
+            m.others = others;
+        }
+    }
+    Ok(d)
+}
+
+fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
     let text = without_ansi(text);
     let text = text.as_str();
     let lines: Vec<&str> = text.lines().collect();
@@ -1166,6 +1216,30 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A paste of two ranks' OOMs on two GPUs: both are read, the verdict the first's, the
+    /// other listed with its device and request; the same error printed twice is one.
+    #[test]
+    fn every_oom_of_a_paste_on_another_device_is_listed() {
+        let one = |rank: u32, gpu: u32, gib: u32| {
+            format!(
+                "[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib}.00 GiB. GPU {gpu} has \
+                 a total capacity of 24.00 GiB of which 1.00 GiB is free. Of the allocated memory 20.00 GiB is allocated \
+                 by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated."
+            )
+        };
+        let text = format!("{}\n{}\n{}\n", one(0, 0, 2), one(0, 0, 2), one(3, 3, 8));
+        let d = parse(Path::new("t.txt"), &text).unwrap();
+        let m = d.imported.as_ref().and_then(|i| i.message.as_ref()).unwrap();
+        assert_eq!(m.device.as_deref(), Some("GPU 0"));
+        assert_eq!(d.oom.as_ref().map(|o| o.requested), Some(2 << 30));
+        let others: Vec<(u64, Option<&str>, Option<u64>)> =
+            m.others.iter().map(|o| (o.line, o.device.as_deref(), o.requested)).collect();
+        assert_eq!(others, vec![(3, Some("GPU 3"), Some(8 << 30))]);
+        assert_eq!(d.ooms_total, 2);
+        let alone = parse(Path::new("t.txt"), &format!("{}\n{}\n", one(0, 0, 2), one(0, 0, 2))).unwrap();
+        assert!(alone.imported.unwrap().message.unwrap().others.is_empty());
+    }
 
     /// vLLM's KV-cache check behind a launcher's prefix, after a `Traceback:` line shorter
     /// than the offset of the marker in the next, cut anywhere: read or refused, never a
