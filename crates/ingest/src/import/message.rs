@@ -440,19 +440,28 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
 
 /// Other out-of-memory errors of one paste that are listed beside the first, at the most.
 const OTHERS: usize = 16;
+/// Bytes after an out-of-memory error in which the next is looked for.
+const OTHERS_WINDOW: usize = 1 << 20;
 
 /// Reads the message in `text` (from `path`) into a dump: the first out-of-memory error,
 /// with the others the paste holds after it (another GPU, another request) listed beside it.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
-    let mut d = parse_one(path, text)?;
     let clean = without_ansi(text);
+    let mut d = parse_one(path, &clean)?;
     let lines: Vec<&str> = clean.lines().collect();
     let Some(first) = d.imported.as_ref().and_then(|i| i.message.as_ref()) else { return Ok(d) };
     let first_device = first.device.clone();
     let mut from = first.line as usize;
     let mut others: Vec<oomscope_format::OtherOom> = Vec::new();
     while from < lines.len() && others.len() < OTHERS {
-        let Ok(next) = parse_one(path, &lines[from..].join("\n")) else { break };
+        // The text from that line, as it lies (no copy), up to a window's end: ranks that
+        // fail together print close to each other, and a paste may be 50 MB of something else.
+        let offset = lines[from].as_ptr() as usize - clean.as_ptr() as usize;
+        let mut end = (offset + OTHERS_WINDOW).min(clean.len());
+        while !clean.is_char_boundary(end) {
+            end -= 1;
+        }
+        let Ok(next) = parse_one(path, &clean[offset..end]) else { break };
         let Some(m) = next.imported.as_ref().and_then(|i| i.message.as_ref()) else { break };
         let line = from as u64 + m.line;
         let other = oomscope_format::OtherOom {
@@ -489,9 +498,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     Ok(d)
 }
 
+/// The first out-of-memory error of `text` (without colour codes).
 fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
-    let text = without_ansi(text);
-    let text = text.as_str();
     let lines: Vec<&str> = text.lines().collect();
     let Some(found) = find(text) else {
         return Err(InputError { path: path.to_path_buf(), line: 0, message: "no out-of-memory message found".into() });
