@@ -637,6 +637,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
         .into_iter()
         .find(|v| body.contains(v))
         .map(str::to_string);
+    // A device of 0 bytes is no device: a figure the framework never filled in (an
+    // uninitialized size), read as not given rather than divided by.
+    m.total = m.total.filter(|&t| t > 0);
     // (vLLM's check is not a request a call made.)
     if op.is_none() && m.format != MessageFormat::VllmKvCache {
         op = m.site.as_ref().map(ToString::to_string);
@@ -1224,6 +1227,18 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device of 0 bytes (a size the framework never filled in) is read as no figure, not
+    /// as a device every request is larger than.
+    #[test]
+    fn a_total_of_zero_bytes_is_no_figure() {
+        let text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity \
+                    of 0 bytes of which 0 bytes is free.";
+        let d = parse(Path::new("t.txt"), text).unwrap();
+        let m = d.imported.as_ref().and_then(|i| i.message.as_ref()).unwrap();
+        assert_eq!((m.total, m.free), (None, Some(0)));
+        assert_eq!(d.device.total, 0);
+    }
 
     /// A paste of two ranks' OOMs on two GPUs: both are read, the verdict the first's, the
     /// other listed with its device and request; the same error printed twice is one.
