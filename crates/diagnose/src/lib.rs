@@ -1064,8 +1064,9 @@ mod tests {
         assert_eq!(v.fix, Fix::KeepNumbers { culprit: Some("loss_history".into()) });
     }
 
-    #[test]
-    fn fixes_are_never_already_on() {
+    /// A snapshot's 64 MiB whose free 32 MiB is in two pieces around one 8 MiB tensor, and a
+    /// 24 MiB request.
+    fn pieces_of_a_snapshot() -> Dump {
         let mut d = dump(
             64 * MIB,
             &[
@@ -1076,6 +1077,12 @@ mod tests {
             24 * MIB,
         );
         d.imported = Some(oomscope_format::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
+        d
+    }
+
+    #[test]
+    fn fixes_are_never_already_on() {
+        let mut d = pieces_of_a_snapshot();
         // The headroom to grow is gone: the pool is the device.
         d.oom.as_mut().unwrap().limit_headroom = 0;
         assert_eq!(state(&d).fix, Fix::ExpandableSegments { what_if: None });
@@ -1089,16 +1096,7 @@ mod tests {
     /// setting is not enough.
     #[test]
     fn fragmentation_only_when_the_named_setting_makes_the_requests_fit() {
-        let mut d = dump(
-            64 * MIB,
-            &[
-                (16 * MIB, false, "", Kind::Unknown),
-                (8 * MIB, true, "x", Kind::Activation),
-                (16 * MIB, false, "", Kind::Unknown),
-            ],
-            24 * MIB,
-        );
-        d.imported = Some(oomscope_format::Imported { from: ImportedFrom::TorchSnapshot, ..Default::default() });
+        let mut d = pieces_of_a_snapshot();
         d.oom.as_mut().unwrap().limit_headroom = 0;
         let replayed = |oom: bool| WhatIf {
             set: EXPANDABLE.to_string(),
