@@ -819,13 +819,7 @@ impl<'a> Reader<'a> {
         match op {
             b'p' | b'q' | b'r' | 0x94 => {
                 let id = match op {
-                    b'p' => {
-                        let t = self.line()?;
-                        match t.trim().parse::<u32>() {
-                            Ok(i) => i,
-                            Err(_) => return self.err(format!("{t:?} is not a memo id")),
-                        }
-                    }
+                    b'p' => self.memo_id_line()?,
                     b'q' => self.u8()? as u32,
                     b'r' => self.le(4)? as u32,
                     _ => u32::try_from(self.memo.len()).unwrap_or(u32::MAX),
@@ -835,13 +829,7 @@ impl<'a> Reader<'a> {
             }
             b'g' | b'h' | b'j' => {
                 let id = match op {
-                    b'g' => {
-                        let t = self.line()?;
-                        match t.trim().parse::<u32>() {
-                            Ok(i) => i,
-                            Err(_) => return self.err(format!("{t:?} is not a memo id")),
-                        }
-                    }
+                    b'g' => self.memo_id_line()?,
                     b'h' => self.u8()? as u32,
                     _ => self.le(4)? as u32,
                 };
@@ -856,6 +844,15 @@ impl<'a> Reader<'a> {
             other => return self.err(format!("unknown opcode 0x{other:02x}: not a pickle, or a damaged one")),
         }
         Ok(())
+    }
+
+    /// A memo id written as text on its own line (protocol 0's `p` and `g`).
+    fn memo_id_line(&mut self) -> Result<u32, PickleError> {
+        let t = self.line()?;
+        match t.trim().parse::<u32>() {
+            Ok(i) => Ok(i),
+            Err(_) => self.err(format!("{t:?} is not a memo id")),
+        }
     }
 
     /// Globals, calls and objects: kept as names and opaque values; nothing is imported or run.

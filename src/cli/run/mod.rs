@@ -263,7 +263,7 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
     }
     let job = said_at_the_end(&a, &dump_dir, &before, &mine, &dumps);
     if a.html {
-        pages(&dump_dir, &new_dumps(&dump_dir, &before, &mine), job, &mine);
+        pages(&dump_dir, &new_dumps(&dump_dir, &before, &mine), job.as_ref());
     }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -273,18 +273,23 @@ pub fn run(a: RunArgs) -> Result<u8, CliError> {
 }
 
 /// What the run says when its program has ended: this run's OOM dumps (or its job's
-/// summary), the dumps asked for at steps and exit, the steps that got none. True when the
-/// dumps are a job's ranks'.
+/// summary), the dumps asked for at steps and exit, the steps that got none. The job, read
+/// and reported once, when the dumps are a job's ranks'.
 fn said_at_the_end(
     a: &RunArgs,
     dump_dir: &Path,
     before: &HashMap<PathBuf, SystemTime>,
     mine: &Claims,
     dumps: &[PathBuf],
-) -> bool {
-    let job = dumps.iter().any(|d| name_of(d).is_some_and(|n| n.rank.is_some()));
+) -> Option<OwnJob> {
+    let ranks = dumps.iter().any(|d| name_of(d).is_some_and(|n| n.rank.is_some()));
+    let job = if ranks { own_job(dump_dir, mine) } else { None };
     match dumps.len() {
-        _ if job => job_summary(dump_dir, mine),
+        _ if ranks => {
+            if let Some(j) = &job {
+                job_summary(dump_dir, j);
+            }
+        }
         0 => {}
         1 => eprintln!(
             "oomscope: an OOM dump was written: {}\n  look inside: oomscope tui {}",
@@ -697,13 +702,14 @@ struct Claims {
 }
 
 impl Claims {
-    fn owns_dump(&self, d: &oomscope_format::Dump) -> bool {
-        d.process.as_ref().and_then(|p| p.run.as_deref()) == Some(self.run.as_str())
+    /// The process this run started, by what its dump says of it.
+    fn started(&self, p: &oomscope_format::ProcessInfo) -> bool {
+        p.run.as_deref() == Some(self.run.as_str())
     }
 
     fn owns(&self, path: &Path) -> bool {
         self.framework.iter().any(|p| p == path)
-            || oomscope_format::read_process(path).is_ok_and(|p| p.and_then(|p| p.run).as_deref() == Some(&self.run))
+            || oomscope_format::read_process(path).is_ok_and(|p| p.is_some_and(|p| self.started(&p)))
     }
 }
 
@@ -732,21 +738,34 @@ fn dumps_named(
 
 /// The job of this run's ranks: among the dumps in `dir`, those of the job this run's own
 /// dumps name (the other nodes' ranks of that job included).
-fn own_job(dir: &Path, mine: &Claims) -> Option<job::Job> {
+/// A job of this run's ranks, read once, with its report (which replays the failing rank's
+/// fix): what the summary and the job's page both show.
+struct OwnJob {
+    job: job::Job,
+    report: oomscope_format::job::JobReport,
+}
+
+fn own_job(dir: &Path, mine: &Claims) -> Option<OwnJob> {
+    // The jobs this run's ranks name, from each rank dump's `process` alone.
+    let jobs: Vec<String> = dump_files(dir)
+        .into_keys()
+        .filter(|p| name_of(p).is_some_and(|n| n.rank.is_some()))
+        .filter_map(|p| oomscope_format::read_process(&p).ok().flatten())
+        .filter(|p| mine.started(p))
+        .filter_map(|p| p.job)
+        .collect();
     let job_of = |d: &oomscope_format::Dump| d.process.as_ref().and_then(|p| p.job.clone());
-    let ours = job::load_where(dir, |d| mine.owns_dump(d)).ok()?;
-    let jobs: Vec<String> = ours.ranks.iter().filter_map(|(_, d)| job_of(d)).collect();
     let mut job = job::load_where(dir, |d| job_of(d).is_some_and(|j| jobs.contains(&j))).ok()?;
     job.other_jobs.clear();
-    Some(job)
+    let report = job::report(&job);
+    Some(OwnJob { job, report })
 }
 
 /// A job's ranks ran out of memory: the first to fail, the job's verdict, and where every
 /// rank's state is.
-fn job_summary(dir: &Path, mine: &Claims) {
-    let Some(job) = own_job(dir, mine) else { return };
+fn job_summary(dir: &Path, own: &OwnJob) {
+    let OwnJob { job, report } = own;
     super::output::warn_all(&job.skipped_lines());
-    let report = job::report(&job);
     let n = job.ranks.len();
     match (&report.first_failure, &report.verdict) {
         (Some(f), Some(v)) => eprintln!(
@@ -763,7 +782,7 @@ fn job_summary(dir: &Path, mine: &Claims) {
 }
 
 /// `--html`: a page beside each dump this run wrote, and one of the job when ranks wrote them.
-fn pages(dir: &Path, dumps: &[PathBuf], job: bool, mine: &Claims) {
+fn pages(dir: &Path, dumps: &[PathBuf], job: Option<&OwnJob>) {
     let mut written = Vec::new();
     for path in dumps {
         let Ok(mut d) = oomscope_format::read_found(path) else { continue };
@@ -775,13 +794,12 @@ fn pages(dir: &Path, dumps: &[PathBuf], job: bool, mine: &Claims) {
             Err(e) => eprintln!("oomscope: no page for {}: {}", path.display(), e.0),
         }
     }
-    if job && let Some(j) = own_job(dir, mine) {
-        let report = job::report(&j);
-        let failing = job::failing(&j, &report);
+    if let Some(OwnJob { job: j, report }) = job {
+        let failing = job::failing(j, report);
         let id: String =
             report.job.as_deref().unwrap_or("job").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
         let page = dir.join(format!("oomscope-job-{id}.html"));
-        match super::report::write_page(&page, &oomscope_report::html::job_page(&report, failing.as_ref())) {
+        match super::report::write_page(&page, &oomscope_report::html::job_page(report, failing.as_ref())) {
             Ok(()) => written.insert(0, page),
             Err(e) => eprintln!("oomscope: no page for the job: {}", e.0),
         }

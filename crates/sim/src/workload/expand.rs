@@ -578,131 +578,119 @@ impl Builder<'_> {
         line: usize,
         lname: &str,
     ) -> Result<usize, ExpandError> {
-        Ok({
-            let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
-            let s0 = self.four_d(ids[0], "concat", line)?;
-            let mut channels = 0u64;
-            for &i in &ids {
-                let si = self.four_d(i, "concat", line)?;
-                if si[..3] != s0[..3] {
-                    return Err(self.error(
-                        line,
-                        format!(
-                            "concat: inputs differ in batch, height or width: {} and {}",
-                            shape::text(&s0),
-                            shape::text(&si)
-                        ),
-                    ));
-                }
-                channels = match channels.checked_add(si[3]) {
-                    Some(c) => c,
-                    None => return Err(self.overflow(line, "concat", &si)),
-                };
+        let ids: Vec<usize> = inputs.iter().map(|n| by_name[n]).collect();
+        let s0 = self.four_d(ids[0], "concat", line)?;
+        let mut channels = 0u64;
+        for &i in &ids {
+            let si = self.four_d(i, "concat", line)?;
+            if si[..3] != s0[..3] {
+                return Err(self.error(
+                    line,
+                    format!(
+                        "concat: inputs differ in batch, height or width: {} and {}",
+                        shape::text(&s0),
+                        shape::text(&si)
+                    ),
+                ));
             }
-            self.join_node(
-                lname,
-                "concat",
-                ids,
-                vec![s0[0], s0[1], s0[2], channels],
-                Alloc::New,
-                InputGrad::New("Slice"),
-            )
-        })
+            channels = match channels.checked_add(si[3]) {
+                Some(c) => c,
+                None => return Err(self.overflow(line, "concat", &si)),
+            };
+        }
+        Ok(self.join_node(
+            lname,
+            "concat",
+            ids,
+            vec![s0[0], s0[1], s0[2], channels],
+            Alloc::New,
+            InputGrad::New("Slice"),
+        ))
     }
 
     fn dropout(&mut self, src: usize, lname: &str) -> Result<usize, ExpandError> {
-        Ok({
-            // The mask, kept for the gradient; then the masked output.
-            let s = self.shape(src);
-            let mask = self.g.tensor(s.clone(), false);
-            let mask_name = self.name(lname, "dropout/Floor");
-            self.node(Node {
-                name: mask_name,
-                inputs: vec![],
-                outputs: vec![(mask, Alloc::New)],
-                keep: vec![],
-                weights: vec![],
-                temp: 0,
-                input_grads: vec![],
-                weight_grads: vec![],
-            });
-            let needs = self.g.tensors[src].needs_grad;
-            let out = self.g.tensor(s, needs);
-            let name = self.name(lname, "dropout/mul");
-            self.node(Node {
-                name,
-                inputs: vec![src, mask],
-                outputs: vec![(out, Alloc::New)],
-                keep: vec![mask],
-                weights: vec![],
-                temp: 0,
-                input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
-                weight_grads: vec![],
-            })
-        })
+        // The mask, kept for the gradient; then the masked output.
+        let s = self.shape(src);
+        let mask = self.g.tensor(s.clone(), false);
+        let mask_name = self.name(lname, "dropout/Floor");
+        self.node(Node {
+            name: mask_name,
+            inputs: vec![],
+            outputs: vec![(mask, Alloc::New)],
+            keep: vec![],
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![],
+            weight_grads: vec![],
+        });
+        let needs = self.g.tensors[src].needs_grad;
+        let out = self.g.tensor(s, needs);
+        let name = self.name(lname, "dropout/mul");
+        Ok(self.node(Node {
+            name,
+            inputs: vec![src, mask],
+            outputs: vec![(out, Alloc::New)],
+            keep: vec![mask],
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![InputGrad::New("Mul"), InputGrad::Pass],
+            weight_grads: vec![],
+        }))
     }
 
     fn softmax_cross_entropy(&mut self, src: usize, line: usize, lname: &str) -> Result<usize, ExpandError> {
-        Ok({
-            let s = self.shape(src);
-            let labels = self.labels(line, "softmax_cross_entropy")?;
-            let ls = self.shape(labels);
-            if s.len() != 2 || ls != s {
-                return Err(self.error(
-                    line,
-                    format!(
-                        "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
-                        shape::text(&s),
-                        shape::text(&ls)
-                    ),
-                ));
-            }
-            let loss = self.g.tensor(vec![s[0]], true);
-            let backprop = self.g.tensor(s, false);
-            let name = self.name(lname, "SoftmaxCrossEntropyWithLogits");
-            let keep = if self.train { vec![backprop] } else { vec![] };
-            self.node(Node {
-                name,
-                inputs: vec![src, labels],
-                outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
-                keep,
-                weights: vec![],
-                temp: 0,
-                input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                weight_grads: vec![],
-            })
-        })
+        let s = self.shape(src);
+        let labels = self.labels(line, "softmax_cross_entropy")?;
+        let ls = self.shape(labels);
+        if s.len() != 2 || ls != s {
+            return Err(self.error(
+                line,
+                format!(
+                    "softmax_cross_entropy needs logits [batch, classes] shaped like the labels; got {} and labels {}",
+                    shape::text(&s),
+                    shape::text(&ls)
+                ),
+            ));
+        }
+        let loss = self.g.tensor(vec![s[0]], true);
+        let backprop = self.g.tensor(s, false);
+        let name = self.name(lname, "SoftmaxCrossEntropyWithLogits");
+        let keep = if self.train { vec![backprop] } else { vec![] };
+        Ok(self.node(Node {
+            name,
+            inputs: vec![src, labels],
+            outputs: vec![(loss, Alloc::New), (backprop, Alloc::New)],
+            keep,
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+            weight_grads: vec![],
+        }))
     }
 
     fn l2_loss(&mut self, src: usize, line: usize, lname: &str) -> Result<usize, ExpandError> {
-        Ok({
-            let s = self.shape(src);
-            let labels = self.labels(line, "l2_loss")?;
-            let ls = self.shape(labels);
-            if ls != s {
-                return Err(self.error(
-                    line,
-                    format!(
-                        "l2_loss: the output {} and the labels {} differ in shape",
-                        shape::text(&s),
-                        shape::text(&ls)
-                    ),
-                ));
-            }
-            let diff = self.g.tensor(s, true);
-            let name = self.name(lname, "SquaredDifference");
-            let keep = if self.train { vec![src, labels] } else { vec![] };
-            self.node(Node {
-                name,
-                inputs: vec![src, labels],
-                outputs: vec![(diff, Alloc::New)],
-                keep,
-                weights: vec![],
-                temp: 0,
-                input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
-                weight_grads: vec![],
-            })
-        })
+        let s = self.shape(src);
+        let labels = self.labels(line, "l2_loss")?;
+        let ls = self.shape(labels);
+        if ls != s {
+            return Err(self.error(
+                line,
+                format!("l2_loss: the output {} and the labels {} differ in shape", shape::text(&s), shape::text(&ls)),
+            ));
+        }
+        let diff = self.g.tensor(s, true);
+        let name = self.name(lname, "SquaredDifference");
+        let keep = if self.train { vec![src, labels] } else { vec![] };
+        Ok(self.node(Node {
+            name,
+            inputs: vec![src, labels],
+            outputs: vec![(diff, Alloc::New)],
+            keep,
+            weights: vec![],
+            temp: 0,
+            input_grads: vec![InputGrad::New("mul"), InputGrad::Pass],
+            weight_grads: vec![],
+        }))
     }
 }
 
