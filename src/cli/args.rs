@@ -418,11 +418,13 @@ pub enum FitFormat {
 
 #[derive(Args, Debug)]
 pub struct FitArgs {
-    /// A workload (unet, mnist-eval, preallocate, or a model .json) or a trace (.jsonl)
-    pub input: String,
-    /// The GPU: a card or a size
+    /// A workload (unet, mnist-eval, preallocate, or a model .json) or a trace (.jsonl);
+    /// or, after `--`, your training command with `{batch}` where the batch goes
+    #[arg(required_unless_present = "command")]
+    pub input: Option<String>,
+    /// The GPU: a card or a size [default for a command: the GPU here]
     #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
-    pub device: oomscope_core::device::DeviceSpec,
+    pub device: Option<oomscope_core::device::DeviceSpec>,
     /// Device memory already held by other processes
     #[arg(long, value_name = "SIZE", value_parser = size, default_value = "0")]
     pub others: u64,
@@ -441,6 +443,24 @@ pub struct FitArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = FitFormat::Text)]
     pub format: FitFormat,
+    /// A command: optimizer steps each run makes before it is ended
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub steps: u32,
+    /// A command: the small batches it is first run at, to learn its step
+    #[arg(long, value_name = "B,B,B", value_delimiter = ',', default_values_t = [2u64, 4, 6])]
+    pub probes: Vec<u64>,
+    /// A command: the batch you train at (its memory by kind, and the accumulation that keeps it)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: Option<u64>,
+    /// A command: do not check the answer by running it
+    #[arg(long)]
+    pub no_check: bool,
+    /// A command: seconds each run may take before it is ended
+    #[arg(long, value_name = "SECONDS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Your training command, `{batch}` where the batch goes (`-- python train.py --batch-size {batch}`)
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// Input formats of `import`.

@@ -11,20 +11,29 @@ use oomscope_sim::workload::model::Mode;
 use std::path::Path;
 
 pub fn run(a: FitArgs) -> Result<u8, CliError> {
-    if a.others >= a.device.total {
+    if !a.command.is_empty() {
+        return super::fit_command::run(a);
+    }
+    let Some(a_input) = a.input.clone() else {
+        return Err(CliError("give a workload or trace, or your training command after --".into()));
+    };
+    let Some(device) = a.device.clone() else {
+        return Err(CliError(format!("--device CARD|SIZE: the GPU to fit {a_input} on (h100, a100-80, 16GiB)")));
+    };
+    if a.others >= device.total {
         return Err(CliError(format!(
             "--others {} leaves nothing of the {} device",
             human(a.others),
-            human(a.device.total)
+            human(device.total)
         )));
     }
-    let mut s = fit::settings(a.device.total, a.others, &a.device.model, a.limit);
+    let mut s = fit::settings(device.total, a.others, &device.model, a.limit);
     s.options.allow_growth = a.allow_growth;
     s.options.garbage_collection = a.gc;
-    let on = oomscope_report::fit::device(&a.device.model, a.device.total, a.others);
-    let (kind, source) = open(&a.input, Reader::Fit)?;
-    let path = Path::new(&a.input);
-    if is_trace(&a.input, kind, source.head()) {
+    let on = oomscope_report::fit::device(&device.model, device.total, a.others);
+    let (kind, source) = open(&a_input, Reader::Fit)?;
+    let path = Path::new(&a_input);
+    if is_trace(&a_input, kind, source.head()) {
         let (input, _) =
             source.reader(path).map_err(|e| CliError(format!("{}: cannot open the trace: {e}", path.display())))?;
         let t = trace::parse(path, input, |_| {}).map_err(|e| {
@@ -34,13 +43,13 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         let f = fit::min_limit(&t, &s);
         let text = match a.format {
             FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
-            FitFormat::Text => oomscope_report::fit::limit(&a.input, t.events.len(), &on, &f, fit::LIMIT_BOUND),
+            FitFormat::Text => oomscope_report::fit::limit(&a_input, t.events.len(), &on, &f, fit::LIMIT_BOUND),
         };
         output::print(&text)?;
         // As `replay`: 1 when the answer is that it does not fit.
         return Ok(if f.fits && f.never_fits.is_none() { 0 } else { 1 });
     }
-    let w = workload(&a.input, source).map_err(|e| {
+    let w = workload(&a_input, source).map_err(|e| {
         CliError(input::explain(format!("{e}\n  (the model format is in docs/workload-format.md)"), path, kind))
     })?;
     let m = &w.model;

@@ -6,6 +6,7 @@ mod demo;
 mod diff;
 mod export;
 mod fit;
+mod fit_command;
 mod import;
 
 mod output;

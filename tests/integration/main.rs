@@ -11,6 +11,7 @@ mod common;
 mod abi;
 mod cli;
 mod demos;
+mod fit;
 mod golden;
 mod hostile_files;
 mod hostile_jobs;

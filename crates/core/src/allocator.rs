@@ -10,6 +10,7 @@ use crate::caching::Caching;
 use crate::clock::Clock;
 use crate::device::Device;
 use crate::record::{History, Kind, Meta, Names, Retag};
+use crate::tape::Tape;
 use crate::{scope, stack};
 use oomscope_base::size::human;
 use oomscope_format::{AllocatorInfo, DeviceInfo, Dump, ProcessInfo, Source, SourceKind, Stats};
@@ -424,6 +425,9 @@ pub struct Allocator {
     source: Source,
     /// The process and its place in a job, put in every dump taken.
     process: Option<ProcessInfo>,
+    /// Every request, when asked for ([`Allocator::with_tape`]): taken under the engine's
+    /// lock, after it, so that the tape's order is the allocator's.
+    tape: Option<Mutex<Tape>>,
 }
 
 impl fmt::Debug for Allocator {
@@ -451,7 +455,43 @@ impl Allocator {
             recording,
             source: Source { kind: SourceKind::Api, ..Source::default() },
             process: None,
+            tape: None,
         }
+    }
+
+    /// Keeps every request on a tape ([`crate::tape`]) from now on.
+    pub fn with_tape(mut self) -> Allocator {
+        self.tape = Some(Mutex::new(Tape::default()));
+        self
+    }
+
+    /// Runs `f` on the tape, if there is one (the engine's lock is held by the caller).
+    fn taped(&self, f: impl FnOnce(&mut Tape)) {
+        if let Some(t) = &self.tape {
+            f(&mut t.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+
+    /// Writes the tape with its names; false when there is none.
+    pub fn write_tape(&self, w: &mut impl std::io::Write) -> std::io::Result<bool> {
+        let Some(t) = &self.tape else { return Ok(false) };
+        let mut engine = self.lock();
+        let tape = t.lock().unwrap_or_else(PoisonError::into_inner);
+        tape.write(engine.names_mut(), w)?;
+        Ok(true)
+    }
+
+    /// A free made outside [`Allocator::free`] (a held free of a block used on other
+    /// streams), for the tape.
+    pub fn note_free(&self, addr: u64) {
+        let _engine = self.lock();
+        self.taped(|t| t.free(addr));
+    }
+
+    /// `torch.cuda.empty_cache()`, for the tape.
+    pub fn note_empty_cache(&self) {
+        let _engine = self.lock();
+        self.taped(Tape::empty_cache);
     }
 
     /// Names the process (and its place in a job) in every dump taken.
@@ -509,7 +549,10 @@ impl Allocator {
             meta.stack = engine.names_mut().stacks.intern(ips.as_slice());
         }
         match engine.allocate(req.bytes, req.stream, meta) {
-            Ok(addr) => Ok(addr),
+            Ok(addr) => {
+                self.taped(|t| t.alloc(addr, req.bytes, req.stream, meta));
+                Ok(addr)
+            }
             Err(failure) => {
                 let dump = self.stamped(engine.oom_dump(&failure, &self.source));
                 drop(engine);
@@ -532,13 +575,20 @@ impl Allocator {
     /// Frees an allocation; address 0 is ignored. Returns the chunk size.
     pub fn free(&self, addr: u64) -> Result<u64, FreeError> {
         let t_ns = if self.recording.ops { self.clock.now_ns() } else { 0 };
-        self.lock().free(addr, t_ns)
+        let mut engine = self.lock();
+        let r = engine.free(addr, t_ns);
+        if r.is_ok() {
+            self.taped(|t| t.free(addr));
+        }
+        r
     }
 
     /// Marks the start of training step `step`.
     pub fn mark_step(&self, step: i64) {
         let t_ns = self.clock.now_ns();
-        self.lock().mark_step(step, t_ns);
+        let mut engine = self.lock();
+        engine.mark_step(step, t_ns);
+        self.taped(|t| t.step(step));
     }
 
     pub fn stats(&self) -> Stats {
@@ -551,7 +601,9 @@ impl Allocator {
     pub fn tag(&self, addr: u64, op: Option<&str>, kind: Kind) -> bool {
         let mut engine = self.lock();
         let op = op.map(|name| engine.names_mut().ops.intern(name));
-        engine.retag(addr, Retag { op, kind: Some(kind), ..Retag::default() })
+        let r = Retag { op, kind: Some(kind), ..Retag::default() };
+        self.taped(|t| t.retag(addr, r));
+        engine.retag(addr, r)
     }
 
     /// Records the shape (and dtype) of the tensor that holds the live allocation at `addr`,
@@ -561,7 +613,9 @@ impl Allocator {
         let names = engine.names_mut();
         let shape = Some(names.shapes.intern(shape));
         let dtype = dtype.map(|d| names.dtypes.intern(d));
-        engine.retag(addr, Retag { shape, dtype, ..Retag::default() })
+        let r = Retag { shape, dtype, ..Retag::default() };
+        self.taped(|t| t.retag(addr, r));
+        engine.retag(addr, r)
     }
 
     /// The whole state, symbolized, as a dump.

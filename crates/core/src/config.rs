@@ -16,6 +16,7 @@
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
 //! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
 //! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
+//! | `OOMSCOPE_FIT_DIR`, `OOMSCOPE_FIT_STEPS` | set by `oomscope fit` for its probe runs: every request is kept and written to the directory (`tape-PID-gpuN.jsonl`, `result-PID.json`) when step `OOMSCOPE_FIT_STEPS` is marked, and the process then exits 0; or at exit |
 //! | `OOMSCOPE_JOB_DUMPS` | `0`: in a job, a rank does not write its state when another rank runs out of memory (default: it does) |
 //!
 //! A process's place in a job comes from its launcher's variables ([`process_from_vars`]).
@@ -99,6 +100,11 @@ pub struct Config {
     /// started this process (`OOMSCOPE_RUN_STARTED_MS`), else the process's own. A failure
     /// line stamped earlier is another run's.
     pub job_started_ms: Option<u64>,
+    /// `oomscope fit`'s probe: every request on a tape, written with the result to this
+    /// directory at the stop step or at exit.
+    pub fit_dir: Option<PathBuf>,
+    /// The step whose mark ends the probe (exit 0).
+    pub fit_steps: Option<i64>,
 }
 
 impl Config {
@@ -191,6 +197,16 @@ impl Config {
                 .filter(|&f: &i32| f > 2)
                 .zip(get(env::FEED_INODE).and_then(|i| i.parse().ok())),
             job_started_ms: get(env::RUN_STARTED_MS).and_then(|t| t.parse().ok()).or_else(process_started_ms),
+            fit_dir: get(env::FIT_DIR).map(PathBuf::from),
+            fit_steps: match get(env::FIT_STEPS) {
+                None => None,
+                Some(s) => Some(
+                    s.parse()
+                        .ok()
+                        .filter(|&n: &i64| n > 0)
+                        .ok_or_else(|| bad(env::FIT_STEPS, &s, "expected a number of steps"))?,
+                ),
+            },
         })
     }
 

@@ -48,9 +48,15 @@ pub const TORCH_VERSION: &str = "OOMSCOPE_TORCH_VERSION";
 pub const TORCH_STANDIN: &str = "OOMSCOPE_TORCH_STANDIN";
 /// No time-stamp counter: the clock reads the system's (`crate::clock`).
 pub const NO_TSC: &str = "OOMSCOPE_NO_TSC";
+/// `oomscope fit`'s probe: the directory its tape and result go to.
+pub const FIT_DIR: &str = "OOMSCOPE_FIT_DIR";
+/// `oomscope fit`'s probe: the process ends (exit 0) once this step is marked.
+pub const FIT_STEPS: &str = "OOMSCOPE_FIT_STEPS";
 
 /// Every variable of the contract.
-pub const ALL: [&str; 29] = [
+pub const ALL: [&str; 31] = [
+    FIT_DIR,
+    FIT_STEPS,
     DEVICE,
     LIMIT,
     LIMIT_FRACTION,

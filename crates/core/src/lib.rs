@@ -35,6 +35,7 @@ pub mod env;
 pub mod record;
 pub mod scope;
 pub mod stack;
+pub mod tape;
 pub mod trace;
 
 #[cfg(test)]

@@ -138,6 +138,10 @@ pub struct Runtime {
     last_oom_ms: AtomicU64,
     /// The process is ending: the watcher stops.
     ending: AtomicBool,
+    /// `oomscope fit`'s result is written ([`Runtime::write_fit`]).
+    fit_written: AtomicBool,
+    /// What each device had free when it was opened.
+    fit_free: Mutex<Vec<(i32, u64)>>,
     /// Memory fractions set for devices not opened yet: applied when they are, so that
     /// setting one opens no device (and adds no empty allocator to every dump).
     fractions: Mutex<HashMap<i32, f64>>,
@@ -225,6 +229,8 @@ impl Runtime {
             job_dumps: AtomicU64::new(0),
             last_oom_ms: AtomicU64::new(0),
             ending: AtomicBool::new(false),
+            fit_written: AtomicBool::new(false),
+            fit_free: Mutex::new(Vec::new()),
         }
     }
 
@@ -370,6 +376,7 @@ impl Runtime {
             return;
         }
         self.ending.store(true, Ordering::Relaxed);
+        self.write_fit(false);
         for slot in self.all() {
             let sampler = lock(&slot.sampler).take();
             drop(sampler);
@@ -392,6 +399,52 @@ impl Runtime {
         if ooms > 0 {
             self.tell_run(true);
         }
+    }
+
+    /// `oomscope fit`'s probe: each device's tape and this process's result, into the fit
+    /// directory, once (a process that never allocated on a GPU writes nothing). True when
+    /// written now.
+    fn write_fit(&self, stopped: bool) -> bool {
+        let Some(dir) = &self.config.fit_dir else { return false };
+        if self.all().is_empty() || self.fit_written.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let pid = std::process::id();
+        let free_at_start = lock(&self.fit_free).clone();
+        let mut result = oomscope_format::fit::ProbeResult {
+            pid,
+            stopped,
+            step: self.step.load(Ordering::Relaxed).max(-1),
+            ooms: self.ooms.load(Ordering::Relaxed),
+            devices: Vec::new(),
+        };
+        for s in self.all() {
+            let name = format!("tape-{pid}-gpu{}.jsonl", s.device);
+            let written = oomscope_format::atomic::write_file(&dir.join(&name), |w| {
+                s.allocator.write_tape(&mut &mut *w).map(|_| ())
+            });
+            if let Err(e) = written {
+                self.warn("fit", &format!("{}: the tape was not written: {e}", dir.join(&name).display()));
+                return false;
+            }
+            let stats = s.allocator.stats();
+            let info = s.allocator.with_engine(|e| oomscope_core::View::device_info(e));
+            result.devices.push(oomscope_format::fit::ProbeDevice {
+                device: s.device,
+                tape: name,
+                peak_allocated: stats.peak_bytes_in_use,
+                peak_reserved: stats.peak_pool_bytes,
+                total: info.total,
+                free: free_at_start.iter().find(|(d, _)| *d == s.device).map_or(info.total, |(_, f)| *f),
+            });
+        }
+        let path = dir.join(format!("result-{pid}.json"));
+        let text = serde_json::to_vec(&result).unwrap_or_default();
+        if let Err(e) = oomscope_format::atomic::write_file(&path, |w| w.write_all(&text)) {
+            self.warn("fit", &format!("{}: not written: {e}", path.display()));
+            return false;
+        }
+        true
     }
 
     fn all(&self) -> Vec<&Slot> {
@@ -442,11 +495,14 @@ impl Runtime {
             opts.device_name = format!("/job:localhost/replica:0/task:0/device:GPU:{ordinal}");
             Engine::Bfc(Bfc::new(opts, dev))
         };
-        let allocator = Arc::new(
-            Allocator::from_engine(engine, Recording::default())
-                .with_source(source)
-                .with_process(self.config.process.clone()),
-        );
+        let mut allocator = Allocator::from_engine(engine, Recording::default())
+            .with_source(source)
+            .with_process(self.config.process.clone());
+        if self.config.fit_dir.is_some() {
+            allocator = allocator.with_tape();
+        }
+        let allocator = Arc::new(allocator);
+        lock(&self.fit_free).push((ordinal, mem.free));
         let step = self.step.load(Ordering::Relaxed);
         if step != NO_STEP {
             allocator.mark_step(step);
@@ -566,6 +622,7 @@ impl Runtime {
                 .collect();
             let held = slot.allocator.with_engine(|e| e.hold_free(ptr, slot.allocator.elapsed_ns()));
             if held {
+                slot.allocator.note_free(ptr);
                 let mut st = lock(&slot.streams);
                 // An entry left for this address is stale (the block was reused since).
                 st.deferred.retain(|(p, _)| *p != ptr);
@@ -623,6 +680,7 @@ impl Runtime {
             s.release_deferred(true);
             let t_ns = s.allocator.elapsed_ns();
             s.allocator.with_engine(|e| e.empty_cache(t_ns));
+            s.allocator.note_empty_cache();
         }
     }
 
@@ -662,6 +720,14 @@ impl Runtime {
         self.step.store(step, Ordering::Relaxed);
         for s in self.all() {
             s.allocator.mark_step(step);
+        }
+        if self.config.fit_steps.is_some_and(|n| step >= n) && self.write_fit(true) {
+            // The probe has what it came for: the program ends here, as if it had finished
+            // (its own teardown, a checkpoint at the end, is not part of a step).
+            let _ = std::io::stderr().flush();
+            // SAFETY: _exit ends the process at once; nothing here is left half-written
+            // (the tape and the result are renamed into place).
+            unsafe { libc::_exit(0) };
         }
         if self.config.dump_at_steps.binary_search(&step).is_err() {
             return;

@@ -1,7 +1,7 @@
 //! What fits a device, as `oomscope fit` finds it by replay (`oomscope_sim::workload::fit`):
 //! plain data, printed as JSON by `--format json` and in words by `oomscope_report::fit`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One replay at one batch.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -51,4 +51,155 @@ pub struct LimitFit {
     /// no device serves (`min_limit` is then that bound, not an answer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub never_fits: Option<u64>,
+}
+
+/// What a process run by `oomscope fit` says of itself at the end of its probe (or at
+/// exit): written by the C ABI as `result-PID.json` beside its tapes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub pid: u32,
+    /// It reached the step it was to stop at (and was ended there).
+    pub stopped: bool,
+    /// The last step marked (-1: none).
+    pub step: i64,
+    /// Allocations that failed.
+    pub ooms: u64,
+    pub devices: Vec<ProbeDevice>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeDevice {
+    pub device: i32,
+    /// The tape's file name, in the same directory.
+    pub tape: String,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    /// The device's memory, and what was free when the process first used it.
+    pub total: u64,
+    pub free: u64,
+}
+
+/// `oomscope fit -- CMD ... {batch} ...`: the answer, and every figure behind it, as
+/// `--format json` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CommandFit {
+    /// The largest batch whose step replays without an OOM on the device (None: not even 1).
+    pub largest_batch: Option<u64>,
+    /// Bytes to spare at that batch's peak: the capacity less its peak reserved.
+    pub headroom: Option<u64>,
+    /// By batch, ascending: replayed, and measured where a run checked it.
+    pub batches: Vec<FitRow>,
+    pub device: FitDevice,
+    /// Training steps each run made before it was ended.
+    pub steps: u32,
+    pub probes: Vec<ProbeRow>,
+    /// The step's requests; how many grow with the batch; how many do not follow it
+    /// exactly (extrapolated), with their bytes at the largest probe.
+    pub requests: u64,
+    pub growing: u64,
+    pub irregular: u64,
+    pub irregular_bytes: u64,
+    /// The batch the user trains at (`--batch`), and what it needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    /// Requested bytes live at the peak of the user's batch (else the largest that fits),
+    /// by kind, largest first.
+    pub by_kind: Vec<KindBytes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_kind_batch: Option<u64>,
+    /// The largest batch under other allocator settings (replayed).
+    pub settings: Vec<SettingsRow>,
+    /// Micro-batch and accumulation steps that keep the user's batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accumulation: Option<Accumulation>,
+    /// Why the answer was not checked by a run, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
+}
+
+/// `oomscope fit -- CMD` without `{batch}`: the command as given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CommandPrediction {
+    pub fits: bool,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    pub headroom: Option<u64>,
+    pub device: FitDevice,
+    pub steps: u32,
+    pub by_kind: Vec<KindBytes>,
+    /// The request that failed in the replay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<FailedRequest>,
+    /// The probe's own figures, on an unlimited device.
+    pub probe: ProbeRow,
+    pub settings: Vec<SettingsFits>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FitRow {
+    pub batch: u64,
+    pub fits: bool,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+    /// "replayed" or "measured".
+    pub how: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<FailedRequest>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FailedRequest {
+    pub op: String,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FitDevice {
+    /// The card or the size, as given (`h100`, `16GiB`), or the GPU the probes ran on.
+    pub name: String,
+    pub total: u64,
+    /// Held outside the allocator (other processes, `--others`).
+    pub others: u64,
+    /// What the allocator may use: the device less the others, or the limit.
+    pub capacity: u64,
+    /// The caching allocator's settings (`PYTORCH_CUDA_ALLOC_CONF`), empty for the defaults.
+    pub settings: String,
+    /// Where the probes ran: "gpu" or "cpu" (emulated).
+    pub probes_on: &'static str,
+}
+
+/// A probe run: its batch, how long it took, its peaks (measured, on an unlimited device)
+/// and the replay of its own tape at its batch (the same figures, or the model is wrong).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProbeRow {
+    pub batch: u64,
+    pub seconds: f64,
+    pub requests: u64,
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KindBytes {
+    pub kind: crate::Kind,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SettingsRow {
+    pub settings: String,
+    pub largest_batch: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SettingsFits {
+    pub settings: String,
+    pub fits: bool,
+    pub peak_reserved: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Accumulation {
+    pub micro_batch: u64,
+    pub steps: u64,
 }

@@ -5,6 +5,7 @@
 //! a fix at an OOM, and nothing of the importers or the workload simulator.
 
 pub mod replay;
+pub mod scaled;
 pub mod what_if;
 
 pub use replay::{Allocator, Outcome, Settings, replay, replay_observed};

@@ -3,7 +3,7 @@
 //! fitted to the replays.
 
 use oomscope_base::size::human;
-use oomscope_format::fit::{BatchFit, LimitFit};
+use oomscope_format::fit::{BatchFit, CommandFit, CommandPrediction, FitDevice, LimitFit};
 use oomscope_format::{Mode, WorkloadInfo};
 use std::fmt::Write;
 
@@ -125,6 +125,176 @@ pub fn batch(w: &WorkloadInfo, samples: u64, on: &str, limit: u64, f: &BatchFit)
         human(f.fixed.max(0.0) as u64),
         human(f.per_sample.max(0.0) as u64),
         f.line_prediction
+    );
+    o
+}
+
+/// `oomscope fit -- CMD {batch}`'s answer, first, then the figures behind it. Sizes as
+/// PyTorch prints them.
+pub fn command(f: &CommandFit, command: &str) -> String {
+    use oomscope_base::size::torch;
+    let mut o = String::new();
+    let on = device_line(&f.device);
+    let measured = |b: u64| f.batches.iter().find(|r| r.batch == b && r.how == "measured");
+    match f.largest_batch {
+        Some(l) => {
+            let _ = writeln!(
+                o,
+                "Largest batch that fits on {on}: {l}, with {} to spare at its peak (replayed).",
+                torch(f.headroom.unwrap_or(0))
+            );
+            let said = match (measured(l), measured(l + 1)) {
+                (Some(a), Some(b)) => {
+                    format!("Checked by runs: batch {l} {}; batch {} {}.", trained(a), l + 1, trained(b))
+                }
+                (Some(a), None) => format!("Checked by a run: batch {l} {}.", trained(a)),
+                _ => format!("Not checked by a run: {}.", f.unchecked.as_deref().unwrap_or("not asked")),
+            };
+            let _ = writeln!(o, "{said}");
+        }
+        None => {
+            let _ = writeln!(o, "Nothing fits on {on}: even batch 1 runs out of memory (replayed).");
+        }
+    }
+    let _ = writeln!(o, "\n  {:>7}  {:<5}  {:>15}  {:>15}  how", "batch", "fits", "peak allocated", "peak reserved");
+    for r in &f.batches {
+        let _ = writeln!(
+            o,
+            "  {:>7}  {:<5}  {:>15}  {:>15}  {}{}",
+            r.batch,
+            if r.fits { "yes" } else { "no" },
+            if r.fits || r.how == "measured" { torch(r.peak_allocated) } else { "-".into() },
+            if r.fits || r.how == "measured" { torch(r.peak_reserved) } else { "-".into() },
+            r.how,
+            match (&r.failed, r.fits) {
+                (Some(x), false) if x.bytes != u64::MAX => format!(" (fails at {} by {})", torch(x.bytes), x.op),
+                _ => String::new(),
+            }
+        );
+    }
+    if let Some(b) = f.by_kind_batch
+        && !f.by_kind.is_empty()
+    {
+        let total: u64 = f.by_kind.iter().map(|k| k.bytes).sum();
+        let yours = if f.batch == Some(b) { " (yours)" } else { "" };
+        let _ = writeln!(o, "\nAt batch {b}{yours}, live at the peak ({} requested):", torch(total));
+        for k in &f.by_kind {
+            let _ = writeln!(o, "  {:>12}  {}", torch(k.bytes), k.kind.plural());
+        }
+    }
+    if let Some(a) = &f.accumulation {
+        let _ = writeln!(
+            o,
+            "\nTo keep your batch of {}: batch {} with {} gradient accumulation steps ({} × {}).",
+            f.batch.unwrap_or(0),
+            a.micro_batch,
+            a.steps,
+            a.micro_batch,
+            a.steps
+        );
+    }
+    for s in &f.settings {
+        let _ = writeln!(
+            o,
+            "With {}: {} (replayed).",
+            s.settings,
+            s.largest_batch.map_or_else(|| "nothing fits".to_string(), |b| format!("largest batch {b}"))
+        );
+    }
+    let probes: Vec<String> = f.probes.iter().map(|p| p.batch.to_string()).collect();
+    let secs: f64 = f.probes.iter().map(|p| p.seconds).sum();
+    let _ = writeln!(
+        o,
+        "\nLearned from {} runs of `{command}` at batches {} ({} steps each, {:.1} s, {}): {} requests a \
+         step, {} growing with the batch.",
+        f.probes.len(),
+        probes.join(", "),
+        f.steps,
+        secs,
+        if f.device.probes_on == "gpu" { "on the GPU" } else { "emulated on the CPU" },
+        f.requests,
+        f.growing
+    );
+    if f.irregular > 0 {
+        let _ = writeln!(
+            o,
+            "{} requests ({} at batch {}) do not grow in proportion to the batch: their sizes beyond the probes \
+             are extrapolated.",
+            f.irregular,
+            torch(f.irregular_bytes),
+            f.probes.last().map_or(0, |p| p.batch)
+        );
+    }
+    o
+}
+
+fn trained(r: &oomscope_format::fit::FitRow) -> String {
+    use oomscope_base::size::torch;
+    if r.fits {
+        format!("trained (peak {} allocated, {} reserved)", torch(r.peak_allocated), torch(r.peak_reserved))
+    } else {
+        "ran out of memory".to_string()
+    }
+}
+
+fn device_line(d: &FitDevice) -> String {
+    use oomscope_base::size::torch;
+    let mut s = format!("{} ({})", d.name, torch(d.total));
+    if d.others > 0 {
+        let _ = write!(s, ", {} held outside the allocator", torch(d.others));
+    }
+    if d.capacity < d.total.saturating_sub(d.others) {
+        let _ = write!(s, ", limit {}", torch(d.capacity));
+    }
+    if !d.settings.is_empty() {
+        let _ = write!(s, ", {}", d.settings);
+    }
+    s
+}
+
+/// `oomscope fit -- CMD` without `{batch}`: the command as given.
+pub fn prediction(p: &CommandPrediction, command: &str) -> String {
+    use oomscope_base::size::torch;
+    let mut o = String::new();
+    let on = device_line(&p.device);
+    if p.fits {
+        let _ = writeln!(
+            o,
+            "`{command}` fits on {on}: peak {} allocated, {} reserved, {} to spare (replayed).",
+            torch(p.peak_allocated),
+            torch(p.peak_reserved),
+            torch(p.headroom.unwrap_or(0))
+        );
+    } else {
+        let at =
+            p.failed.as_ref().map_or(String::new(), |f| format!(": it fails asking {} for {}", torch(f.bytes), f.op));
+        let _ = writeln!(
+            o,
+            "`{command}` does not fit on {on}{at} (replayed). On unlimited memory it peaks at {} allocated, {} reserved.",
+            torch(p.probe.peak_allocated),
+            torch(p.probe.peak_reserved)
+        );
+    }
+    for s in &p.settings {
+        let _ = writeln!(
+            o,
+            "With {}: {} (replayed).",
+            s.settings,
+            if s.fits { format!("fits, peak {} reserved", torch(s.peak_reserved)) } else { "does not fit".into() }
+        );
+    }
+    if !p.by_kind.is_empty() {
+        let _ = writeln!(o, "\nLive at the peak:");
+        for k in &p.by_kind {
+            let _ = writeln!(o, "  {:>12}  {}", torch(k.bytes), k.kind.plural());
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nLearned from one run of {} steps ({:.1} s, {}).",
+        p.steps,
+        p.probe.seconds,
+        if p.device.probes_on == "gpu" { "on the GPU" } else { "emulated on the CPU" }
     );
     o
 }

@@ -1,0 +1,366 @@
+//! `oomscope fit -- CMD ... {batch} ...`: what fits, from the user's own program.
+//!
+//! 1. **Probes.** The command runs under `oomscope run` at a few small batches (2, 4, 6 by
+//!    default), each ended after `steps` optimizer steps (the optimizer's state is made at
+//!    the first), on the GPU when there is one, else on the CPU with PyTorch's tensors
+//!    counted as the simulated GPU's. Each run's allocator keeps every request on a tape.
+//! 2. **The step as a function of the batch** ([`oomscope_replay::scaled`]): the tapes must
+//!    hold the same requests; each size is fitted as `fixed + per_sample × batch`.
+//! 3. **The answer, by replay**: the step replayed through the caching allocator at any
+//!    batch, on the device fit answers for; the largest batch that fits by doubling and
+//!    bisection over replays (monotone: a batch that fits is assumed to fit at every
+//!    smaller one).
+//! 4. **The check, by a run**: the command at the answer (and the next batch) on that
+//!    device, when this machine can run it; what was measured is said as such.
+
+pub mod probe;
+pub mod tape;
+
+use oomscope_base::Problem;
+use oomscope_format::fit::{
+    Accumulation, CommandFit, CommandPrediction, FailedRequest, FitDevice, FitRow, KindBytes, ProbeRow, SettingsFits,
+    SettingsRow,
+};
+use oomscope_replay::Settings;
+use oomscope_replay::scaled::{Probed, Scaled, ScaledRun, scale};
+pub use probe::{Launch, RunOutcome, Target};
+use std::path::{Path, PathBuf};
+
+/// What `fit` is asked.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub launch: Launch,
+    /// The device answered for: its memory and name; others' memory on it; the limit.
+    pub device: FitDevice,
+    /// The caching allocator's settings of the answer (parsed from `device.settings`).
+    pub torch: oomscope_core::caching::Settings,
+    /// Probe batches, ascending (at least two).
+    pub probes: Vec<u64>,
+    pub max_batch: u64,
+    /// The batch the user trains at.
+    pub batch: Option<u64>,
+    pub check: bool,
+    /// Where runs keep their files (a private directory the caller removes).
+    pub dir: PathBuf,
+}
+
+/// What fit is doing, for a progress line.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    Run { what: &'static str, batch: Option<u64>, n: usize, of: usize },
+    Ran { seconds: f64 },
+    Replaying,
+}
+
+/// Replay settings for the device of `r` under `torch`.
+fn settings(r: &Request, torch: &oomscope_core::caching::Settings) -> Settings {
+    let mut o = oomscope_core::bfc::Options::new(r.device.capacity);
+    o.history = 0;
+    Settings {
+        options: o,
+        device_total: r.device.total,
+        device_others: r.device.others,
+        device_model: r.device.name.clone(),
+        keep_going: false,
+        allocator: oomscope_replay::Allocator::Caching(Box::new(torch.clone())),
+    }
+}
+
+fn row(run: &ScaledRun, how: &'static str) -> FitRow {
+    FitRow {
+        batch: run.batch,
+        fits: run.fits,
+        peak_allocated: run.peak_allocated,
+        peak_reserved: run.peak_reserved,
+        how,
+        failed: run.failed.as_ref().map(|(op, bytes)| FailedRequest { op: op.clone(), bytes: *bytes }),
+    }
+}
+
+fn kinds(run: &ScaledRun) -> Vec<KindBytes> {
+    run.by_kind.iter().map(|&(kind, bytes)| KindBytes { kind, bytes }).collect()
+}
+
+/// The largest batch in `1..=max` whose replay fits, and every replay made on the way.
+pub fn largest(step: &Scaled, s: &Settings, max: u64, runs: &mut Vec<ScaledRun>) -> Option<u64> {
+    let fits = |b: u64, runs: &mut Vec<ScaledRun>| replayed(step, s, b, runs).fits;
+    if !fits(1, runs) {
+        return None;
+    }
+    let (mut lo, mut hi) = (1u64, 2u64);
+    while hi <= max && fits(hi, runs) {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+    }
+    let mut hi = hi.min(max.saturating_add(1));
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid, runs) { lo = mid } else { hi = mid }
+    }
+    Some(lo)
+}
+
+/// The replay at `batch`, made once.
+fn replayed<'a>(step: &Scaled, s: &Settings, batch: u64, runs: &'a mut Vec<ScaledRun>) -> &'a ScaledRun {
+    match runs.iter().position(|x| x.batch == batch) {
+        Some(i) => &runs[i],
+        None => {
+            runs.push(step.replay(batch, s));
+            runs.last().expect("pushed")
+        }
+    }
+}
+
+/// Runs the probes and learns the step.
+fn learn(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled, Vec<ProbeRow>), Problem> {
+    let mut probed: Vec<Probed> = Vec::new();
+    let mut rows = Vec::new();
+    for (i, &b) in r.probes.iter().enumerate() {
+        progress(Progress::Run { what: "probe", batch: Some(b), n: i + 1, of: r.probes.len() });
+        let out = r.launch.run(Some(b), &Target::Unlimited, &r.dir.join(format!("probe-{b}")))?;
+        progress(Progress::Ran { seconds: out.seconds });
+        let p = tape::read(&out.tape, b)?;
+        rows.push(probe_row(&out, &p));
+        probed.push(p);
+    }
+    let step = scale(&probed).map_err(|m| {
+        Problem(format!(
+            "the program's requests do not follow the batch: {m}. fit needs a step that makes the same \
+             requests at every batch (data-dependent shapes, a batch read from elsewhere than {{batch}}, or \
+             randomness in what is allocated break it)"
+        ))
+    })?;
+    Ok((step, rows))
+}
+
+fn probe_row(out: &RunOutcome, p: &Probed) -> ProbeRow {
+    let d = out.result.devices.first();
+    ProbeRow {
+        batch: out.batch.unwrap_or(0),
+        seconds: (out.seconds * 100.0).round() / 100.0,
+        requests: p.entries.len() as u64,
+        peak_allocated: d.map_or(0, |d| d.peak_allocated),
+        peak_reserved: d.map_or(0, |d| d.peak_reserved),
+    }
+}
+
+/// Whether this machine can run the command at a batch whose step reserves `reserved`
+/// bytes (emulated on the CPU, the memory is the host's); why not, when it cannot.
+fn can_check(r: &Request, reserved: u64) -> Result<(), String> {
+    if !r.check {
+        return Err("--no-check".into());
+    }
+    if r.launch.on_gpu {
+        return Ok(());
+    }
+    let available = host_available().unwrap_or(0);
+    let needed = reserved + reserved / 4 + (1 << 30);
+    if needed > available {
+        return Err(format!(
+            "a run there, emulated on this CPU, would need about {} of host memory and {} is available",
+            oomscope_base::size::human(needed),
+            oomscope_base::size::human(available)
+        ));
+    }
+    Ok(())
+}
+
+fn host_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A check run at `batch` on the device: whether it trained its steps without an OOM.
+fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(bool, FitRow), Problem> {
+    let out = r.launch.run(batch, &Target::Device { capacity: r.device.capacity }, &r.dir.join(name))?;
+    let d = out.result.devices.first();
+    let fits = out.result.ooms == 0;
+    Ok((
+        fits,
+        FitRow {
+            batch: batch.unwrap_or(0),
+            fits,
+            peak_allocated: d.map_or(0, |d| d.peak_allocated),
+            peak_reserved: d.map_or(0, |d| d.peak_reserved),
+            how: "measured",
+            failed: None,
+        },
+    ))
+}
+
+/// The settings tried beside the user's: expandable segments, when not on.
+fn other_settings(torch: &oomscope_core::caching::Settings) -> Vec<(String, oomscope_core::caching::Settings)> {
+    let mut out = Vec::new();
+    if !torch.expandable_segments {
+        let mut s = torch.clone();
+        s.expandable_segments = true;
+        out.push(("expandable_segments:True".to_string(), s));
+    }
+    out
+}
+
+/// The smallest number of accumulation steps whose micro-batch fits and keeps `want` exactly.
+pub fn accumulation(want: u64, largest: u64) -> Option<Accumulation> {
+    if largest == 0 || want <= largest {
+        return None;
+    }
+    (want.div_ceil(largest)..=want)
+        .find(|k| want % k == 0 && want / k <= largest)
+        .map(|k| Accumulation { micro_batch: want / k, steps: k })
+}
+
+/// `fit` of a command with `{batch}`.
+pub fn fit(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandFit, Problem> {
+    let (step, probes) = learn(r, progress)?;
+    progress(Progress::Replaying);
+    let s = settings(r, &r.torch);
+    let mut runs = Vec::new();
+    let largest_batch = largest(&step, &s, r.max_batch, &mut runs);
+    let mut out = CommandFit {
+        largest_batch,
+        device: r.device.clone(),
+        steps: r.launch.steps,
+        probes,
+        requests: step.entries.len() as u64,
+        growing: step.growing() as u64,
+        batch: r.batch,
+        ..CommandFit::default()
+    };
+    (out.irregular, out.irregular_bytes) = {
+        let (n, b) = step.irregular();
+        (n as u64, b)
+    };
+    // The table: powers of two up to the first that fails, the probes, the answer and the
+    // next, the user's batch.
+    let mut table: Vec<u64> = r.probes.clone();
+    let mut p = 1u64;
+    while p <= r.max_batch {
+        table.push(p);
+        if !replayed(&step, &s, p, &mut runs).fits {
+            break;
+        }
+        p *= 2;
+    }
+    table.extend(largest_batch.iter().flat_map(|&l| [l, l + 1]));
+    table.extend(r.batch);
+    table.sort_unstable();
+    table.dedup();
+    for &b in &table {
+        let run = replayed(&step, &s, b, &mut runs);
+        out.batches.push(row(run, "replayed"));
+    }
+    let at = r.batch.or(largest_batch).unwrap_or(1);
+    let at_run = step.replay(at, &s);
+    out.by_kind = kinds(&at_run);
+    out.by_kind_batch = Some(at);
+    if let Some(l) = largest_batch {
+        let peak = out.batches.iter().find(|x| x.batch == l).map_or(0, |x| x.peak_reserved);
+        out.headroom = Some(r.device.capacity.saturating_sub(peak));
+        out.accumulation = r.batch.and_then(|want| accumulation(want, l));
+    }
+    for (name, torch) in other_settings(&r.torch) {
+        let mut tried = Vec::new();
+        out.settings.push(SettingsRow {
+            settings: name,
+            largest_batch: largest(&step, &settings(r, &torch), r.max_batch, &mut tried),
+        });
+    }
+    checks(r, &mut out, progress)?;
+    Ok(out)
+}
+
+/// The answer's check by runs: at the largest batch, and at the next.
+fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress)) -> Result<(), Problem> {
+    let Some(l) = out.largest_batch else {
+        out.unchecked = Some("nothing fits, not even batch 1 (replayed)".into());
+        return Ok(());
+    };
+    // A run that does not fit stops at the device's capacity.
+    let next = out.batches.iter().find(|x| x.batch == l + 1).map_or(r.device.capacity, |x| x.peak_reserved);
+    if let Err(why) = can_check(r, next.min(r.device.capacity)) {
+        out.unchecked = Some(why);
+        return Ok(());
+    }
+    let batches = if l < r.max_batch { vec![l, l + 1] } else { vec![l] };
+    for (i, &b) in batches.iter().enumerate() {
+        progress(Progress::Run { what: "check", batch: Some(b), n: i + 1, of: batches.len() });
+        let (_, measured) = check(r, Some(b), &format!("check-{b}"))?;
+        progress(Progress::Ran { seconds: 0.0 });
+        out.batches.push(measured);
+    }
+    out.batches.sort_by_key(|x| (x.batch, x.how == "measured"));
+    Ok(())
+}
+
+/// `fit` of a command without `{batch}`: its peaks on the device, and whether it fits.
+pub fn predict(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandPrediction, Problem> {
+    progress(Progress::Run { what: "probe", batch: None, n: 1, of: 1 });
+    let out = r.launch.run(None, &Target::Unlimited, &r.dir.join("probe"))?;
+    progress(Progress::Ran { seconds: out.seconds });
+    let p = tape::read(&out.tape, 1)?;
+    let row = probe_row(&out, &p);
+    // One probe: every size as it was (a second probe at the same batch would say the same).
+    let step = scale(&[p.clone(), Probed { batch: 2, ..p }]).map_err(|m| Problem(m.to_string()))?;
+    progress(Progress::Replaying);
+    let run = step.replay(1, &settings(r, &r.torch));
+    let mut pred = CommandPrediction {
+        fits: run.fits,
+        peak_allocated: run.peak_allocated,
+        peak_reserved: run.peak_reserved,
+        headroom: run.fits.then(|| r.device.capacity.saturating_sub(run.peak_reserved)),
+        device: r.device.clone(),
+        steps: r.launch.steps,
+        by_kind: kinds(&run),
+        failed: run.failed.as_ref().map(|(op, bytes)| FailedRequest { op: op.clone(), bytes: *bytes }),
+        probe: row,
+        settings: Vec::new(),
+    };
+    for (name, torch) in other_settings(&r.torch) {
+        let o = step.replay(1, &settings(r, &torch));
+        pred.settings.push(SettingsFits { settings: name, fits: o.fits, peak_reserved: o.peak_reserved });
+    }
+    Ok(pred)
+}
+
+/// A private directory for the runs' files, removed when dropped.
+#[derive(Debug)]
+pub struct RunDir(pub PathBuf);
+
+impl RunDir {
+    pub fn new() -> Result<RunDir, Problem> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = std::env::temp_dir().join(format!("oomscope-fit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| Problem(format!("{}: cannot create: {e}", path.display())))?;
+        Ok(RunDir(path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accumulation_keeps_the_batch_exactly_with_the_fewest_steps() {
+        assert_eq!(accumulation(64, 50), Some(Accumulation { micro_batch: 32, steps: 2 }));
+        assert_eq!(accumulation(64, 16), Some(Accumulation { micro_batch: 16, steps: 4 }));
+        assert_eq!(accumulation(63, 20), Some(Accumulation { micro_batch: 9, steps: 7 }));
+        assert_eq!(accumulation(16, 16), None);
+        assert_eq!(accumulation(7, 3), Some(Accumulation { micro_batch: 1, steps: 7 }));
+    }
+}

@@ -1,0 +1,140 @@
+//! `oomscope fit [--device CARD|SIZE] -- CMD ... {batch} ...`: flags in, the answer out
+//! (`oomscope_fit` does the work).
+
+use super::args::{FitArgs, FitFormat};
+use super::{CliError, output};
+use oomscope_core::device::cuda;
+use oomscope_fit::{Launch, Progress, Request, RunDir};
+use oomscope_format::fit::FitDevice;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+pub fn run(a: FitArgs) -> Result<u8, CliError> {
+    if let Some(input) = &a.input {
+        return Err(CliError(format!("give either a workload or trace ({input}) or a command after --, not both")));
+    }
+    let on_gpu = a.device.is_none() && cuda::driver_present();
+    let (name, total) = match &a.device {
+        Some(d) => (d.model.clone(), d.total),
+        None if on_gpu => ("the GPU here".to_string(), 0),
+        None => {
+            return Err(CliError(
+                "no GPU here: name the one to fit on with --device (a card: h100, a100-80, rtx-4090; or a size: \
+                 24GiB); the program then runs emulated on this CPU"
+                    .into(),
+            ));
+        }
+    };
+    let settings = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_default();
+    let torch = oomscope_core::caching::Settings::parse(&settings)
+        .map_err(|e| CliError(format!("PYTORCH_CUDA_ALLOC_CONF={settings}: {} (PyTorch would refuse it too)", e.0)))?;
+    let mut probes = a.probes.clone();
+    probes.sort_unstable();
+    probes.dedup();
+    if probes.len() < 2 || probes[0] == 0 {
+        return Err(CliError("--probes: give at least two different batches of 1 or more (2,4,6)".into()));
+    }
+    let bin = std::env::current_exe().map_err(|e| CliError(format!("cannot find this program's path: {e}")))?;
+    let launch = Launch {
+        bin,
+        command: a.command.clone(),
+        on_gpu,
+        steps: a.steps,
+        timeout: Duration::from_secs(a.timeout),
+        settings: None,
+    };
+    let dir = RunDir::new()?;
+    oomscope_fit::probe::end_runs_with_us();
+    let mut device = FitDevice {
+        name,
+        total,
+        others: a.others,
+        capacity: 0,
+        settings,
+        probes_on: if on_gpu { "gpu" } else { "cpu" },
+    };
+    if on_gpu {
+        // The GPU's own figures come with the first probe; until then, a guess the probes
+        // do not use.
+        device.total = u64::MAX / 4;
+    }
+    if device.others >= device.total {
+        return Err(CliError("--others leaves nothing of the device".into()));
+    }
+    device.capacity = a.limit.unwrap_or(u64::MAX).min(device.total - device.others);
+    let mut r = Request {
+        launch,
+        device,
+        torch,
+        probes,
+        max_batch: a.max_batch.unwrap_or(1 << 20),
+        batch: a.batch,
+        check: !a.no_check,
+        dir: dir.path().to_path_buf(),
+    };
+    let command = a.command.join(" ");
+    let mut progress = progress_line();
+    if !r.launch.has_batch() {
+        if on_gpu {
+            gpu_figures(&mut r, a.limit, &mut progress)?;
+        }
+        let p = oomscope_fit::predict(&r, &mut progress)?;
+        let text = match a.format {
+            FitFormat::Json => serde_json::to_string(&p).unwrap_or_default() + "\n",
+            FitFormat::Text => oomscope_report::fit::prediction(&p, &command),
+        };
+        output::print(&text)?;
+        return Ok(if p.fits { 0 } else { 1 });
+    }
+    if on_gpu {
+        gpu_figures(&mut r, a.limit, &mut progress)?;
+    }
+    let f = oomscope_fit::fit(&r, &mut progress)?;
+    let text = match a.format {
+        FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
+        FitFormat::Text => oomscope_report::fit::command(&f, &command),
+    };
+    output::print(&text)?;
+    Ok(if f.largest_batch.is_some() { 0 } else { 1 })
+}
+
+/// On a GPU: its memory, and what the allocator may have of it (what was free when a run
+/// first allocated, or the limit), from a run of the command at its first probe batch.
+fn gpu_figures(r: &mut Request, limit: Option<u64>, progress: &mut dyn FnMut(Progress)) -> Result<(), CliError> {
+    let batch = r.launch.has_batch().then(|| r.probes[0]);
+    progress(Progress::Run { what: "look at the GPU", batch, n: 1, of: 1 });
+    let mut l = r.launch.clone();
+    l.steps = 1;
+    let out = l.run(batch, &oomscope_fit::Target::Unlimited, &r.dir.join("gpu"))?;
+    progress(Progress::Ran { seconds: out.seconds });
+    let d = out.result.devices.first().ok_or_else(|| CliError("the run allocated nothing on the GPU".into()))?;
+    r.device.name = "GPU 0".into();
+    r.device.total = d.total;
+    r.device.others = d.total.saturating_sub(d.free).max(r.device.others);
+    r.device.capacity = limit.unwrap_or(d.free).min(d.total - r.device.others.min(d.total));
+    Ok(())
+}
+
+/// Progress on stderr, on a terminal only.
+fn progress_line() -> impl FnMut(Progress) {
+    let on = std::io::stderr().is_terminal();
+    move |p| {
+        if !on {
+            return;
+        }
+        let mut e = std::io::stderr().lock();
+        let _ = match p {
+            Progress::Run { what, batch, n, of } => write!(
+                e,
+                "oomscope fit: {what} {n} of {of}{} ...",
+                batch.map_or(String::new(), |b| format!(", batch {b}"))
+            ),
+            Progress::Ran { seconds } if seconds > 0.0 => writeln!(e, " {seconds:.1} s"),
+            Progress::Ran { .. } => writeln!(e, " done"),
+            Progress::Replaying => writeln!(e, "oomscope fit: replaying"),
+        };
+    }
+}

@@ -1,0 +1,197 @@
+//! `oomscope fit -- CMD {batch}` on real PyTorch programs, emulated on this CPU: the largest
+//! batch it answers is the largest that really trains (a run of the program at it, under
+//! the same allocator on the same device, trains; one at the next batch runs out of
+//! memory), and the peaks it replays are those the run measures. And what it says when the
+//! program cannot be probed.
+
+use crate::common::{root, temp_dir, torch_python};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn tests_python() -> PathBuf {
+    root().join("tests/python")
+}
+
+fn fit(args: &[&str], program: &[&str]) -> (std::process::Output, Value) {
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .arg("fit")
+        .args(args)
+        .args(["--format", "json", "--"])
+        .args(program)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o, v)
+}
+
+/// The program at `batch` under `oomscope run` on a simulated device of `device`, for all
+/// of its own steps: whether it trained.
+fn trains(py: &str, program: &str, batch: u64, device: &str) -> bool {
+    let dir = temp_dir("fit-run");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", &format!("sim:{device}"), "--dump-dir"])
+        .arg(dir.join("dumps"))
+        .args(["--", py])
+        .arg(tests_python().join("fit").join(program))
+        .args(["--batch", &batch.to_string()])
+        .env("OOMSCOPE_TORCH_EMULATE", "1")
+        .env("OOMSCOPE_QUIET", "1")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    std::fs::remove_dir_all(dir).unwrap();
+    let trained = o.status.success() && out.contains(&format!("trained {batch}"));
+    assert!(trained || err.contains("CUDA out of memory"), "neither trained nor ran out of memory:\n{out}\n{err}");
+    trained
+}
+
+fn row(v: &Value, batch: u64, how: &str) -> Value {
+    v["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["batch"] == batch && r["how"] == how)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {how} row at batch {batch}: {v}"))
+}
+
+fn within(replayed: u64, measured: u64, fraction: f64) -> bool {
+    (replayed as f64 - measured as f64).abs() <= measured as f64 * fraction
+}
+
+/// The answer for `program` on `device`, checked from outside and by fit's own runs.
+fn largest_batch_trains(program: &str, device: &str, extra: &[&str]) {
+    let py = torch_python();
+    let path = tests_python().join("fit").join(program);
+    let path = path.to_str().unwrap();
+    let mut args = vec!["--device", device];
+    args.extend_from_slice(extra);
+    let (o, v) = fit(&args, &[&py, path, "--batch", "{batch}"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let largest = v["largest_batch"].as_u64().unwrap_or_else(|| panic!("{v}"));
+    assert!(largest > 6, "the device holds more than the probes: {v}");
+    // Its own check: measured at the answer and the next batch, and the replayed peaks are
+    // the measured ones.
+    let (at, next) = (row(&v, largest, "measured"), row(&v, largest + 1, "measured"));
+    assert_eq!((at["fits"].as_bool(), next["fits"].as_bool()), (Some(true), Some(false)), "{v}");
+    let replayed = row(&v, largest, "replayed");
+    for peak in ["peak_allocated", "peak_reserved"] {
+        let (r, m) = (replayed[peak].as_u64().unwrap(), at[peak].as_u64().unwrap());
+        assert!(within(r, m, 0.02), "{peak} at batch {largest}: replayed {r}, measured {m}");
+    }
+    // And from outside: the program's own run, all its steps, at the answer and the next.
+    assert!(trains(&py, program, largest, device), "batch {largest} does not train on {device}");
+    assert!(!trains(&py, program, largest + 1, device), "batch {} trains too on {device}", largest + 1);
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn the_largest_batch_of_an_mlp_with_adamw_is_the_largest_that_trains() {
+    largest_batch_trains("mlp.py", "96MiB", &[]);
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn the_largest_batch_of_a_cnn_with_batchnorm_is_the_largest_that_trains() {
+    largest_batch_trains("cnn.py", "160MiB", &[]);
+}
+
+/// Without `{batch}`: the command as given, its peaks replayed on the device.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn a_command_without_a_batch_is_predicted_as_given() {
+    let py = torch_python();
+    let mlp = tests_python().join("fit/mlp.py");
+    let mlp = mlp.to_str().unwrap();
+    let (o, small) = fit(&["--device", "64MiB"], &[&py, mlp, "--batch", "4096", "--hidden", "1024"]);
+    assert_eq!(o.status.code(), Some(1), "does not fit: {small}");
+    assert_eq!(small["fits"], false, "{small}");
+    let (o, big) = fit(&["--device", "1GiB"], &[&py, mlp, "--batch", "4096", "--hidden", "1024"]);
+    assert!(o.status.success(), "{big}");
+    assert_eq!(big["fits"], true, "{big}");
+    // On a device as large as it wants, the replay is the probe's own run.
+    assert_eq!(big["peak_allocated"], big["probe"]["peak_allocated"], "{big}");
+    assert_eq!(big["peak_reserved"], big["probe"]["peak_reserved"], "{big}");
+}
+
+fn probe_fails(program: &str, extra: &[&str], expect: &str) -> String {
+    let py = torch_python();
+    let mut args = vec!["--device", "1GiB", "--no-check"];
+    args.extend_from_slice(extra);
+    let started = std::time::Instant::now();
+    let (o, _) = fit(&args, &[&py, "-c", program, "{batch}"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains(expect), "expected {expect:?}:\n{err}");
+    assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
+    err
+}
+
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn a_program_that_cannot_be_probed_is_told_and_nothing_is_left_running() {
+    // Never reaches a step.
+    let err = probe_fails(
+        "import sys, torch; x = torch.zeros(int(sys.argv[1]), 1000)",
+        &[],
+        "ended (exit 0) at step 0 of the 3 fit needs",
+    );
+    assert!(err.contains("optimizer.step()"), "{err}");
+    // Crashes.
+    probe_fails(
+        "import sys, torch; x = torch.zeros(int(sys.argv[1]), 1000); raise SystemExit('bad data file')",
+        &[],
+        "failed (exit 1)",
+    );
+    // Makes a different number of requests at each batch.
+    probe_fails(
+        "import sys, torch\n\
+         m = torch.nn.Linear(8, 8); o = torch.optim.SGD(m.parameters(), lr=0.1)\n\
+         for s in range(3):\n\
+         \x20   xs = [torch.zeros(4, 8) for _ in range(int(sys.argv[1]))]\n\
+         \x20   m(xs[0]).sum().backward(); o.step()",
+        &[],
+        "do not follow the batch",
+    );
+    // Hangs: ended at the timeout, with what it started.
+    let dir = temp_dir("fit-hang");
+    let pids = dir.join("pids");
+    let program = format!(
+        "import os, subprocess, sys, time, torch\n\
+         x = torch.zeros(int(sys.argv[1]), 1000)\n\
+         child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n\
+         open({:?}, 'a').write(f'{{os.getpid()}} {{child.pid}}\\n')\n\
+         time.sleep(600)",
+        pids.to_str().unwrap()
+    );
+    let err = probe_fails(&program, &["--timeout", "5"], "did not end within 5 s");
+    assert!(err.contains("--timeout SECONDS"), "{err}");
+    let written = std::fs::read_to_string(&pids).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for pid in written.split_whitespace() {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie its (dead) parent left to init.
+        assert!(stat.is_empty() || stat.contains(") Z "), "process {pid} still runs: {stat}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
