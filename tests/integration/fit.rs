@@ -195,3 +195,45 @@ fn a_program_that_cannot_be_probed_is_told_and_nothing_is_left_running() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// An OOM under `oomscope run` names no batch it has not checked: its fix is the
+/// `oomscope fit` line for this very command, and that line, run as printed, answers.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn an_oom_fix_gives_the_fit_line_for_its_own_command() {
+    let py = torch_python();
+    let dir = temp_dir("fit-oom");
+    let mlp = tests_python().join("fit/mlp.py");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:96MiB", "--dump-dir"])
+        .arg(dir.join("dumps"))
+        .args(["--", &py])
+        .arg(&mlp)
+        .args(["--batch", "8192"])
+        .env("OOMSCOPE_TORCH_EMULATE", "1")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(err.contains("CUDA out of memory"), "{err}");
+    // The fix, unwrapped: the line sits inside the verdict's words between backquotes.
+    let flat = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = flat.find("`oomscope fit --device 96MiB -- ").unwrap_or_else(|| panic!("no fit line: {flat}"));
+    let line = &flat[start + 1..];
+    let line = &line[..line.find('`').unwrap()];
+    assert!(line.ends_with("mlp.py --batch {batch}"), "{line}");
+    assert!(!flat.contains("or less ("), "no unchecked batch is named: {flat}");
+    // Run as printed (the words split on spaces, as a shell would).
+    let mut args: Vec<&str> = line.split(' ').skip(2).collect();
+    args.splice(0..0, ["--format", "json", "--no-check"]);
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope")).arg("fit").args(&args).current_dir(root()).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let largest = v["largest_batch"].as_u64().unwrap();
+    assert!(largest > 6 && largest < 8192, "{v}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

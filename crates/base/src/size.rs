@@ -90,6 +90,17 @@ pub fn human(n: u64) -> String {
     human_with(n, Rounding::Glibc)
 }
 
+/// A size as `--device` and `--limit` take it, exactly: in the largest binary unit that
+/// divides it (`8GiB`, `96MiB`), else in bytes.
+pub fn exact(n: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if n > 0 && n % (1u64 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
 /// StreamExecutor's variant used in `failed to allocate 11.00G (11811160064 bytes)`:
 /// the same scaling as [`human_bytes`] without the `iB`.
 pub fn human_bytes_driver(n: u64) -> String {
@@ -254,6 +265,14 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn exact_sizes_read_back_as_themselves() {
+        for (n, text) in [(8u64 << 30, "8GiB"), (96 << 20, "96MiB"), (1536 << 20, "1536MiB"), (1000, "1000"), (0, "0")] {
+            assert_eq!(super::exact(n), text);
+            assert_eq!(super::parse_size(text).unwrap(), n, "{text}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -69,6 +69,7 @@ impl Diagnosis {
                 fix: Fix::ExpandableSegments { what_if } | Fix::MaxSplitSize { what_if },
                 ..
             }) => what_if.as_ref(),
+            Diagnosis::State(StateDiagnosis { cause: Cause::Peak { pieces: Some(p), .. }, .. }) => Some(&p.replayed),
             _ => None,
         }
     }
@@ -298,17 +299,18 @@ pub enum Fix {
     OneRegion { regions: usize },
     /// Fragmentation otherwise: allocation order, or the driver's allocator.
     Reorder { pinning: Option<String>, rounded: u64 },
-    /// A true peak: the batch from `from` to `to` (the batch-sized part to `fraction`);
-    /// `known`: the workload says `from` is the batch (else it is the failed tensor's first
-    /// dimension).
-    ReduceBatch { from: u64, to: u64, fraction: f64, optimizer_dominates: bool, known: bool },
+    /// A true peak: a smaller batch than `from` (the batch-sized part to `fraction` at most,
+    /// for this allocation alone); `known`: the workload says `from` is the batch (else it is
+    /// the failed tensor's first dimension). No batch is named, none having been checked:
+    /// `fit` is the `oomscope fit` line that finds one, when the run's command is known.
+    ReduceBatch { from: u64, fraction: f64, optimizer_dominates: bool, known: bool, fit: Option<String> },
     /// Tensors of one size accumulate: free what a loop keeps, or, if they are layers'
     /// activations, shrink the batch.
     KeepLess { size: u64 },
     /// A true peak where even a batch of 1 does not fit.
     EvenBatchOne { optimizer_dominates: bool },
     /// A true peak, batch unknown: cut the batch-sized memory to `fraction`.
-    CutBatchSized { fraction: f64, optimizer_dominates: bool },
+    CutBatchSized { fraction: f64, optimizer_dominates: bool, fit: Option<String> },
     /// Replayed: train at `batch` instead of `from` (gradient accumulation keeps the batch).
     TrainAt { batch: u64, from: u64, free_at_peak: u64 },
     /// Replayed: evaluate `samples` in chunks of at most `chunk`.
@@ -736,7 +738,8 @@ fn fragmentation(
             _ => Fix::ExpandableSegments { what_if: what_if.clone() },
         };
         if let Some(w) = what_if.filter(|w| w.changed.out_of_memory) {
-            // Its fix stays the replayed one: reduce what is live, then the setting.
+            // Its fix stays the replayed one: reduce what is live (the batch `oomscope fit`
+            // finds), then the setting.
             let mut v = peak(d, o, b.to_vec());
             if let Cause::Peak { pieces, .. } = &mut v.cause {
                 *pieces = Some(Pieces {
@@ -745,6 +748,7 @@ fn fragmentation(
                     room: grow,
                     segment: growth_needed(o),
                     replayed: w,
+                    fit: fit_line(d, first_dim(o)),
                 });
             }
             v.fix = fix;
@@ -773,6 +777,42 @@ fn fragmentation(
     })
 }
 
+/// The `oomscope fit` line for the program a run's dump `d` was taken from: its command,
+/// with `{batch}` in place of its batch when exactly one argument is it (or ends `=it`),
+/// else as it ran; on a simulated device, that device. None for anything but a run. The
+/// batch: `n` (the failed tensor's first dimension), else a live input's first dimension.
+pub fn fit_line(d: &Dump, n: Option<u64>) -> Option<String> {
+    let command = d.source.command.as_deref().filter(|c| !c.trim().is_empty())?;
+    if d.source.kind != oomscope_format::SourceKind::Run {
+        return None;
+    }
+    let mut args: Vec<String> = command.split(' ').map(str::to_string).collect();
+    // The batch: the failed tensor's first dimension, else the inputs' (largest first).
+    let mut inputs: Vec<(u64, u64)> = d
+        .live_chunks()
+        .filter(|c| c.kind == Some(Kind::Input))
+        .filter_map(|c| Some((c.size, *c.shape.as_ref()?.first()? as u64)))
+        .collect();
+    inputs.sort_by(|a, b| b.cmp(a));
+    for n in n.into_iter().chain(inputs.into_iter().map(|(_, n)| n)).filter(|&n| n > 1) {
+        let n = n.to_string();
+        let at: Vec<usize> =
+            (0..args.len()).filter(|&i| args[i] == n || args[i].rsplit_once('=').is_some_and(|(_, v)| v == n)).collect();
+        if let [i] = at[..] {
+            args[i] = match args[i].rsplit_once('=') {
+                Some((k, _)) => format!("{k}={{batch}}"),
+                None => "{batch}".to_string(),
+            };
+            break;
+        }
+    }
+    let device = match d.device.kind {
+        oomscope_format::DeviceKind::Sim => format!("--device {} ", oomscope_base::size::exact(d.device.total)),
+        _ => String::new(),
+    };
+    Some(format!("oomscope fit {device}-- {}", args.join(" ")))
+}
+
 /// Free memory in pieces that a true peak had too: what was free, the largest piece, and the
 /// replay of the setting that would have joined them, which still ran out of memory.
 #[derive(Clone, Debug, PartialEq)]
@@ -783,11 +823,18 @@ pub struct Pieces {
     pub room: u64,
     pub segment: u64,
     pub replayed: WhatIf,
+    /// The `oomscope fit` line that finds the batch ([`fit_line`]).
+    pub fit: Option<String>,
 }
 
 /// The caching allocator's settings its fragmentation fixes try.
 pub const EXPANDABLE: SettingChange = SettingChange::ExpandableSegments;
 pub const MAX_SPLIT: SettingChange = SettingChange::MaxSplitSizeMb(128);
+
+/// The failed tensor's first dimension, when it may be a batch.
+fn first_dim(o: &OomRecord) -> Option<u64> {
+    o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64)
+}
 
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);
@@ -799,20 +846,14 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
     // The batch: the workload's, else (a log, a recording) the failed tensor's first
     // dimension, said to be a guess.
-    let first_dim = o.shape.as_ref().and_then(|s| s.first()).copied().filter(|&n| n > 1).map(|n| n as u64);
-    let batch = d.workload.as_ref().map(|w| (w.batch, true)).or(first_dim.map(|n| (n, false)));
-    let reduce = |n: u64, known| Fix::ReduceBatch {
-        from: n,
-        to: (n as f64 * fraction).floor() as u64,
-        fraction,
-        optimizer_dominates,
-        known,
-    };
+    let batch = d.workload.as_ref().map(|w| (w.batch, true)).or(first_dim(o).map(|n| (n, false)));
+    let reduce =
+        |n: u64, known| Fix::ReduceBatch { from: n, fraction, optimizer_dominates, known, fit: fit_line(d, Some(n)) };
     let fix = match batch {
         Some((n, true)) if (n as f64 * fraction).floor() >= 1.0 => reduce(n, true),
         Some((_, true)) => Fix::EvenBatchOne { optimizer_dominates },
         Some((n, false)) if fraction < 1.0 && (n as f64 * fraction).floor() >= 1.0 => reduce(n, false),
-        _ => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates },
+        _ => Fix::CutBatchSized { fraction: fraction.min(1.0), optimizer_dominates, fit: fit_line(d, None) },
     };
     StateDiagnosis {
         cause: Cause::Peak {
@@ -992,7 +1033,7 @@ mod tests {
         let Cause::Peak { in_use, capacity, ref request, .. } = v.cause else { panic!("{v:?}") };
         assert_eq!((in_use, capacity, request.rounded), (90 * MIB, 100 * MIB, 20 * MIB));
         // 100 - 10 fixed = 90 MiB for the 80 + 20 MiB that scale with the batch: 90%.
-        let Fix::CutBatchSized { fraction, optimizer_dominates: false } = v.fix else { panic!("{v:?}") };
+        let Fix::CutBatchSized { fraction, optimizer_dominates: false, fit: None } = v.fix else { panic!("{v:?}") };
         assert!((fraction - 0.9).abs() < 1e-9, "{fraction}");
         assert_eq!(v.breakdown[0], KindBytes { kind: Kind::Activation, bytes: 80 * MIB });
         assert_eq!(v.cause.kind(), VerdictKind::Peak);

@@ -25,7 +25,14 @@ pub fn attach(d: &mut Dump, replay: &mut dyn FnMut(&Dump, SettingChange) -> Opti
 /// The diagnosis in words: the headline, the evidence and the fix, as the dump keeps them.
 pub fn words(d: &Diagnosis) -> Verdict {
     let ((headline, evidence), fix) = match d {
-        Diagnosis::State(s) => (cause(&s.cause, &s.breakdown), fix(&s.fix)),
+        Diagnosis::State(s) => {
+            let mut f = fix(&s.fix);
+            // A peak with its free memory in pieces: the setting is not enough, the batch is.
+            if let oomscope_diagnose::Cause::Peak { pieces: Some(p), .. } = &s.cause {
+                f = format!("{f}; {}", find_batch(p.fit.as_deref()));
+            }
+            (cause(&s.cause, &s.breakdown), f)
+        }
         Diagnosis::Message(m) => (super::message::cause(&m.cause), super::message::fix(&m.fix)),
     };
     Verdict {
@@ -370,12 +377,13 @@ fn fix(f: &Fix) -> String {
             pinning.as_ref().map_or(String::new(), |op| format!(" ({op} here)")),
             human(*rounded)
         ),
-        Fix::ReduceBatch { from, to, fraction, optimizer_dominates, known } => format!(
-            "reduce the batch from {from} to {to} or less ({}the batch-sized part must shrink to {:.0}% to get past this \
-             allocation, and later ones may need more; `oomscope fit` checks by replay){}",
-            if *known { String::new() } else { format!("if the failed tensor's first dimension, {from}, is the batch: ") },
+        Fix::ReduceBatch { from, fraction, optimizer_dominates, known, fit } => format!(
+            "reduce the batch{}: the batch-sized part must shrink to {:.0}% or less of what it is at {from} to get past \
+             this allocation alone, and later ones (the backward pass, the optimizer's state) may need more; {}{}",
+            if *known { String::new() } else { format!(" (if the failed tensor's first dimension, {from}, is the batch)") },
             // Down, not to nearest: 99.6% must read 99%, or the fix would not fit.
             (fraction * 100.0).floor(),
+            find_batch(fit.as_deref()),
             dominates(*optimizer_dominates)
         ),
         Fix::KeepLess { size } => format!(
@@ -388,10 +396,11 @@ fn fix(f: &Fix) -> String {
             "even a batch of 1 would not fit: use float16 activations (half the bytes), gradient checkpointing, or a smaller input{}",
             dominates(*optimizer_dominates)
         ),
-        Fix::CutBatchSized { fraction, optimizer_dominates } => format!(
+        Fix::CutBatchSized { fraction, optimizer_dominates, fit } => format!(
             "cut the batch-sized memory to {:.0}% or less (a smaller batch, resolution or sequence length): that gets \
-             past this allocation, and later ones may need more{}",
+             past this allocation, and later ones may need more; {}{}",
             (fraction * 100.0).floor(),
+            find_batch(fit.as_deref()),
             dominates(*optimizer_dominates)
         ),
         Fix::TrainAt { batch, from, free_at_peak } => format!(
@@ -414,6 +423,24 @@ fn fix(f: &Fix) -> String {
             human(*capacity)
         ),
         Fix::GrowthReplayed { peak_pool, cap } => growth_replayed_fix(peak_pool, cap),
+    }
+}
+
+/// How to find the batch that trains: the `oomscope fit` line for this very command, when
+/// the run's command is known.
+fn find_batch(fit: Option<&str>) -> String {
+    match fit {
+        Some(line) if line.contains("{batch}") => format!(
+            "`{line}` finds the largest batch that trains, replaying this program's own step at any batch and \
+             checking the answer by a run"
+        ),
+        Some(line) => format!(
+            "`{line}`, with {{batch}} where the batch goes, finds the largest batch that trains, replaying this \
+             program's own step at any batch and checking the answer by a run"
+        ),
+        None => "which batch trains is found by trying (for a PyTorch program, `oomscope fit -- YOUR TRAINING COMMAND`, \
+                 with {batch} where the batch goes, finds it by replaying the program's own step and checks it by a run)"
+            .to_string(),
     }
 }
 
@@ -870,7 +897,13 @@ mod tests {
                 top: vec![("a".into(), 1 << 30)],
                 pieces: None,
             },
-            fix: Fix::ReduceBatch { from: 8, to: 6, fraction: 0.7999, optimizer_dominates: true, known: true },
+            fix: Fix::ReduceBatch {
+                from: 8,
+                fraction: 0.7999,
+                optimizer_dominates: true,
+                known: true,
+                fit: Some("oomscope fit -- python train.py --batch {batch}".into()),
+            },
             breakdown: vec![KindBytes { kind: Kind::Activation, bytes: 7 << 30 }],
         });
         let v = words(&d);
@@ -878,7 +911,11 @@ mod tests {
         assert!(v.headline.contains("7.44GiB is needed at this point and 8.00GiB can be had"), "{}", v.headline);
         assert_eq!(v.evidence[2], "a holds 1.00GiB");
         assert!(
-            v.fix.starts_with("reduce the batch from 8 to 6 or less (the batch-sized part must shrink to 79%"),
+            v.fix.starts_with(
+                "reduce the batch: the batch-sized part must shrink to 79% or less of what it is at 8 to get past this \
+                 allocation alone, and later ones (the backward pass, the optimizer's state) may need more; \
+                 `oomscope fit -- python train.py --batch {batch}` finds the largest batch that trains"
+            ),
             "{}",
             v.fix
         );
