@@ -135,6 +135,9 @@ def _install(torch):
         return
     else:
         _install_emulated_cache_calls(torch, lib)
+        from . import _gpu
+
+        _gpu.install(torch, lib)
     _install_exit_dump(lib)
     # The training loop's own allocations (outside modules, backward passes and optimizer
     # steps) bring data to the GPU.
@@ -523,7 +526,10 @@ def _make_mode_class(torch):
                     lib.oomscope_scope_pop()
 
         def _record(self, out):
-            """Emulation: the CPU tensors this op made, allocated in oomscope as if on GPU 0."""
+            """Emulation: the CPU tensors this op made, allocated in oomscope as if on GPU 0
+            (not the CPU's own work where a GPU would do other work: `_gpu`)."""
+            if _gpu_paused():
+                return
             for t in _tensors(out):
                 try:
                     storage = t.untyped_storage()
@@ -559,6 +565,12 @@ def _make_mode_class(torch):
                 self.lib.oomscope_free(entry[1], 0, _EMULATED_DEVICE, None)
 
     return OpNames
+
+
+def _gpu_paused():
+    from . import _gpu
+
+    return _gpu.paused.depth > 0
 
 
 def _OpNames(torch, lib, ops, emulate):

@@ -110,6 +110,17 @@ fn the_largest_batch_of_a_cnn_with_batchnorm_is_the_largest_that_trains() {
     largest_batch_trains("cnn.py", "160MiB", &[]);
 }
 
+/// Hugging Face's Trainer (a GPT-2 from a config), its batch given as
+/// `--per_device_train_batch_size` would be: through the program's own flag.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "transformers",
+    ignore = "needs transformers: set OOMSCOPE_TEST_PYTHON to a Python with torch and transformers (.ci/run makes one)"
+)]
+fn the_largest_batch_of_a_hugging_face_trainer_is_the_largest_that_trains() {
+    largest_batch_trains("trainer.py", "256MiB", &[]);
+}
+
 /// Without `{batch}`: the command as given, its peaks replayed on the device.
 #[test]
 #[cfg_attr(

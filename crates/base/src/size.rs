@@ -267,7 +267,8 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
 mod tests {
     #[test]
     fn exact_sizes_read_back_as_themselves() {
-        for (n, text) in [(8u64 << 30, "8GiB"), (96 << 20, "96MiB"), (1536 << 20, "1536MiB"), (1000, "1000"), (0, "0")] {
+        for (n, text) in [(8u64 << 30, "8GiB"), (96 << 20, "96MiB"), (1536 << 20, "1536MiB"), (1000, "1000"), (0, "0")]
+        {
             assert_eq!(super::exact(n), text);
             assert_eq!(super::parse_size(text).unwrap(), n, "{text}");
         }

@@ -796,8 +796,9 @@ pub fn fit_line(d: &Dump, n: Option<u64>) -> Option<String> {
     inputs.sort_by(|a, b| b.cmp(a));
     for n in n.into_iter().chain(inputs.into_iter().map(|(_, n)| n)).filter(|&n| n > 1) {
         let n = n.to_string();
-        let at: Vec<usize> =
-            (0..args.len()).filter(|&i| args[i] == n || args[i].rsplit_once('=').is_some_and(|(_, v)| v == n)).collect();
+        let at: Vec<usize> = (0..args.len())
+            .filter(|&i| args[i] == n || args[i].rsplit_once('=').is_some_and(|(_, v)| v == n))
+            .collect();
         if let [i] = at[..] {
             args[i] = match args[i].rsplit_once('=') {
                 Some((k, _)) => format!("{k}={{batch}}"),

@@ -172,13 +172,14 @@ fn host_available() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A check run at `batch` on the device: whether it trained its steps without an OOM.
-fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(bool, FitRow), Problem> {
+/// A check run at `batch` on the device: how long it took, and whether it trained its
+/// steps without an OOM.
+fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow), Problem> {
     let out = r.launch.run(batch, &Target::Device { capacity: r.device.capacity }, &r.dir.join(name))?;
     let d = out.result.devices.first();
     let fits = out.result.ooms == 0;
     Ok((
-        fits,
+        out.seconds,
         FitRow {
             batch: batch.unwrap_or(0),
             fits,
@@ -286,8 +287,8 @@ fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress))
     let batches = if l < r.max_batch { vec![l, l + 1] } else { vec![l] };
     for (i, &b) in batches.iter().enumerate() {
         progress(Progress::Run { what: "check", batch: Some(b), n: i + 1, of: batches.len() });
-        let (_, measured) = check(r, Some(b), &format!("check-{b}"))?;
-        progress(Progress::Ran { seconds: 0.0 });
+        let (seconds, measured) = check(r, Some(b), &format!("check-{b}"))?;
+        progress(Progress::Ran { seconds });
         out.batches.push(measured);
     }
     out.batches.sort_by_key(|x| (x.batch, x.how == "measured"));

@@ -108,8 +108,9 @@ fn describe(p: &Probed, e: &TapeEntry) -> String {
 }
 
 /// Allocations that may be made at some probes only (cuDNN picking another algorithm, and
-/// its workspace, at another batch): at most this share of the step's, or 8.
-const UNMATCHED_SHARE: f64 = 0.02;
+/// its workspace, at another batch: ResNet-50 on an H200 made 81 of its 2 100 at batch 6
+/// and not at batch 2): at most this share of the step's, or 8.
+const UNMATCHED_SHARE: f64 = 0.10;
 /// How far ahead the alignment looks for the requests to meet again.
 const WINDOW: usize = 256;
 

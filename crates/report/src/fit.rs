@@ -205,8 +205,8 @@ pub fn command(f: &CommandFit, command: &str) -> String {
     let secs: f64 = f.probes.iter().map(|p| p.seconds).sum();
     let _ = writeln!(
         o,
-        "\nLearned from {} runs of `{command}` at batches {} ({} steps each, {:.1} s, {}): {} requests a \
-         step, {} growing with the batch.",
+        "\nLearned from {} runs of `{command}` at batches {} ({} steps each, {:.1} s, {}): {} requests, {} \
+         growing with the batch.",
         f.probes.len(),
         probes.join(", "),
         f.steps,

@@ -39,11 +39,12 @@ use std::time::SystemTime;
 const SITECUSTOMIZE: &str = include_str!("../../../python/sitecustomize.py");
 /// The Python package (`python/oomscope/`), written beside the sitecustomize: the hooks
 /// it loads, and the same `import oomscope` API as the installed package's.
-const PACKAGE: [(&str, &str); 10] = [
+const PACKAGE: [(&str, &str); 11] = [
     ("__init__.py", include_str!("../../../python/oomscope/__init__.py")),
     ("__main__.py", include_str!("../../../python/oomscope/__main__.py")),
     ("_abi.py", include_str!("../../../python/oomscope/_abi.py")),
     ("_cli.py", include_str!("../../../python/oomscope/_cli.py")),
+    ("_gpu.py", include_str!("../../../python/oomscope/_gpu.py")),
     ("_ipython.py", include_str!("../../../python/oomscope/_ipython.py")),
     ("_log.py", include_str!("../../../python/oomscope/_log.py")),
     ("_paths.py", include_str!("../../../python/oomscope/_paths.py")),

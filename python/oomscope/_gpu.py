@@ -1,0 +1,211 @@
+"""What a GPU would allocate where the CPU allocates otherwise, for a PyTorch program run on
+the CPU with its tensors counted as a simulated GPU's (OOMSCOPE_TORCH_EMULATE=1, what
+`oomscope fit` does without a GPU). Each rule says which PyTorch source it follows; the
+measured effect of each is in docs/torch.md.
+
+- Attention (`torch.nn.functional.scaled_dot_product_attention`): on the CPU, with dropout
+  or a mask, PyTorch runs the math path, which keeps the B*H*L*L scores, their softmax and
+  the dropout mask for the backward pass. On a GPU it picks a fused kernel
+  (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: flash attention for fp16/bf16
+  without a mask, else memory-efficient attention) that keeps the output and a float32
+  logsumexp only. Here the math path runs unrecorded, and what the GPU kernel allocates is
+  allocated instead, in its order: the forward's output and logsumexp
+  (attention.cu: `_efficient_attention_forward`; flash_api.cpp: `mha_fwd`, with its
+  2-word RNG state), the backward's gradients and its scratch (attention_backward.cu:
+  `_efficient_attention_backward`, grad_out * out and its row sums, then the kernel's
+  float32 workspace; flash_api.cpp: `mha_bwd`, `softmax_d` and `dq_accum` with the
+  sequence rounded up to 128 and the head size to 32).
+- Optimizers: on CUDA, `torch.optim` defaults to the `foreach` implementation
+  (torch/optim/optimizer.py: `_default_to_fused_or_foreach`, for parameters on CUDA), which
+  makes each intermediate for all parameters at once; on the CPU it defaults to the loop
+  over parameters. Here the default is CUDA's.
+"""
+
+import threading
+
+from ._log import swallowed as _swallowed
+
+
+class _Paused(threading.local):
+    depth = 0
+
+
+paused = _Paused()
+
+
+class _Pause:
+    """Nothing allocated inside is recorded (the CPU's own work, not the GPU's)."""
+
+    def __enter__(self):
+        paused.depth += 1
+
+    def __exit__(self, *exc):
+        paused.depth -= 1
+
+
+def _round(n, to):
+    return (n + to - 1) // to * to
+
+
+def _kernel(torch, q, mask):
+    """The fused kernel CUDA picks for these inputs (sdp_utils.cpp: flash first, then
+    memory-efficient), or None for the math path."""
+    dtype = q.dtype
+    if torch.is_autocast_enabled("cpu"):
+        dtype = torch.get_autocast_dtype("cpu")
+    if q.dim() != 4:
+        return None, dtype
+    head = q.shape[-1]
+    if dtype in (torch.float16, torch.bfloat16) and mask is None and head <= 256 and head % 8 == 0:
+        return "flash", dtype
+    if dtype in (torch.float16, torch.bfloat16, torch.float32) and head % (4 if dtype == torch.float32 else 8) == 0:
+        return "efficient", dtype
+    return None, dtype
+
+
+def install(torch, lib):
+    """Installs the rules; a rule that cannot be installed leaves the CPU's behaviour."""
+    try:
+        _install_attention(torch, lib)
+    except Exception as e:
+        _swallowed("install_attention", e)
+    try:
+        _install_foreach(torch)
+    except Exception as e:
+        _swallowed("install_foreach", e)
+
+
+def _install_foreach(torch):
+    import torch.optim.optimizer as opt
+
+    original = opt._default_to_fused_or_foreach
+
+    def cuda_default(params, differentiable, use_fused=False):
+        fused, foreach = original(params, differentiable, use_fused)
+        if not fused and not foreach and not differentiable and not torch.jit.is_scripting():
+            foreach = True
+        return fused, foreach
+
+    opt._default_to_fused_or_foreach = cuda_default
+    # The optimizers imported it by name.
+    for name in ("adam", "adamw", "sgd", "adagrad", "rmsprop", "adamax", "nadam", "radam", "asgd", "adadelta"):
+        mod = getattr(torch.optim, name, None)
+        if mod is not None and getattr(mod, "_default_to_fused_or_foreach", None) is original:
+            mod._default_to_fused_or_foreach = cuda_default
+
+
+class _Named:
+    """The kernel's own allocations, named as the function the program called, as the
+    function mode names it on a GPU (not by the torch calls that stand in for it here)."""
+
+    def __init__(self, torch, lib):
+        self.off = torch._C.DisableTorchFunction
+        self.lib = lib
+
+    def __enter__(self):
+        self.lib.oomscope_scope_push(b"scaled_dot_product_attention")
+        self.inner = self.off()
+        self.inner.__enter__()
+
+    def __exit__(self, *exc):
+        self.inner.__exit__(*exc)
+        self.lib.oomscope_scope_pop()
+
+
+def _install_attention(torch, lib):
+    F = torch.nn.functional
+    original = F.scaled_dot_product_attention
+
+    def real(q, k, v, mask, dropout_p, is_causal, scale, gqa):
+        kw = {"attn_mask": mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
+        if gqa:
+            kw["enable_gqa"] = gqa
+        return original(q, k, v, **kw)
+
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, gqa, kernel):
+        with _Pause():
+            out_cpu = real(q, k, v, mask, dropout_p, is_causal, scale, gqa)
+        b, h, length = q.shape[0], q.shape[1], q.shape[2]
+        # Recorded: the kernel's output, then its logsumexp (and flash's RNG state).
+        with _Named(torch, lib):
+            out = torch.empty_like(out_cpu)
+            if kernel == "flash":
+                lse = torch.empty((b, h, length), dtype=torch.float32)
+                rng = torch.empty((2,), dtype=torch.int64)
+            else:
+                lse = torch.empty((b, h, _round(length, 32)), dtype=torch.float32)
+                rng = None
+        with _Pause():
+            out.copy_(out_cpu)
+            del out_cpu
+        ctx.args = (mask, dropout_p, is_causal, scale, gqa, kernel)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.rng = rng
+        return out
+
+    def backward(ctx, grad):
+        q, k, v, out, lse = ctx.saved_tensors
+        mask, dropout_p, is_causal, scale, gqa, kernel = ctx.args
+        b, h, length, d = q.shape
+        gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        if kernel == "flash":
+            softmax_d = torch.empty((b, h, _round(length, 128)), dtype=torch.float32)
+            dq_accum = torch.empty((b, _round(length, 128), h, _round(d, 32)), dtype=torch.float32)
+            scratch = (softmax_d, dq_accum)
+        else:
+            product = torch.empty(grad.shape, dtype=grad.dtype)
+            rows = torch.empty((b, length, h), dtype=torch.float32)
+            delta = torch.empty((b, h, length), dtype=torch.float32)
+            del rows, product
+            workspace = torch.empty((b * h * length * d * 4 + b * h * 128,), dtype=torch.uint8)
+            scratch = (delta, workspace)
+        with _Pause():
+            with torch.enable_grad():
+                leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+                o = real(*leaves, mask, dropout_p, is_causal, scale, gqa)
+                grads = torch.autograd.grad(o, leaves, grad)
+            for dst, src in zip((gq, gk, gv), grads):
+                dst.copy_(src)
+            del grads, o, leaves
+        del scratch
+        return gq, gk, gv, None, None, None, None, None, None
+
+    def make(name):
+        return type(
+            name,
+            (torch.autograd.Function,),
+            {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+        )
+
+    flash = make("ScaledDotProductFlashAttention")
+    efficient = make("ScaledDotProductEfficientAttention")
+
+    def scaled_dot_product_attention(
+        query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+    ):
+        kernel, _ = _kernel(torch, query, attn_mask)
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+        if kernel is None or enable_gqa:
+            return real(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        if not grad:
+            # Inference: the kernel's output alone (no logsumexp is kept).
+            with _Pause():
+                out_cpu = real(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+            with _Named(torch, lib):
+                out = torch.empty_like(out_cpu)
+            with _Pause():
+                out.copy_(out_cpu)
+                del out_cpu
+            return out
+        fn = flash if kernel == "flash" else efficient
+        if torch.is_autocast_enabled("cpu"):
+            # Autocast casts the inputs as it would for the kernel (the function is on its
+            # lower-precision list); the Function itself runs without autocast.
+            dtype = torch.get_autocast_dtype("cpu")
+            query, key, value = (t.to(dtype) for t in (query, key, value))
+            with torch.autocast("cpu", enabled=False):
+                return fn.apply(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, kernel)
+        return fn.apply(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, kernel)
+
+    scaled_dot_product_attention.__doc__ = original.__doc__
+    F.scaled_dot_product_attention = scaled_dot_product_attention
