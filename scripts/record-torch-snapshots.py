@@ -11,6 +11,12 @@ the allocator settings of its own environment) and writes OUT_DIR/NAME.pickle
 (`torch.cuda.memory._dump_snapshot`) and OUT_DIR/NAME.json: the PyTorch version, the
 settings, what PyTorch's own counters said (peak reserved and allocated, the stats), and
 the text of every out-of-memory error it caught. Needs a CUDA GPU.
+
+Without one, its training scenarios run on the CPU, for `oomscope fit` to predict their
+peaks on the GPU (`tests/integration/fit.rs` compares them with the `.facts.json`):
+
+    PYTORCH_ALLOC_CONF=... oomscope fit --device h100 --steps 4 -- \
+        python scripts/record-torch-snapshots.py --one default OUT_DIR
 """
 import json
 import os
@@ -41,10 +47,16 @@ SCENARIOS = {
 GIB = 1 << 30
 
 
+def device(torch):
+    """The GPU; the CPU where there is none, for `oomscope fit` to predict these programs on
+    a GPU from a run on the CPU (their training scenarios only)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def model(torch, d=512, layers=4, vocab=8000):
     nn = torch.nn
     layer = nn.TransformerEncoderLayer(d, 8, 4 * d, batch_first=True, dropout=0.1)
-    return nn.Sequential(nn.Embedding(vocab, d), nn.TransformerEncoder(layer, layers), nn.Linear(d, vocab)).cuda()
+    return nn.Sequential(nn.Embedding(vocab, d), nn.TransformerEncoder(layer, layers), nn.Linear(d, vocab)).to(device(torch))
 
 
 def train(torch, m, steps=4, batch=16, seqs=(256, 192, 320, 128), after_step=None):
@@ -53,7 +65,7 @@ def train(torch, m, steps=4, batch=16, seqs=(256, 192, 320, 128), after_step=Non
     vocab = m[-1].out_features
     for step in range(steps):
         seq = seqs[step % len(seqs)]
-        x = torch.randint(0, vocab, (batch, seq), device="cuda")
+        x = torch.randint(0, vocab, (batch, seq), device=device(torch))
         out = m(x)
         loss = F.cross_entropy(out.reshape(-1, vocab), x.reshape(-1))
         loss.backward()
@@ -79,7 +91,7 @@ def run_one(name, out_dir):
     lib = os.environ.get("OOMSCOPE_LIB")
     facts = {"scenario": name, "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", ""), "ooms": []}
     facts["allocator"] = "oomscope" if lib else "pytorch"
-    if not lib:
+    if not lib and torch.cuda.is_available():
         stacks = "all" if name == "frames" else "python"
         torch.cuda.memory._record_memory_history(max_entries=200_000, context="all", stacks=stacks)
     torch.manual_seed(0)

@@ -15,6 +15,21 @@ measured effect of each is in docs/torch.md.
   `_efficient_attention_backward`, grad_out * out and its row sums, then the kernel's
   float32 workspace; flash_api.cpp: `mha_bwd`, `softmax_d` and `dq_accum` with the
   sequence rounded up to 128 and the head size to 32).
+- Dropout (`torch.nn.functional.dropout`, training): CUDA runs the fused kernel
+  (aten/src/ATen/native/Dropout.cpp: `is_fused_kernel_acceptable` needs a CUDA tensor),
+  `native_dropout`, which keeps a one-byte mask for the backward pass; the CPU multiplies by
+  a float noise tensor as large as the input. Here `native_dropout` runs, as on CUDA.
+- Models are built in host memory and moved: a module's construction (its parameters'
+  initialization, a template layer deep-copied, as `nn.TransformerEncoder` does) allocates
+  nothing on a GPU when the program builds on the CPU and then calls `.to(device)` or
+  `.cuda()`; here what a module's `__init__` makes is not recorded, and its parameters and
+  buffers are allocated when it is moved (`Module._apply`: children first, then its own
+  parameters, then buffers) or, for a program that never moves it, at its first forward.
+- Autocast: the program, seeing no GPU, asks for CPU autocast; CUDA autocast's policy
+  differs (aten/src/ATen/autocast_mode.cpp: its float32 list, `pow`, `exp`, `log`,
+  `layer_norm`, `softmax`, `log_softmax`, `sum`, the losses, which the CPU's lacks). Under
+  CPU autocast, the functions on CUDA's float32 list get float32 inputs, as CUDA autocast
+  would give them (the casts are allocations, and what autograd keeps is the float32 copy).
 - Optimizers: on CUDA, `torch.optim` defaults to the `foreach` implementation
   (torch/optim/optimizer.py: `_default_to_fused_or_foreach`, for parameters on CUDA), which
   makes each intermediate for all parameters at once; on the CPU it defaults to the loop
@@ -43,6 +58,37 @@ class _Pause:
         paused.depth -= 1
 
 
+# Functions (as the program calls them) that CUDA autocast runs in float32; the CPU's autocast
+# runs them in the lower precision.
+CUDA_FP32 = frozenset(
+    (
+        "acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow softplus "
+        "layer_norm group_norm cosine_similarity poisson_nll_loss cosine_embedding_loss nll_loss "
+        "hinge_embedding_loss kl_div l1_loss smooth_l1_loss huber_loss mse_loss margin_ranking_loss "
+        "multilabel_margin_loss soft_margin_loss triplet_margin_loss multi_margin_loss "
+        "binary_cross_entropy_with_logits dist pdist cdist renorm logsumexp softmax log_softmax cumsum cumprod "
+        "prod sum norm cross_entropy"
+    ).split()
+)
+
+
+def upcast(torch, name, args, kwargs):
+    """CUDA autocast's float32 policy under CPU autocast: `args` and `kwargs` with their
+    half-precision tensors as float32 when `name` is on CUDA's float32 list."""
+    if name not in CUDA_FP32 or not torch.is_autocast_enabled("cpu"):
+        return args, kwargs
+    low = (torch.float16, torch.bfloat16)
+
+    def up(a):
+        if torch.is_tensor(a) and a.dtype in low:
+            return a.float()
+        if isinstance(a, (list, tuple)) and any(torch.is_tensor(x) and x.dtype in low for x in a):
+            return type(a)(up(x) for x in a)
+        return a
+
+    return tuple(up(a) for a in args), {k: up(v) for k, v in (kwargs or {}).items()}
+
+
 def _round(n, to):
     return (n + to - 1) // to * to
 
@@ -69,10 +115,109 @@ def install(torch, lib):
         _install_attention(torch, lib)
     except Exception as e:
         _swallowed("install_attention", e)
-    try:
-        _install_foreach(torch)
-    except Exception as e:
-        _swallowed("install_foreach", e)
+    for rule in (_install_foreach, _install_dropout):
+        try:
+            rule(torch)
+        except Exception as e:
+            _swallowed(rule.__name__, e)
+
+
+def _install_dropout(torch):
+    F = torch.nn.functional
+    original = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and not inplace and 0.0 < p < 1.0 and torch.is_tensor(input) and input.numel() > 0:
+            return torch.native_dropout(input, p, True)[0]
+        return original(input, p, training, inplace)
+
+    dropout.__doc__ = original.__doc__
+    F.dropout = dropout
+
+
+# ---- models: built in host memory, allocated on the device when moved -----------------
+
+
+class _Building(threading.local):
+    depth = 0
+
+
+building = _Building()
+
+
+# Wrappers whose construction allocates on the device itself (DDP's gradient buckets), around
+# a model already there.
+_ON_DEVICE = {"DistributedDataParallel", "FullyShardedDataParallel"}
+
+
+def _wrap_init(cls):
+    init = cls.__dict__.get("__init__")
+    if init is None or getattr(init, "_oomscope_building", False) or cls.__name__ in _ON_DEVICE:
+        return
+
+    def __init__(self, *args, **kwargs):
+        building.depth += 1
+        try:
+            return init(self, *args, **kwargs)
+        finally:
+            building.depth -= 1
+
+    __init__._oomscope_building = True
+    __init__.__wrapped__ = init
+    for attr in ("__doc__", "__name__", "__qualname__", "__module__"):
+        try:
+            setattr(__init__, attr, getattr(init, attr))
+        except Exception as e:
+            _swallowed("_wrap_init", e)
+    cls.__init__ = __init__
+
+
+def install_models(torch, record):
+    """`record(tensor)` allocates a tensor's storage on the emulated device (once)."""
+    nn = torch.nn
+    todo = [nn.Module]
+    while todo:
+        cls = todo.pop()
+        _wrap_init(cls)
+        todo.extend(cls.__subclasses__())
+    previous = nn.Module.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(nn.Module, cls).__init_subclass__(**kwargs)
+        _wrap_init(cls)
+
+    nn.Module.__init_subclass__ = classmethod(__init_subclass__)
+    apply = nn.Module._apply
+    moving = threading.local()
+
+    def _apply(self, fn, *args, **kwargs):
+        outer = not getattr(moving, "depth", 0)
+        moving.depth = getattr(moving, "depth", 0) + 1
+        try:
+            out = apply(self, fn, *args, **kwargs)
+        finally:
+            moving.depth -= 1
+        if outer and building.depth == 0:
+            place(self)
+        return out
+
+    _apply.__wrapped__ = apply
+    for attr in ("__doc__", "__name__", "__qualname__"):
+        setattr(_apply, attr, getattr(apply, attr))
+    nn.Module._apply = _apply
+
+    def place(module):
+        """Its state on the device, in `_apply`'s order."""
+        for child in module.children():
+            place(child)
+        for t in list(module._parameters.values()) + list(module._buffers.values()):
+            if t is not None:
+                record(t)
+
+    return place
 
 
 def _install_foreach(torch):

@@ -69,6 +69,8 @@ class _State:
         # Installed by `oomscope.install()`: the report of an OOM is printed from Python,
         # where a notebook shows it (under `oomscope run` the library prints it).
         self.report_at_oom = False
+        # Emulation: puts a module's state on the device (`_gpu.install_models`).
+        self.place: Optional[Any] = None
 
 
 _state = _State()
@@ -138,6 +140,7 @@ def _install(torch):
         from . import _gpu
 
         _gpu.install(torch, lib)
+        _state.place = _gpu.install_models(torch, lambda t: _state.emulator and _state.emulator.place(t))
     _install_exit_dump(lib)
     # The training loop's own allocations (outside modules, backward passes and optimizer
     # steps) bring data to the GPU.
@@ -422,6 +425,12 @@ def _install_names(torch, lib, ops, emulate):
             # A root module: start from a clean slate, whatever an exception left behind.
             path = type(module).__name__
             lib.oomscope_scope_clear()
+            if _state.place is not None:
+                # Emulation: a model never moved is on the device from its first forward,
+                # before step 0 (as the weights of one moved are).
+                restore = lib.oomscope_kind_set(WEIGHT)
+                _state.place(module)
+                lib.oomscope_kind_set(restore)
             if not _state.steps_started:
                 _start_steps(lib)
             _tag_module_state(module, path)
@@ -531,29 +540,43 @@ def _make_mode_class(torch):
             if _gpu_paused():
                 return
             for t in _tensors(out):
-                try:
-                    storage = t.untyped_storage()
-                    key, nbytes = storage.data_ptr(), storage.nbytes()
-                except Exception as e:
-                    _swallowed("_record", e)
-                    continue
-                if not key or not nbytes:
-                    continue
-                entry = self.live.get(key)
-                if entry is None:
-                    ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
-                    if not ptr:
-                        # Room for the whole message: its end names this OOM's dump.
-                        buf = ctypes.create_string_buffer(1 << 16)
-                        self.lib.oomscope_last_error(buf, 1 << 16)
-                        text = buf.value.decode(errors="replace")
-                        _reported(text)
-                        raise torch.cuda.OutOfMemoryError(text)
-                    entry = self.live[key] = [0, ptr]
-                entry[0] += 1
-                # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,
-                # which would free what the program still held before the dump at exit.
-                weakref.finalize(t, self._release, key).atexit = False
+                self._allocate(t)
+
+        def place(self, t):
+            """A tensor made in host memory, now on the device (a module moved): allocated
+            once."""
+            try:
+                key = t.untyped_storage().data_ptr()
+            except Exception as e:
+                _swallowed("place", e)
+                return
+            if key and key not in self.live:
+                self._allocate(t)
+
+        def _allocate(self, t):
+            try:
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+            except Exception as e:
+                _swallowed("_record", e)
+                return
+            if not key or not nbytes:
+                return
+            entry = self.live.get(key)
+            if entry is None:
+                ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
+                if not ptr:
+                    # Room for the whole message: its end names this OOM's dump.
+                    buf = ctypes.create_string_buffer(1 << 16)
+                    self.lib.oomscope_last_error(buf, 1 << 16)
+                    text = buf.value.decode(errors="replace")
+                    _reported(text)
+                    raise torch.cuda.OutOfMemoryError(text)
+                entry = self.live[key] = [0, ptr]
+            entry[0] += 1
+            # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,
+            # which would free what the program still held before the dump at exit.
+            weakref.finalize(t, self._release, key).atexit = False
 
         def _release(self, key):
             entry = self.live.get(key)
@@ -568,9 +591,11 @@ def _make_mode_class(torch):
 
 
 def _gpu_paused():
+    """Emulation records nothing of the CPU's own work (`_gpu`) or of a module's construction
+    (in host memory until it is moved)."""
     from . import _gpu
 
-    return _gpu.paused.depth > 0
+    return _gpu.paused.depth > 0 or _gpu.building.depth > 0
 
 
 def _OpNames(torch, lib, ops, emulate):
@@ -628,6 +653,11 @@ def _make_function_mode_class(torch):
             if outside and torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in _tensors(args)):
                 restore = lib.oomscope_kind_set(ACTIVATION)
             try:
+                if _state.place is not None:
+                    # Emulation: CUDA autocast's float32 list (see `_gpu`).
+                    from . import _gpu
+
+                    args, kwargs = _gpu.upcast(torch, name.decode(), args, kwargs)
                 out = func(*args, **(kwargs or {}))
                 if outside and restore is None:
                     _tag_shapes(out)

@@ -18,7 +18,7 @@ pub mod tape;
 
 use oomscope_base::Problem;
 use oomscope_format::fit::{
-    Accumulation, CommandFit, CommandPrediction, FailedRequest, FitDevice, FitRow, KindBytes, ProbeRow, SettingsFits,
+    Accumulation, CommandFit, CommandPrediction, FailedRequest, FitDevice, FitRow, KindBytes, Needs, ProbeRow, SettingsFits,
     SettingsRow,
 };
 use oomscope_replay::Settings;
@@ -64,6 +64,15 @@ fn settings(r: &Request, torch: &oomscope_core::caching::Settings) -> Settings {
         keep_going: false,
         allocator: oomscope_replay::Allocator::Caching(Box::new(torch.clone())),
     }
+}
+
+/// Replay settings of a device larger than any step: what a batch needs.
+fn unlimited(r: &Request) -> Settings {
+    let mut s = settings(r, &r.torch);
+    s.device_total = 1 << 56;
+    s.device_others = 0;
+    s.options.limit = 1 << 56;
+    s
 }
 
 fn row(run: &ScaledRun, how: &'static str) -> FitRow {
@@ -252,10 +261,12 @@ pub fn fit(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandFit
         let run = replayed(&step, &s, b, &mut runs);
         out.batches.push(row(run, "replayed"));
     }
+    // What that batch needs, whether it fits or not: its replay with memory to spare.
     let at = r.batch.or(largest_batch).unwrap_or(1);
-    let at_run = step.replay(at, &s);
+    let at_run = step.replay(at, &unlimited(r));
     out.by_kind = kinds(&at_run);
     out.by_kind_batch = Some(at);
+    out.needs = Some(Needs { peak_allocated: at_run.peak_allocated, peak_reserved: at_run.peak_reserved });
     if let Some(l) = largest_batch {
         let peak = out.batches.iter().find(|x| x.batch == l).map_or(0, |x| x.peak_reserved);
         out.headroom = Some(r.device.capacity.saturating_sub(peak));

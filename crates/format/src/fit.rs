@@ -103,10 +103,13 @@ pub struct CommandFit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<u64>,
     /// Requested bytes live at the peak of the user's batch (else the largest that fits),
-    /// by kind, largest first.
+    /// by kind, largest first, and that batch's peaks: replayed with memory to spare, so
+    /// what it needs whether it fits or not.
     pub by_kind: Vec<KindBytes>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_kind_batch: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Needs>,
     /// The largest batch under other allocator settings (replayed).
     pub settings: Vec<SettingsRow>,
     /// Micro-batch and accumulation steps that keep the user's batch.
@@ -202,4 +205,10 @@ pub struct SettingsFits {
 pub struct Accumulation {
     pub micro_batch: u64,
     pub steps: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Needs {
+    pub peak_allocated: u64,
+    pub peak_reserved: u64,
 }

@@ -175,9 +175,11 @@ pub fn command(f: &CommandFit, command: &str) -> String {
     if let Some(b) = f.by_kind_batch
         && !f.by_kind.is_empty()
     {
-        let total: u64 = f.by_kind.iter().map(|k| k.bytes).sum();
         let yours = if f.batch == Some(b) { " (yours)" } else { "" };
-        let _ = writeln!(o, "\nAt batch {b}{yours}, live at the peak ({} requested):", torch(total));
+        let needs = f.needs.as_ref().map_or(String::new(), |n| {
+            format!(": it needs {} allocated and {} reserved at its peak", torch(n.peak_allocated), torch(n.peak_reserved))
+        });
+        let _ = writeln!(o, "\nAt batch {b}{yours}{needs}; live then:");
         for k in &f.by_kind {
             let _ = writeln!(o, "  {:>12}  {}", torch(k.bytes), k.kind.plural());
         }
