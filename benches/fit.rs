@@ -3,7 +3,7 @@
 //! over replays of it through the caching allocator on an 80 GiB card. Figures go to
 //! `docs/performance.md`.
 //!
-//! The step is generated: 160 weights (fixed), then three training steps of 48 layers, each
+//! The step is generated: 144 weights (fixed), then six training steps of 48 layers, each
 //! forward allocation growing with the batch and kept for the backward pass, backward
 //! temporaries, gradients once, the optimizer's state at the first step; about 100 000
 //! requests in all.
@@ -22,7 +22,7 @@ fn main() {
 /// `cargo bench` passes `--bench`; `cargo test` runs each benchmark once to check it works,
 /// on a step of a twelfth the size, which keeps that to seconds in a debug build.
 static LAYERS: LazyLock<u64> = LazyLock::new(|| if std::env::args().any(|a| a == "--bench") { 48 } else { 4 });
-const STEPS: i64 = 3;
+const STEPS: i64 = 6;
 
 /// A probe's tape at `batch`.
 fn tape(batch: u64) -> Probed {

@@ -57,15 +57,16 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         probes_on: if on_gpu { "gpu" } else { "cpu" },
     };
     if on_gpu {
-        // The GPU's own figures come with the first probe; until then, a guess the probes
-        // do not use.
+        // The GPU's own figures come with the first probe (`oomscope_fit`); until then,
+        // none the probes use.
         device.total = u64::MAX / 4;
+        device.name = "the GPU here".into();
     }
     if device.others >= device.total {
         return Err(CliError("--others leaves nothing of the device".into()));
     }
     device.capacity = a.limit.unwrap_or(u64::MAX).min(device.total - device.others);
-    let mut r = Request {
+    let r = Request {
         launch,
         device,
         torch,
@@ -78,9 +79,6 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     let command = a.command.join(" ");
     let mut progress = progress_line();
     if !r.launch.has_batch() {
-        if on_gpu {
-            gpu_figures(&mut r, a.limit, &mut progress)?;
-        }
         let p = oomscope_fit::predict(&r, &mut progress)?;
         let text = match a.format {
             FitFormat::Json => serde_json::to_string(&p).unwrap_or_default() + "\n",
@@ -89,9 +87,6 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         output::print(&text)?;
         return Ok(if p.fits { 0 } else { 1 });
     }
-    if on_gpu {
-        gpu_figures(&mut r, a.limit, &mut progress)?;
-    }
     let f = oomscope_fit::fit(&r, &mut progress)?;
     let text = match a.format {
         FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
@@ -99,23 +94,6 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     };
     output::print(&text)?;
     Ok(if f.largest_batch.is_some() { 0 } else { 1 })
-}
-
-/// On a GPU: its memory, and what the allocator may have of it (what was free when a run
-/// first allocated, or the limit), from a run of the command at its first probe batch.
-fn gpu_figures(r: &mut Request, limit: Option<u64>, progress: &mut dyn FnMut(Progress)) -> Result<(), CliError> {
-    let batch = r.launch.has_batch().then(|| r.probes[0]);
-    progress(Progress::Run { what: "look at the GPU", batch, n: 1, of: 1 });
-    let mut l = r.launch.clone();
-    l.steps = 1;
-    let out = l.run(batch, &oomscope_fit::Target::Unlimited, &r.dir.join("gpu"))?;
-    progress(Progress::Ran { seconds: out.seconds });
-    let d = out.result.devices.first().ok_or_else(|| CliError("the run allocated nothing on the GPU".into()))?;
-    r.device.name = "GPU 0".into();
-    r.device.total = d.total;
-    r.device.others = d.total.saturating_sub(d.free).max(r.device.others);
-    r.device.capacity = limit.unwrap_or(d.free).min(d.total - r.device.others.min(d.total));
-    Ok(())
 }
 
 /// Progress on stderr, on a terminal only.

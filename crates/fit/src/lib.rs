@@ -18,8 +18,8 @@ pub mod tape;
 
 use oomscope_base::Problem;
 use oomscope_format::fit::{
-    Accumulation, CommandFit, CommandPrediction, FailedRequest, FitDevice, FitRow, KindBytes, Needs, ProbeRow, SettingsFits,
-    SettingsRow,
+    Accumulation, CommandFit, CommandPrediction, FailedRequest, FitDevice, FitRow, KindBytes, Needs, ProbeRow,
+    SettingsFits, SettingsRow,
 };
 use oomscope_replay::Settings;
 use oomscope_replay::scaled::{Probed, Scaled, ScaledRun, scale};
@@ -120,14 +120,26 @@ fn replayed<'a>(step: &Scaled, s: &Settings, batch: u64, runs: &'a mut Vec<Scale
     }
 }
 
+/// On the GPU here: its memory, and what the allocator may have of it (what was free when
+/// the first probe first allocated, or the limit), as that probe's allocator saw them.
+fn on_this_gpu(r: &mut Request, out: &RunOutcome) {
+    let (Some(d), true) = (out.result.devices.first(), r.launch.on_gpu) else { return };
+    r.device.total = d.total;
+    r.device.others = d.total.saturating_sub(d.free).max(r.device.others).min(d.total);
+    r.device.capacity = r.device.capacity.min(d.total - r.device.others);
+}
+
 /// Runs the probes and learns the step.
-fn learn(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled, Vec<ProbeRow>), Problem> {
+fn learn(r: &mut Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled, Vec<ProbeRow>), Problem> {
     let mut probed: Vec<Probed> = Vec::new();
     let mut rows = Vec::new();
-    for (i, &b) in r.probes.iter().enumerate() {
+    for (i, &b) in r.probes.clone().iter().enumerate() {
         progress(Progress::Run { what: "probe", batch: Some(b), n: i + 1, of: r.probes.len() });
         let out = r.launch.run(Some(b), &Target::Unlimited, &r.dir.join(format!("probe-{b}")))?;
         progress(Progress::Ran { seconds: out.seconds });
+        if i == 0 {
+            on_this_gpu(r, &out);
+        }
         let p = tape::read(&out.tape, b)?;
         rows.push(probe_row(&out, &p));
         probed.push(p);
@@ -223,7 +235,9 @@ pub fn accumulation(want: u64, largest: u64) -> Option<Accumulation> {
 
 /// `fit` of a command with `{batch}`.
 pub fn fit(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandFit, Problem> {
-    let (step, probes) = learn(r, progress)?;
+    let mut r = r.clone();
+    let (step, probes) = learn(&mut r, progress)?;
+    let r = &r;
     progress(Progress::Replaying);
     let s = settings(r, &r.torch);
     let mut runs = Vec::new();
@@ -283,7 +297,10 @@ pub fn fit(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandFit
     Ok(out)
 }
 
-/// The answer's check by runs: at the largest batch, and at the next.
+/// A check run that took at most this long is cheap: the next batch is run too.
+const CHEAP_CHECK_SECONDS: f64 = 30.0;
+
+/// The answer's check by runs: at the largest batch, and at the next where that is cheap.
 fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress)) -> Result<(), Problem> {
     let Some(l) = out.largest_batch else {
         out.unchecked = Some("nothing fits, not even batch 1 (replayed)".into());
@@ -295,10 +312,14 @@ fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress))
         out.unchecked = Some(why);
         return Ok(());
     }
-    let batches = if l < r.max_batch { vec![l, l + 1] } else { vec![l] };
-    for (i, &b) in batches.iter().enumerate() {
-        progress(Progress::Run { what: "check", batch: Some(b), n: i + 1, of: batches.len() });
-        let (seconds, measured) = check(r, Some(b), &format!("check-{b}"))?;
+    // One run at the answer; the next batch too where that was cheap.
+    progress(Progress::Run { what: "check", batch: Some(l), n: 1, of: 1 });
+    let (seconds, measured) = check(r, Some(l), &format!("check-{l}"))?;
+    progress(Progress::Ran { seconds });
+    out.batches.push(measured);
+    if l < r.max_batch && seconds <= CHEAP_CHECK_SECONDS {
+        progress(Progress::Run { what: "check of the next batch", batch: Some(l + 1), n: 1, of: 1 });
+        let (seconds, measured) = check(r, Some(l + 1), &format!("check-{}", l + 1))?;
         progress(Progress::Ran { seconds });
         out.batches.push(measured);
     }
@@ -311,6 +332,9 @@ pub fn predict(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<Comman
     progress(Progress::Run { what: "probe", batch: None, n: 1, of: 1 });
     let out = r.launch.run(None, &Target::Unlimited, &r.dir.join("probe"))?;
     progress(Progress::Ran { seconds: out.seconds });
+    let mut r = r.clone();
+    on_this_gpu(&mut r, &out);
+    let r = &r;
     let p = tape::read(&out.tape, 1)?;
     let row = probe_row(&out, &p);
     // One probe: every size as it was (a second probe at the same batch would say the same).

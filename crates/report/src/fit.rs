@@ -177,7 +177,11 @@ pub fn command(f: &CommandFit, command: &str) -> String {
     {
         let yours = if f.batch == Some(b) { " (yours)" } else { "" };
         let needs = f.needs.as_ref().map_or(String::new(), |n| {
-            format!(": it needs {} allocated and {} reserved at its peak", torch(n.peak_allocated), torch(n.peak_reserved))
+            format!(
+                ": it needs {} allocated and {} reserved at its peak",
+                torch(n.peak_allocated),
+                torch(n.peak_reserved)
+            )
         });
         let _ = writeln!(o, "\nAt batch {b}{yours}{needs}; live then:");
         for k in &f.by_kind {
