@@ -55,6 +55,7 @@ fn the_crates_depend_one_way_and_the_library_links_what_it_needs() {
         "oomscope-report",
         "oomscope-pipeline",
         "oomscope-inputs",
+        "oomscope-fit",
         "oomscope-live",
         "oomscope-ffi",
         "oomscope-tui",
@@ -70,7 +71,7 @@ fn the_crates_depend_one_way_and_the_library_links_what_it_needs() {
         }
     }
     let ffi = closure(&deps, "oomscope-ffi");
-    for never in ["oomscope-ingest", "oomscope-sim", "oomscope-inputs", "oomscope-tui"] {
+    for never in ["oomscope-ingest", "oomscope-sim", "oomscope-inputs", "oomscope-fit", "oomscope-tui"] {
         assert!(!ffi.contains(never), "liboomscope.so links {never}: {ffi:?}");
     }
     assert!(!closure(&deps, "oomscope-diagnose").contains("oomscope-report"), "the diagnosis renders nothing");

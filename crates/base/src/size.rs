@@ -94,7 +94,7 @@ pub fn human(n: u64) -> String {
 /// divides it (`8GiB`, `96MiB`), else in bytes.
 pub fn exact(n: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n > 0 && n % (1u64 << shift) == 0 {
+        if n > 0 && n.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

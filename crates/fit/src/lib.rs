@@ -229,7 +229,7 @@ pub fn accumulation(want: u64, largest: u64) -> Option<Accumulation> {
         return None;
     }
     (want.div_ceil(largest)..=want)
-        .find(|k| want % k == 0 && want / k <= largest)
+        .find(|k| want.is_multiple_of(*k) && want / k <= largest)
         .map(|k| Accumulation { micro_batch: want / k, steps: k })
 }
 

@@ -205,6 +205,7 @@ fn wait(child: &mut std::process::Child, group: i32, timeout: Duration) -> Optio
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // SAFETY: as above.
     unsafe { libc::killpg(group, libc::SIGKILL) };
     let _ = child.wait();
     None

@@ -369,7 +369,7 @@ impl Scaled {
             .map(|&k| (k, at_peak[k as usize]))
             .filter(|&(_, b)| b > 0)
             .collect();
-        kinds.sort_by(|a, b| b.1.cmp(&a.1));
+        kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
         run.by_kind = kinds;
         run
     }
