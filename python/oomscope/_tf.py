@@ -134,10 +134,46 @@ def _loop(name, module, fd):
                 return
 
 
+def _fit_steps():
+    """`oomscope fit`'s probe of a Keras program: each training step marked on stderr, where
+    TF's allocator log is (`oomscope-fit: step N`), and the process ended (exit 0) after
+    OOMSCOPE_FIT_STEPS of them, as the library ends a PyTorch probe."""
+    try:
+        steps = int(os.environ.get("OOMSCOPE_FIT_STEPS", ""))
+        import keras
+    except Exception as e:
+        swallowed("fit_steps", e)
+        return
+    fit = keras.Model.fit
+
+    class _Steps(keras.callbacks.Callback):
+        done = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            sys.stderr.write(f"oomscope-fit: step {_Steps.done}\n")
+            sys.stderr.flush()
+
+        def on_train_batch_end(self, batch, logs=None):
+            _Steps.done += 1
+            if _Steps.done >= steps:
+                sys.stderr.write(f"oomscope-fit: stop at step {_Steps.done}\n")
+                sys.stderr.flush()
+                os._exit(0)
+
+    def fit_with_steps(self, *args, **kwargs):
+        callbacks = list(kwargs.get("callbacks") or [])
+        kwargs["callbacks"] = callbacks + [_Steps()]
+        return fit(self, *args, **kwargs)
+
+    keras.Model.fit = fit_with_steps
+
+
 def _start(name, module):
     if name in _state.started:
         return
     _state.started.add(name)
+    if name == "tensorflow" and os.environ.get("OOMSCOPE_FIT_STEPS"):
+        _fit_steps()
     fd = _feed()
     if fd is None:
         return

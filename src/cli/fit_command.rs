@@ -93,7 +93,14 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         FitFormat::Text => oomscope_report::fit::command(&f, &command),
     };
     output::print(&text)?;
-    Ok(if f.largest_batch.is_some() { 0 } else { 1 })
+    // A run refuted the replay: no answer, as for a program that cannot be probed.
+    Ok(if f.contradicted.is_some() {
+        2
+    } else if f.largest_batch.is_some() {
+        0
+    } else {
+        1
+    })
 }
 
 /// Progress on stderr, on a terminal only.

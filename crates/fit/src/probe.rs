@@ -73,8 +73,10 @@ const UNLIMITED_SIM: &str = "sim:64TiB";
 pub struct RunOutcome {
     pub batch: Option<u64>,
     pub result: ProbeResult,
-    /// Device 0's tape.
+    /// Device 0's tape (PyTorch).
     pub tape: PathBuf,
+    /// A TensorFlow program's requests, from its allocator's log.
+    pub tf: Option<crate::tf::TfRun>,
     pub seconds: f64,
 }
 
@@ -116,6 +118,7 @@ impl Launch {
         if let Some(s) = &self.settings {
             cmd.env("PYTORCH_CUDA_ALLOC_CONF", s).env_remove("PYTORCH_ALLOC_CONF");
         }
+        self.tensorflow(&mut cmd, target);
         cmd.stdin(Stdio::null()).stdout(Stdio::from(log)).stderr(Stdio::from(log2));
         // SAFETY: between fork and exec only setsid(2), which is async-signal-safe.
         unsafe {
@@ -146,11 +149,24 @@ impl Launch {
                 " (a hang, or a step longer than that: --timeout SECONDS gives it more)"
             )));
         };
-        let result = results(dir).map_err(|e| said(format!("{}: {}", at(batch), e.0)))?;
+        let mut result = results(dir).map_err(|e| said(format!("{}: {}", at(batch), e.0)))?;
+        let mut tf = None;
+        if result.is_none() {
+            // A TensorFlow program: its allocator's log says what it did.
+            let log = std::fs::read(&log_path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            tf = crate::tf::read(&log, batch.unwrap_or(1));
+            result = tf.as_ref().map(|t| ProbeResult {
+                pid: 0,
+                stopped: t.stopped,
+                step: t.steps.max(0),
+                ooms: t.ooms,
+                devices: Vec::new(),
+            });
+        }
         let Some(result) = result else {
             return Err(said(format!(
                 "{} {} before it allocated anything on the GPU ({}): fit needs a PyTorch program that \
-                 trains on `cuda`",
+                 trains on `cuda`, or a Keras one (`model.fit`)",
                 at(batch),
                 ended(status),
                 if self.on_gpu { "on the GPU" } else { "emulated on the CPU" }
@@ -167,7 +183,30 @@ impl Launch {
             )));
         }
         let tape = dir.join(result.devices.first().map_or("", |d| d.tape.as_str()));
-        Ok(RunOutcome { batch, result, tape, seconds })
+        Ok(RunOutcome { batch, result, tape, tf, seconds })
+    }
+
+    /// What a TensorFlow program needs to be probed, harmless to any other: its BFC
+    /// allocator's log (each request, `crate::tf`), one inter-op thread (the requests
+    /// in one order from run to run), and on the CPU TF's BFC allocator for the CPU with the
+    /// device's memory as its limit (as much as a probe wants for a probe), without oneDNN
+    /// (whose kernels crash TF after an OOM on some CPUs).
+    fn tensorflow(&self, cmd: &mut Command, target: &Target) {
+        let vmodule = match std::env::var("TF_CPP_VMODULE") {
+            Ok(v) if !v.trim().is_empty() => format!("{v},bfc_allocator=3"),
+            _ => "bfc_allocator=3".to_string(),
+        };
+        cmd.env("TF_CPP_VMODULE", vmodule).env("TF_NUM_INTEROP_THREADS", "1");
+        if !self.on_gpu {
+            let mb = match target {
+                Target::Unlimited => 1 << 20,
+                Target::Device { capacity } => capacity >> 20,
+            };
+            cmd.env("TF_CPU_ALLOCATOR_USE_BFC", "true").env("TF_CPU_BFC_MEM_LIMIT_IN_MB", mb.to_string());
+            if std::env::var_os("TF_ENABLE_ONEDNN_OPTS").is_none() {
+                cmd.env("TF_ENABLE_ONEDNN_OPTS", "0");
+            }
+        }
     }
 }
 

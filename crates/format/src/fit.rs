@@ -118,6 +118,10 @@ pub struct CommandFit {
     /// Why the answer was not checked by a run, when it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unchecked: Option<String>,
+    /// The batch the replay answered when a run there ran out of memory: then
+    /// `largest_batch` is null, the replay not being this program's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contradicted: Option<u64>,
 }
 
 /// `oomscope fit -- CMD` without `{batch}`: the command as given.

@@ -124,37 +124,77 @@ fn signature<'a>(p: &'a Probed, e: &TapeEntry) -> Option<(&'a str, u32, i64)> {
     }
 }
 
-/// Each allocation of `base` (by number) matched to one of `q`, where they align: equal
-/// signatures in order, skipping the fewest on either side where they part.
+/// An allocation as the alignment sees it: its entry, op, stream, step and size.
+type Key<'a> = (usize, &'a str, u32, i64, u64);
+
+fn keys(p: &Probed) -> Vec<Key<'_>> {
+    p.entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match *e {
+            TapeEntry::Alloc { bytes, .. } => signature(p, e).map(|(o, s, t)| (i, o, s, t, bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each allocation of `base` (by number) matched to one of `q`, step by step. A step with as
+/// many allocations at both batches, of the same ops in the same order, is matched in
+/// order. Otherwise the two are walked together, skipping the fewest on either side where
+/// they part; an allocation without a name (TensorFlow's log names none) then matches only
+/// one of the same size, the op being no guide. Returns the matches and how many of `q`'s
+/// allocations matched none.
 fn align(base: &Probed, q: &Probed) -> (Vec<Option<usize>>, usize) {
-    let sig = |p: &'_ Probed| -> Vec<(usize, (String, u32, i64))> {
-        p.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| signature(p, e).map(|(o, s, t)| (i, (o.to_string(), s, t))))
-            .collect()
-    };
-    let (a, b) = (sig(base), sig(q));
+    let (a, b) = (keys(base), keys(q));
     let mut matched = vec![None; a.len()];
-    let (mut i, mut j, mut unmatched_q) = (0, 0, 0);
+    let mut unmatched_q = 0;
+    let (mut i0, mut j0) = (0, 0);
+    while i0 < a.len() || j0 < b.len() {
+        // The next step's allocations on each side (steps come in order).
+        let step = match (a.get(i0), b.get(j0)) {
+            (Some(x), Some(y)) => x.3.min(y.3),
+            (Some(x), None) => x.3,
+            (None, Some(y)) => y.3,
+            (None, None) => break,
+        };
+        let i1 = i0 + a[i0..].iter().take_while(|k| k.3 == step).count();
+        let j1 = j0 + b[j0..].iter().take_while(|k| k.3 == step).count();
+        let (sa, sb) = (&a[i0..i1], &b[j0..j1]);
+        if sa.len() == sb.len() && sa.iter().zip(sb).all(|(x, y)| x.1 == y.1 && x.2 == y.2) {
+            for k in 0..sa.len() {
+                matched[i0 + k] = Some(j0 + k);
+            }
+        } else {
+            unmatched_q += walk(sa, sb, |k, m| matched[i0 + k] = Some(j0 + m));
+        }
+        (i0, j0) = (i1, j1);
+    }
+    (matched, unmatched_q)
+}
+
+/// The two sides of a step walked together; `hit(k, m)` for each match. Returns how many
+/// of `b`'s matched none.
+fn walk(a: &[Key<'_>], b: &[Key<'_>], mut hit: impl FnMut(usize, usize)) -> usize {
+    let same = |x: &Key<'_>, y: &Key<'_>| x.1 == y.1 && x.2 == y.2 && (!x.1.is_empty() || x.4 == y.4);
+    let (mut i, mut j, mut unmatched) = (0, 0, 0);
     while i < a.len() && j < b.len() {
-        if a[i].1 == b[j].1 {
-            matched[i] = Some(j);
+        if same(&a[i], &b[j]) {
+            hit(i, j);
             i += 1;
             j += 1;
             continue;
         }
         let meet = (1..=WINDOW).find_map(|d| {
             (0..=d)
-                .find(|&x| i + x < a.len() && j + d - x < b.len() && a[i + x].1 == b[j + d - x].1)
+                .find(|&x| i + x < a.len() && j + d - x < b.len() && same(&a[i + x], &b[j + d - x]))
                 .map(|x| (x, d - x))
         });
         let (x, y) = meet.unwrap_or((1, 1));
         i += x;
         j += y;
-        unmatched_q += y;
+        unmatched += y;
     }
-    (matched, unmatched_q + b.len() - j.min(b.len()))
+    unmatched + b.len().saturating_sub(j)
 }
 
 /// Learns the step from `probes` (at least two, at distinct batches). The largest probe's

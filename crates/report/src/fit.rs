@@ -152,6 +152,20 @@ pub fn command(f: &CommandFit, command: &str) -> String {
             };
             let _ = writeln!(o, "{said}");
         }
+        None if f.contradicted.is_some() => {
+            let l = f.contradicted.unwrap_or(0);
+            let _ = writeln!(
+                o,
+                "No answer: the replay says batch {l} fits on {on}, but a run at {l} ran out of memory, so the \
+                 replayed step is not this program's{}. Try probes nearer the batch you want (--probes), or more \
+                 steps (--steps).",
+                if f.irregular > 0 {
+                    format!(" ({} of its requests do not grow in proportion to the batch)", f.irregular)
+                } else {
+                    String::new()
+                }
+            );
+        }
         None => {
             let _ = writeln!(o, "Nothing fits on {on}: even batch 1 runs out of memory (replayed).");
         }
