@@ -197,3 +197,23 @@ fn kinds_come_from_the_recorded_frames() {
     let (_, frames) = replay_json(&["import", &pickle_path("frames"), "--format", "json"]);
     assert!(of(&kinds(&frames), "backward") > 0, "{:?}", kinds(&frames));
 }
+
+/// Snapshots of two training programs on an H200 (`fixtures/torch-snapshots-h200/`):
+/// replayed, every allocation at PyTorch's address, every final segment equal, and the peaks
+/// PyTorch's own counters said.
+#[test]
+fn training_programs_recorded_on_an_h200_replay_to_pytorchs_peaks() {
+    for name in ["gpt2-b8-fp32", "resnet50-b32-fp32"] {
+        let dir = "fixtures/torch-snapshots-h200";
+        let (code, d) = replay_json(&["replay", &format!("{dir}/{name}.pickle"), "--format", "json"]);
+        let f: Json =
+            serde_json::from_str(&std::fs::read_to_string(root().join(format!("{dir}/{name}.facts.json"))).unwrap())
+                .unwrap();
+        let r = &d["replay"];
+        assert_eq!(code, Some(0), "{name}");
+        assert_eq!(r["placed"], r["allocations"], "{name}: {r}");
+        assert_eq!(r["final_segments_equal"], r["final_segments"], "{name}: {r}");
+        assert_eq!(r["peak_reserved"], f["max_memory_reserved"], "{name}");
+        assert_eq!(r["peak_allocated"], f["max_memory_allocated"], "{name}");
+    }
+}
