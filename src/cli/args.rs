@@ -49,9 +49,12 @@ pub enum Command {
         Examples:\n  oomscope demo\n  oomscope demo unet --batch 1\n  oomscope demo mnist-eval --format summary\n  \
         oomscope demo preallocate --allow-growth")]
     Demo(DemoArgs),
-    /// The largest batch (or evaluation chunk) that fits a device, found by replay; or, for a trace, the smallest limit.
-    #[command(after_help = "Examples:\n  oomscope fit unet --device 8GiB\n  oomscope fit mnist-eval --device 1GiB\n  \
-        oomscope fit fixtures/traces/steps-growth.jsonl --device 1GiB")]
+    /// The largest batch that trains on a device: of your own PyTorch command (run briefly, then replayed at any batch and checked by a run), or of a workload; for a trace, the smallest limit.
+    #[command(
+        after_help = "Examples:\n  oomscope fit --device h100 --batch 64 -- python train.py --batch-size {batch}\n  \
+        oomscope fit --device a100-40 -- python train.py\n  oomscope fit unet --device 8GiB\n  \
+        oomscope fit mnist-eval --device 1GiB\n  oomscope fit fixtures/traces/steps-growth.jsonl --device 1GiB"
+    )]
     Fit(FitArgs),
     /// Feed an allocation trace through the allocator on a simulated GPU and print the report.
     #[command(after_help = "Trace format (JSON Lines, docs/trace-format.md):\n  \
@@ -437,7 +440,7 @@ pub struct FitArgs {
     /// On OOM, return empty regions to the device and retry
     #[arg(long)]
     pub gc: bool,
-    /// Largest batch to try [default: the dataset size for evaluation, 65536 for training]
+    /// Largest batch to try [default: the dataset size for evaluation, 65536 for training, 1048576 for a command]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_batch: Option<u64>,
     /// Output format

@@ -79,7 +79,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     let command = a.command.join(" ");
     let mut progress = progress_line();
     if !r.launch.has_batch() {
-        let p = oomscope_fit::predict(&r, &mut progress)?;
+        let p = kept_on_error(oomscope_fit::predict(&r, &mut progress), dir)?;
         let text = match a.format {
             FitFormat::Json => serde_json::to_string(&p).unwrap_or_default() + "\n",
             FitFormat::Text => oomscope_report::fit::prediction(&p, &command),
@@ -87,7 +87,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         output::print(&text)?;
         return Ok(if p.fits { 0 } else { 1 });
     }
-    let f = oomscope_fit::fit(&r, &mut progress)?;
+    let f = kept_on_error(oomscope_fit::fit(&r, &mut progress), dir)?;
     let text = match a.format {
         FitFormat::Json => serde_json::to_string(&f).unwrap_or_default() + "\n",
         FitFormat::Text => oomscope_report::fit::command(&f, &command),
@@ -101,6 +101,20 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     } else {
         1
     })
+}
+
+/// The runs' directory is removed when fit is done, and kept when its error names a run's
+/// whole output there.
+fn kept_on_error<T>(r: Result<T, oomscope_base::Problem>, dir: RunDir) -> Result<T, CliError> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            if e.0.contains(&*dir.path().to_string_lossy()) {
+                dir.keep();
+            }
+            Err(e.into())
+        }
+    }
 }
 
 /// Progress on stderr, on a terminal only.

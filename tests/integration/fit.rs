@@ -154,6 +154,12 @@ fn probe_fails(program: &str, extra: &[&str], expect: &str) -> String {
     assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
     assert!(err.contains(expect), "expected {expect:?}:\n{err}");
     assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
+    // Kept for the log it names, which is there to read.
+    let kept = err.split("(its whole output: ").nth(1).and_then(|r| r.split(')').next()).map(PathBuf::from);
+    if let Some(log) = kept {
+        assert!(log.is_file(), "{}", log.display());
+        let _ = std::fs::remove_dir_all(log.parent().and_then(|p| p.parent()).unwrap());
+    }
     err
 }
 

@@ -411,6 +411,11 @@ impl RunDir {
     pub fn path(&self) -> &Path {
         &self.0
     }
+
+    /// Keeps the directory: an error names a run's log in it.
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for RunDir {
