@@ -153,7 +153,8 @@ fn probe_fails(program: &str, extra: &[&str], expect: &str) -> String {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
     assert!(err.contains(expect), "expected {expect:?}:\n{err}");
-    assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
+    // Ended, not left to its 900 s default: well within this even under load.
+    assert!(started.elapsed().as_secs() < 300, "took {:?}", started.elapsed());
     // Kept for the log it names, which is there to read.
     let kept = err.split("(its whole output: ").nth(1).and_then(|r| r.split(')').next()).map(PathBuf::from);
     if let Some(log) = kept {
@@ -203,7 +204,8 @@ fn a_program_that_cannot_be_probed_is_told_and_nothing_is_left_running() {
          time.sleep(600)",
         pids.to_str().unwrap()
     );
-    let err = probe_fails(&program, &["--timeout", "5"], "did not end within 5 s");
+    // Long enough for torch to import and the child to start even on a loaded machine.
+    let err = probe_fails(&program, &["--timeout", "30"], "did not end within 30 s");
     assert!(err.contains("--timeout SECONDS"), "{err}");
     let written = std::fs::read_to_string(&pids).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
