@@ -36,6 +36,7 @@ measured effect of each is in docs/torch.md.
   over parameters. Here the default is CUDA's.
 """
 
+import functools
 import threading
 
 from ._log import swallowed as _swallowed
@@ -155,6 +156,7 @@ def _wrap_init(cls):
     if init is None or getattr(init, "_oomscope_building", False) or cls.__name__ in _ON_DEVICE:
         return
 
+    @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         building.depth += 1
         try:
@@ -163,12 +165,6 @@ def _wrap_init(cls):
             building.depth -= 1
 
     __init__._oomscope_building = True
-    __init__.__wrapped__ = init
-    for attr in ("__doc__", "__name__", "__qualname__", "__module__"):
-        try:
-            setattr(__init__, attr, getattr(init, attr))
-        except Exception as e:
-            _swallowed("_wrap_init", e)
     cls.__init__ = __init__
 
 
@@ -204,10 +200,7 @@ def install_models(torch, record):
             place(self)
         return out
 
-    _apply.__wrapped__ = apply
-    for attr in ("__doc__", "__name__", "__qualname__"):
-        setattr(_apply, attr, getattr(apply, attr))
-    nn.Module._apply = _apply
+    nn.Module._apply = functools.wraps(apply)(_apply)
 
     def place(module):
         """Its state on the device, in `_apply`'s order."""

@@ -60,9 +60,6 @@ pub struct Launch {
     /// Training steps each run makes before it is ended.
     pub steps: u32,
     pub timeout: Duration,
-    /// The caching allocator's settings for checks (`PYTORCH_CUDA_ALLOC_CONF`); None: the
-    /// environment's.
-    pub settings: Option<String>,
 }
 
 /// The simulated device of a probe on the CPU: larger than any probe needs.
@@ -114,9 +111,6 @@ impl Launch {
         cmd.env(env::MAX_DUMPS, "0");
         if !self.on_gpu {
             cmd.env(env::TORCH_EMULATE, "1");
-        }
-        if let Some(s) = &self.settings {
-            cmd.env("PYTORCH_CUDA_ALLOC_CONF", s).env_remove("PYTORCH_ALLOC_CONF");
         }
         self.tensorflow(&mut cmd, target);
         cmd.stdin(Stdio::null()).stdout(Stdio::from(log)).stderr(Stdio::from(log2));

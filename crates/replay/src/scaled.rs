@@ -419,6 +419,17 @@ impl Scaled {
 mod tests {
     use super::*;
 
+    /// Each allocation's size rule, in order.
+    fn sizes(s: &Scaled) -> Vec<Size> {
+        s.entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Alloc { size, .. } => Some(*size),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn probe(batch: u64, sizes: &[u64]) -> Probed {
         let mut entries = vec![TapeEntry::Step { step: 0 }];
         for (i, &bytes) in sizes.iter().enumerate() {
@@ -437,14 +448,7 @@ mod tests {
             probe(6, &[25088, 1 << 20, 4000]),
         ])
         .unwrap();
-        let sizes: Vec<Size> = s
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Alloc { size, .. } => Some(*size),
-                _ => None,
-            })
-            .collect();
+        let sizes = sizes(&s);
         assert_eq!(sizes[0], Size::Affine { fixed: 512, per_sample: 4096 });
         assert_eq!(sizes[1], Size::Affine { fixed: 1 << 20, per_sample: 0 });
         assert_eq!(sizes[2], Size::Irregular { at: 6, bytes: 4000, per_sample: 500.0 });
@@ -466,14 +470,7 @@ mod tests {
         small_frees.entries.push(TapeEntry::Free { alloc: 1 });
         large.entries.push(TapeEntry::Free { alloc: 2 });
         let s = scale(&[small_frees, large]).unwrap();
-        let sizes: Vec<Size> = s
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Alloc { size, .. } => Some(*size),
-                _ => None,
-            })
-            .collect();
+        let sizes = sizes(&s);
         assert_eq!(
             sizes,
             vec![
