@@ -30,15 +30,19 @@ measured effect of each is in docs/torch.md.
   `layer_norm`, `softmax`, `log_softmax`, `sum`, the losses, which the CPU's lacks). Under
   CPU autocast, the functions on CUDA's float32 list get float32 inputs, as CUDA autocast
   would give them (the casts are allocations, and what autograd keeps is the float32 copy).
+- Kernels' scratch (`_scratch`): the staging buffers of reductions over many rows, each
+  thread's cuBLAS workspace, embedding's sort buffers in its backward pass.
 - Optimizers: on CUDA, `torch.optim` defaults to the `foreach` implementation
   (torch/optim/optimizer.py: `_default_to_fused_or_foreach`, for parameters on CUDA), which
   makes each intermediate for all parameters at once; on the CPU it defaults to the loop
   over parameters. Here the default is CUDA's.
 """
 
+import contextlib
 import functools
 import threading
 
+from . import _scratch
 from ._log import swallowed as _swallowed
 
 
@@ -285,6 +289,8 @@ def _install_attention(torch, lib):
         q, k, v, out, lse = ctx.saved_tensors
         mask, dropout_p, is_causal, scale, gqa, kernel = ctx.args
         b, h, length, d = q.shape
+        # The kernels take the incoming gradient contiguous: a copy when it is not.
+        contiguous = None if grad.is_contiguous() else torch.empty(grad.shape, dtype=grad.dtype)
         gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         if kernel == "flash":
             softmax_d = torch.empty((b, h, _round(length, 128)), dtype=torch.float32)
@@ -295,7 +301,13 @@ def _install_attention(torch, lib):
             rows = torch.empty((b, length, h), dtype=torch.float32)
             delta = torch.empty((b, h, length), dtype=torch.float32)
             del rows, product
-            workspace = torch.empty((b * h * length * d * 4 + b * h * 128,), dtype=torch.uint8)
+            if q.dtype == torch.float32:
+                # kernel_backward.h, `Params::workspace_size`: float32 accumulates in place,
+                # so only dQ's tiles of 64 × 64, each behind a 16-byte header, per head.
+                tiles = -(-length // 64) * -(-d // 64) * (4 + 64 * 64)
+                workspace = torch.empty((b * h * _round(tiles, 4) * 4,), dtype=torch.uint8)
+            else:
+                workspace = torch.empty((b * h * length * d * 4 + b * h * 128,), dtype=torch.uint8)
             scratch = (delta, workspace)
         with _Pause():
             with torch.enable_grad():
@@ -305,7 +317,7 @@ def _install_attention(torch, lib):
             for dst, src in zip((gq, gk, gv), grads):
                 dst.copy_(src)
             del grads, o, leaves
-        del scratch
+        del scratch, contiguous
         return gq, gk, gv, None, None, None, None, None, None
 
     def make(name):
@@ -347,3 +359,91 @@ def _install_attention(torch, lib):
 
     scaled_dot_product_attention.__doc__ = original.__doc__
     F.scaled_dot_product_attention = scaled_dot_product_attention
+
+
+class KernelScratch:
+    """What CUDA's kernels allocate beside their outputs (`_scratch`), for the dispatch mode
+    that records the emulated device's tensors (`mode`: its `malloc` and `free`)."""
+
+    def __init__(self, torch, mode):
+        self.torch = torch
+        self.mode = mode
+        self.sms, self.threads, self.major = _scratch.card()
+        aten = torch.ops.aten
+        self.sums = {aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default}
+        self.gemms = {
+            aten.mm.default,
+            aten.addmm.default,
+            aten.bmm.default,
+            aten.baddbmm.default,
+            aten.addmv.default,
+            aten.mv.default,
+        }
+        self.addmm = aten.addmm.default
+        self.embedding = aten.embedding_dense_backward.default
+        self.watched = self.sums | self.gemms | {self.embedding}
+        # The threads whose cuBLAS handle has its workspace: the program's (forward) and the
+        # autograd engine's (backward; on the CPU the backward runs on the program's thread).
+        self.handles = set()
+        self.lt = False
+
+    @contextlib.contextmanager
+    def around(self, func, args, kwargs):
+        """Runs an op (the body) with its scratch: what comes before its output, and after
+        it (`after(out)`, called by the body); all freed when the op returns."""
+        held = []
+        try:
+            after = self._plan(func, args or (), kwargs or {}, held)
+            yield after
+        finally:
+            for ptr in reversed(held):
+                self.mode.free(ptr)
+
+    def _plan(self, func, args, kwargs, held):
+        torch = self.torch
+        mode = self.mode
+        if func in self.sums:
+            t = args[0] if args else None
+            if not torch.is_tensor(t) or not t.is_floating_point() or t.dim() == 0:
+                return _nothing
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            dims = list(dims) if dims else []
+            staging, semaphores = _scratch.reduce_scratch(
+                list(t.shape), list(t.stride()), dims, t.element_size(), self.sms, self.threads
+            )
+
+            def after(out):
+                if staging:
+                    held.append(mode.malloc(staging))
+                    held.append(mode.malloc(semaphores))
+
+            return after
+        if func in self.gemms:
+
+            def after(out):
+                where = "backward" if torch._C._current_autograd_node() is not None else "forward"
+                if where not in self.handles:
+                    self.handles.add(where)
+                    mode.malloc(_scratch.cublas_workspace(self.major))  # kept, as cuBLAS keeps it
+                bias = args[0] if args else None
+                if func is self.addmm and where == "forward" and not self.lt and torch.is_tensor(bias) and bias.dim() == 1:
+                    self.lt = True
+                    mode.malloc(_scratch.CUBLASLT_WORKSPACE)
+
+            return after
+        if func is self.embedding:
+            grad, indices, num_weights = args[0], args[1], args[2]
+            before, later = _scratch.embedding_backward(indices.numel(), int(num_weights), grad.shape[-1], 4)
+            for n in before:
+                held.append(mode.malloc(n))
+
+            def after(out):
+                for n in later:
+                    held.append(mode.malloc(n))
+
+            return after
+        return _nothing
+
+
+def _nothing(out):
+    pass

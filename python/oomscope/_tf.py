@@ -134,6 +134,19 @@ def _loop(name, module, fd):
                 return
 
 
+def _peak_in_use():
+    """TF's own peak of bytes in use on the device fit answers for (its BFC allocator's
+    `peak_bytes_in_use`): GPU 0 when TF has one, else the CPU's BFC allocator."""
+    try:
+        import tensorflow as tf
+
+        device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+        return int(tf.config.experimental.get_memory_info(device)["peak"])
+    except Exception as e:
+        swallowed("peak_in_use", e)
+        return None
+
+
 def _fit_steps():
     """`oomscope fit`'s probe of a Keras program: each training step marked on stderr, where
     TF's allocator log is (`oomscope-fit: step N`), and the process ended (exit 0) after
@@ -156,6 +169,9 @@ def _fit_steps():
         def on_train_batch_end(self, batch, logs=None):
             _Steps.done += 1
             if _Steps.done >= steps:
+                peak = _peak_in_use()
+                if peak is not None:
+                    sys.stderr.write(f"oomscope-fit: peak {peak}\n")
                 sys.stderr.write(f"oomscope-fit: stop at step {_Steps.done}\n")
                 sys.stderr.flush()
                 os._exit(0)

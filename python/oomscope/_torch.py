@@ -502,6 +502,15 @@ def _make_mode_class(torch):
             self.ops = ops
             self.emulate = emulate
             self.live = {}  # emulation: storage data_ptr -> [tensor count, bytes]
+            # Emulation: what CUDA's kernels allocate beside their outputs (`_gpu`).
+            self.scratch = None
+            if emulate:
+                from . import _gpu
+
+                try:
+                    self.scratch = _gpu.KernelScratch(torch, self)
+                except Exception as e:
+                    _swallowed("KernelScratch", e)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             lib = self.lib
@@ -521,6 +530,12 @@ def _make_mode_class(torch):
                     lib.oomscope_scope_push(op.encode())
                 pushed = 1
             try:
+                if self.emulate and self.scratch is not None and func in self.scratch.watched and not _gpu_paused():
+                    with self.scratch.around(func, args, kwargs) as after:
+                        out = func(*args, **(kwargs or {}))
+                        self._record(out)
+                        after(out)
+                    return out
                 out = func(*args, **(kwargs or {}))
                 if self.emulate:
                     self._record(out)
@@ -552,6 +567,23 @@ def _make_mode_class(torch):
                 return
             if key and key not in self.live:
                 self._allocate(t)
+
+        def malloc(self, nbytes):
+            """Device memory for a kernel's own use (freed with `free`), as the GPU's
+            allocator would serve it; out of memory as a GPU's."""
+            restore = self.lib.oomscope_kind_set(TEMPORARY)
+            ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
+            self.lib.oomscope_kind_set(restore)
+            if not ptr:
+                buf = ctypes.create_string_buffer(1 << 16)
+                self.lib.oomscope_last_error(buf, 1 << 16)
+                text = buf.value.decode(errors="replace")
+                _reported(text)
+                raise torch.cuda.OutOfMemoryError(text)
+            return ptr
+
+        def free(self, ptr):
+            self.lib.oomscope_free(ptr, 0, _EMULATED_DEVICE, None)
 
         def _allocate(self, t):
             try:

@@ -69,6 +69,7 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         batch: a.batch,
         check: !a.no_check,
         dir: dir.path().to_path_buf(),
+        tensorflow: false,
     };
     let command = a.command.join(" ");
     let mut progress = progress_line();

@@ -261,15 +261,14 @@ fn an_oom_fix_gives_the_fit_line_for_its_own_command() {
 
 /// A GPU's figures without a GPU: the training programs recorded on an H100
 /// (`fixtures/torch-snapshots/*.facts.json`: PyTorch's own `max_memory_allocated` and
-/// `max_memory_reserved`), run here on the CPU and predicted for the H100. The allocated peak
-/// is within 5% once the emulation allocates what CUDA would: the attention kernel's output
-/// and logsumexp instead of the math path's scores, dropout's one-byte mask instead of a
-/// float noise tensor, and the model built in host memory then moved (with the attention
-/// rule alone, `default` measured +6.7% allocated; with all three, −3.9%). The reserved
-/// peak is within 5% with expandable segments; with
-/// ordinary segments it is 13–16% low: CUDA's reductions over the batch (bias gradients)
-/// take staging buffers of up to 140 MB, which are not modelled yet, and each makes the cache
-/// grow by a segment.
+/// `max_memory_reserved`), run here on the CPU and predicted for the H100, both within 5%.
+/// What closed the gap, rule by rule (the emulation's, `python/oomscope/_gpu.py`,
+/// `_scratch.py`): with the attention kernel's output and logsumexp instead of the math
+/// path's scores alone, `default` measured +6.7% allocated; with dropout's one-byte mask
+/// and the model built in host memory then moved, −3.9% allocated and −13.5% reserved
+/// (−16% `tuned`); with the kernels' scratch (each thread's 32 MiB cuBLAS workspace, the
+/// staging buffers of the bias gradients' sums over the batch, up to 139 MB, which make the
+/// cache grow by segments), −0.0% and +0.3% (`expandable` −1.3% reserved, `tuned` −1.0%).
 #[test]
 #[cfg_attr(
     oomscope_missing = "torch",
@@ -278,7 +277,7 @@ fn an_oom_fix_gives_the_fit_line_for_its_own_command() {
 fn the_h100_figures_of_recorded_programs_are_predicted_on_the_cpu() {
     let py = torch_python();
     let script = root().join("scripts/record-torch-snapshots.py");
-    for (scenario, reserved_within) in [("default", 0.20), ("expandable", 0.05), ("tuned", 0.20)] {
+    for scenario in ["default", "expandable", "tuned"] {
         let facts: Value = serde_json::from_slice(
             &std::fs::read(root().join(format!("fixtures/torch-snapshots/{scenario}.facts.json"))).unwrap(),
         )
@@ -304,7 +303,7 @@ fn the_h100_figures_of_recorded_programs_are_predicted_on_the_cpu() {
             (facts["max_memory_allocated"].as_u64().unwrap(), facts["max_memory_reserved"].as_u64().unwrap());
         assert!(within(alloc, gpu_alloc, 0.05), "{scenario}: allocated {alloc} predicted, {gpu_alloc} on the H100");
         assert!(
-            within(reserved, gpu_reserved, reserved_within),
+            within(reserved, gpu_reserved, 0.05),
             "{scenario}: reserved {reserved} predicted, {gpu_reserved} on the H100"
         );
         std::fs::remove_dir_all(dir).unwrap();

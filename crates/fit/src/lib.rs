@@ -43,6 +43,8 @@ pub struct Request {
     pub check: bool,
     /// Where runs keep their files (a private directory the caller removes).
     pub dir: PathBuf,
+    /// Set by the probes: the program runs on TensorFlow (its BFC allocator is replayed).
+    pub tensorflow: bool,
 }
 
 /// What fit is doing, for a progress line.
@@ -53,17 +55,29 @@ pub enum Progress {
     Replaying,
 }
 
-/// Replay settings for the device of `r` under `torch`.
+/// Replay settings for the device of `r` under `torch` (PyTorch's caching allocator), or
+/// TensorFlow's BFC allocator as TF sets it up: on the CPU (`TF_CPU_ALLOCATOR_USE_BFC`)
+/// growing on demand up to its limit; on a GPU as `TF_FORCE_GPU_ALLOW_GROWTH` says.
 fn settings(r: &Request, torch: &oomscope_core::caching::Settings) -> Settings {
     let mut o = oomscope_core::bfc::Options::new(r.device.capacity);
     o.history = 0;
+    let allocator = if r.tensorflow {
+        o.allow_growth = !r.launch.on_gpu
+            || std::env::var("TF_FORCE_GPU_ALLOW_GROWTH").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        if !r.launch.on_gpu {
+            o.name = "bfc_cpu_allocator_for_gpu".into();
+        }
+        oomscope_replay::Allocator::Bfc
+    } else {
+        oomscope_replay::Allocator::Caching(Box::new(torch.clone()))
+    };
     Settings {
         options: o,
         device_total: r.device.total,
         device_others: r.device.others,
         device_model: r.device.name.clone(),
         keep_going: false,
-        allocator: oomscope_replay::Allocator::Caching(Box::new(torch.clone())),
+        allocator,
     }
 }
 
@@ -135,18 +149,6 @@ fn on_this_gpu(r: &mut Request, out: &RunOutcome) {
     r.device.capacity = r.device.capacity.min(d.total - r.device.others);
 }
 
-/// A TensorFlow program's probes are read (`tf`), but not answered from yet: TF's log names
-/// no op and says a free by its size alone, and on a Keras CNN the probes' requests did not
-/// align reliably enough to answer (the replayed answer was refuted by a run at it).
-fn not_yet_tensorflow() -> Problem {
-    Problem(
-        "this is a TensorFlow program: fit answers for PyTorch programs only, for now (it reads TF's \
-         allocator log, but TF names no op there and says a free only by its size, which is not yet enough to \
-         align its requests from batch to batch); `oomscope run` explains its OOMs (docs/tensorflow.md)"
-            .into(),
-    )
-}
-
 /// Runs the probes and learns the step.
 fn learn(r: &mut Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled, Vec<ProbeRow>), Problem> {
     let mut probed: Vec<Probed> = Vec::new();
@@ -158,10 +160,13 @@ fn learn(r: &mut Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled,
         if i == 0 {
             on_this_gpu(r, &out);
         }
-        if out.tf.is_some() {
-            return Err(not_yet_tensorflow());
-        }
-        let p = tape::read(&out.tape, b)?;
+        let p = match &out.tf {
+            Some(tf) => {
+                r.tensorflow = true;
+                tf.probed.clone()
+            }
+            None => tape::read(&out.tape, b)?,
+        };
         rows.push(probe_row(&out, &p));
         probed.push(p);
     }
@@ -176,8 +181,7 @@ fn learn(r: &mut Request, progress: &mut dyn FnMut(Progress)) -> Result<(Scaled,
 }
 
 fn probe_row(out: &RunOutcome, p: &Probed) -> ProbeRow {
-    let (peak_allocated, peak_reserved) =
-        out.result.devices.first().map_or((0, 0), |d| (d.peak_allocated, d.peak_reserved));
+    let (peak_allocated, peak_reserved) = measured_peaks(out);
     ProbeRow {
         batch: out.batch.unwrap_or(0),
         seconds: (out.seconds * 100.0).round() / 100.0,
@@ -219,25 +223,28 @@ fn host_available() -> Option<u64> {
 /// steps without an OOM.
 fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow), Problem> {
     let out = r.launch.run(batch, &Target::Device { capacity: r.device.capacity }, &r.dir.join(name))?;
-    let d = out.result.devices.first();
     let fits = out.result.ooms == 0;
+    let (peak_allocated, peak_reserved) = measured_peaks(&out);
     Ok((
         out.seconds,
-        FitRow {
-            batch: batch.unwrap_or(0),
-            fits,
-            peak_allocated: d.map_or(0, |d| d.peak_allocated),
-            peak_reserved: d.map_or(0, |d| d.peak_reserved),
-            how: "measured",
-            failed: None,
-        },
+        FitRow { batch: batch.unwrap_or(0), fits, peak_allocated, peak_reserved, how: "measured", failed: None },
     ))
 }
 
-/// The settings tried beside the user's: expandable segments, when not on.
-fn other_settings(torch: &oomscope_core::caching::Settings) -> Vec<(String, oomscope_core::caching::Settings)> {
+/// A run's peaks of allocated and reserved bytes: its allocator's own counters (for a
+/// TensorFlow run, as TF logged them: its peak in use, the regions it took).
+fn measured_peaks(out: &RunOutcome) -> (u64, u64) {
+    if let Some(tf) = &out.tf {
+        return (tf.peak.unwrap_or(0), tf.reserved);
+    }
+    out.result.devices.first().map_or((0, 0), |d| (d.peak_allocated, d.peak_reserved))
+}
+
+/// The settings tried beside the user's: PyTorch's expandable segments, when not on.
+fn other_settings(r: &Request) -> Vec<(String, oomscope_core::caching::Settings)> {
+    let torch = &r.torch;
     let mut out = Vec::new();
-    if !torch.expandable_segments {
+    if !r.tensorflow && !torch.expandable_segments {
         let mut s = torch.clone();
         s.expandable_segments = true;
         out.push(("expandable_segments:True".to_string(), s));
@@ -308,7 +315,7 @@ pub fn fit(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<CommandFit
         out.headroom = Some(r.device.capacity.saturating_sub(peak));
         out.accumulation = r.batch.and_then(|want| accumulation(want, l));
     }
-    for (name, torch) in other_settings(&r.torch) {
+    for (name, torch) in other_settings(r) {
         let mut tried = Vec::new();
         out.settings.push(SettingsRow {
             settings: name,
@@ -363,10 +370,13 @@ pub fn predict(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<Comman
     progress(Progress::Ran { seconds: out.seconds });
     let mut r = r.clone();
     on_this_gpu(&mut r, &out);
-    if out.tf.is_some() {
-        return Err(not_yet_tensorflow());
-    }
-    let p = tape::read(&out.tape, 1)?;
+    let p = match &out.tf {
+        Some(tf) => {
+            r.tensorflow = true;
+            tf.probed.clone()
+        }
+        None => tape::read(&out.tape, 1)?,
+    };
     let r = &r;
     let row = probe_row(&out, &p);
     // One probe: every size as it was.
@@ -385,7 +395,7 @@ pub fn predict(r: &Request, progress: &mut dyn FnMut(Progress)) -> Result<Comman
         probe: row,
         settings: Vec::new(),
     };
-    for (name, torch) in other_settings(&r.torch) {
+    for (name, torch) in other_settings(r) {
         let o = step.replay(p.batch, &settings(r, &torch));
         pred.settings.push(SettingsFits { settings: name, fits: o.fits, peak_reserved: o.peak_reserved });
     }

@@ -181,14 +181,15 @@ impl Launch {
     }
 
     /// What a TensorFlow program needs to be probed, harmless to any other: its BFC
-    /// allocator's log (each request, `crate::tf`), one inter-op thread (the requests
+    /// allocator's log and its memory log (each request, each tensor's op, `crate::tf`),
+    /// one inter-op thread (the requests
     /// in one order from run to run), and on the CPU TF's BFC allocator for the CPU with the
     /// device's memory as its limit (as much as a probe wants for a probe), without oneDNN
     /// (whose kernels crash TF after an OOM on some CPUs).
     fn tensorflow(&self, cmd: &mut Command, target: &Target) {
         let vmodule = match std::env::var("TF_CPP_VMODULE") {
-            Ok(v) if !v.trim().is_empty() => format!("{v},bfc_allocator=3"),
-            _ => "bfc_allocator=3".to_string(),
+            Ok(v) if !v.trim().is_empty() => format!("{v},bfc_allocator=3,log_memory=2"),
+            _ => "bfc_allocator=3,log_memory=2".to_string(),
         };
         cmd.env("TF_CPP_VMODULE", vmodule).env("TF_NUM_INTEROP_THREADS", "1");
         if !self.on_gpu {

@@ -1,14 +1,18 @@
-//! A TensorFlow program's probe: its requests, read from the BFC allocator's own log
-//! (`TF_CPP_VMODULE=bfc_allocator=3`: every `AllocateRaw` with its size and address, every
-//! `DeallocateRaw` with the size that was requested) and the step marks the hook writes
-//! beside them (`oomscope-fit: step N`).
+//! A TensorFlow program's probe: its requests, read from TF's own log.
 //!
-//! Level 3 does not say which allocation a free is of, only its size: the latest live
-//! allocation of that size is taken (an op frees what it made last first). Which of two
-//! equal allocations is freed changes no figure of what is in use, only, at times, where
-//! the free chunk lies. Level 4 says the address, with a stack trace per call, which makes a
-//! probe of a small Keras CNN take minutes instead of seconds; its lines are read when
-//! present.
+//! - The BFC allocator's (`TF_CPP_VMODULE=bfc_allocator=3`): every `AllocateRaw` with its
+//!   size and address, every `DeallocateRaw` with the size that was requested. These are
+//!   the allocator's requests, in its order: the tape.
+//! - TF's memory log (`log_memory=2`, `__LOG_MEMORY__` lines): a tensor's allocation with
+//!   the kernel that made it, its address and the allocator's id for it (its count of
+//!   allocations, from 1), and every tensor's deallocation by that id, written just before
+//!   the allocator's `DeallocateRaw` on the same thread. This names the ops and says which
+//!   allocation each free is of: on a Keras CNN's probe, 3 821 of its 3 823 frees.
+//! - The step marks the hook writes beside them (`oomscope-fit: step N`).
+//!
+//! A free that the memory log does not name (a buffer that is not a tensor's) is taken to be
+//! of the latest live allocation of its size: which of two equal allocations is freed
+//! changes no figure of what is in use, only, at times, where the free chunk lies.
 
 use oomscope_core::record::Kind;
 use oomscope_replay::scaled::{Probed, TapeEntry};
@@ -27,15 +31,34 @@ pub struct TfRun {
     /// Step marks seen, and whether the hook ended it after its steps.
     pub steps: i64,
     pub stopped: bool,
-    /// Allocations TF could not make.
+    /// Allocations TF could not make (not those its caller could do without).
     pub ooms: u64,
+    /// TF's own peak of bytes in use: as the hook read it when it ended the run, or as the
+    /// allocator logged it rising.
+    pub peak: Option<u64>,
+    /// The bytes of the regions the allocator took (it never returns them while it runs).
+    pub reserved: u64,
 }
 
-/// A log line without TF's prefix (`I0000 00:00:1795433278.865093   23376 file.cc:1049] `).
-fn payload(line: &str) -> &str {
+/// A log line without TF's prefix (`I0000 00:00:1795433278.865093   23376 file.cc:1049] `),
+/// and the thread that wrote it (0 when the line has no prefix).
+fn payload(line: &str) -> (&str, u64) {
     match line.find("] ") {
-        Some(i) if line.starts_with(['I', 'W', 'E']) && line[..i].contains(".cc:") => &line[i + 2..],
-        _ => line,
+        Some(i) if line.starts_with(['I', 'W', 'E']) && line[..i].contains(".cc:") => {
+            let thread = line[..i].split_whitespace().nth(2).and_then(|t| t.parse().ok()).unwrap_or(0);
+            (&line[i + 2..], thread)
+        }
+        _ => (line, 0),
+    }
+}
+
+/// The value of `key: ` in a memory log line (a number, or a quoted string without quotes).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(key)? + key.len();
+    let rest = &line[at..];
+    match rest.strip_prefix('"') {
+        Some(q) => q.find('"').map(|e| &q[..e]),
+        None => rest.split_whitespace().next(),
     }
 }
 
@@ -43,49 +66,91 @@ fn payload(line: &str) -> &str {
 /// nothing (not a TF program, or not on a BFC allocator).
 pub fn read(log: &str, batch: u64) -> Option<TfRun> {
     let mut run = TfRun { probed: Probed { batch, entries: Vec::new(), ops: vec![String::new()] }, ..TfRun::default() };
-    let mut live: HashMap<&str, u32> = HashMap::new();
-    // Level 3: live allocations by requested size, latest last.
+    let mut names: HashMap<&str, u32> = HashMap::new();
+    // Live allocations: by address; by requested size, latest last (stale ones skipped).
+    let mut by_addr: HashMap<u64, u32> = HashMap::new();
     let mut by_size: HashMap<u64, Vec<u32>> = HashMap::new();
-    let mut allocs = 0u32;
+    let mut live: Vec<bool> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    // Each allocation's entry on the tape.
+    let mut at: Vec<usize> = Vec::new();
+    // The memory log's tensors: id -> allocation; per thread, the free it announced.
+    let mut tensors: HashMap<u64, u32> = HashMap::new();
+    let mut announced: HashMap<u64, u32> = HashMap::new();
     let mut step = -1i64;
-    let detailed = log.contains("[mem-debug] AllocateRaw,");
+    // The allocator extending its pool is ours: the region it logs next is its.
+    let mut extending = false;
     for line in log.lines() {
-        let p = payload(line);
-        if !detailed && let Some(rest) = p.strip_prefix("AllocateRaw ") {
+        let (p, thread) = payload(line);
+        if let Some(rest) = p.strip_prefix("AllocateRaw ") {
             // `AllocateRaw NAME  BYTES ADDRESS` once served (`AllocateRaw NAME  BYTES` is the ask).
             let f: Vec<&str> = rest.split_whitespace().collect();
             if f.len() == 3
                 && device_allocator(f[0])
                 && let Ok(bytes) = f[1].parse::<u64>()
             {
-                by_size.entry(bytes).or_default().push(allocs);
-                allocs += 1;
+                let alloc = live.len() as u32;
+                live.push(true);
+                sizes.push(bytes);
+                at.push(run.probed.entries.len());
+                by_size.entry(bytes).or_default().push(alloc);
+                if let Ok(addr) = u64::from_str_radix(f[2].trim_start_matches("0x"), 16) {
+                    by_addr.insert(addr, alloc);
+                }
                 run.probed.entries.push(TapeEntry::Alloc { bytes, stream: 0, op: 0, kind: Kind::Unknown, step });
             }
-        } else if !detailed && let Some(rest) = p.strip_prefix("DeallocateRaw ") {
+        } else if let Some(rest) = p.strip_prefix("DeallocateRaw ") {
             let f: Vec<&str> = rest.split_whitespace().collect();
             if f.len() == 2
                 && device_allocator(f[0])
                 && let Ok(bytes) = f[1].parse::<u64>()
-                && let Some(alloc) = by_size.get_mut(&bytes).and_then(Vec::pop)
             {
-                run.probed.entries.push(TapeEntry::Free { alloc });
+                let named = announced.remove(&thread).filter(|&a| live[a as usize] && sizes[a as usize] == bytes);
+                let alloc = named.or_else(|| {
+                    let stack = by_size.get_mut(&bytes)?;
+                    while let Some(a) = stack.pop() {
+                        if live[a as usize] {
+                            return Some(a);
+                        }
+                    }
+                    None
+                });
+                if let Some(alloc) = alloc {
+                    live[alloc as usize] = false;
+                    run.probed.entries.push(TapeEntry::Free { alloc });
+                }
             }
-        } else if let Some(rest) = p.strip_prefix("[mem-debug] AllocateRaw,") {
-            let f: Vec<&str> = rest.splitn(4, ',').collect();
-            if f.len() >= 3 && device_allocator(f[0]) {
-                let Ok(bytes) = f[1].parse::<u64>() else { continue };
-                live.insert(f[2], allocs);
-                allocs += 1;
-                run.probed.entries.push(TapeEntry::Alloc { bytes, stream: 0, op: 0, kind: Kind::Unknown, step });
-            }
-        } else if let Some(rest) = p.strip_prefix("[mem-debug] DeallocateRaw,") {
-            let f: Vec<&str> = rest.splitn(4, ',').collect();
-            if f.len() >= 3
-                && device_allocator(f[0])
-                && let Some(alloc) = live.remove(f[2])
+        } else if let Some(rest) = p.strip_prefix("__LOG_MEMORY__ MemoryLogTensorAllocation ") {
+            // Names the allocation at its address (the latest made there).
+            if field(rest, "allocator_name: ").is_some_and(device_allocator)
+                && let Some(addr) = field(rest, "ptr: ").and_then(|v| v.parse::<u64>().ok())
+                && let Some(&alloc) = by_addr.get(&addr)
+                && live[alloc as usize]
             {
-                run.probed.entries.push(TapeEntry::Free { alloc });
+                if let Some(id) = field(rest, "allocation_id: ").and_then(|v| v.parse().ok()) {
+                    tensors.insert(id, alloc);
+                }
+                let kernel = field(rest, "kernel_name: ").unwrap_or("");
+                if !kernel.is_empty() && !kernel.starts_with("Unknown") {
+                    let next = run.probed.ops.len() as u32;
+                    let op = *names.entry(kernel).or_insert(next);
+                    if op == next {
+                        run.probed.ops.push(kernel.to_string());
+                    }
+                    if let Some(TapeEntry::Alloc { op: o, .. }) = run.probed.entries.get_mut(at[alloc as usize]) {
+                        *o = op;
+                    }
+                }
+            }
+        } else if let Some(rest) = p.strip_prefix("__LOG_MEMORY__ MemoryLogTensorDeallocation ") {
+            // The id is the allocator's count of its allocations (from 1): the allocation
+            // it names when its tensor's line said nothing else.
+            if field(rest, "allocator_name: ").is_some_and(device_allocator)
+                && let Some(id) = field(rest, "allocation_id: ").and_then(|v| v.parse::<u64>().ok())
+                && let Some(alloc) = tensors.remove(&id).or_else(|| u32::try_from(id.checked_sub(1)?).ok())
+                && live.get(alloc as usize) == Some(&true)
+            {
+                announced.insert(thread, alloc);
             }
         } else if let Some(n) = p.strip_prefix("oomscope-fit: step ") {
             if let Ok(n) = n.trim().parse::<i64>() {
@@ -95,11 +160,34 @@ pub fn read(log: &str, batch: u64) -> Option<TfRun> {
             }
         } else if p.starts_with("oomscope-fit: stop at step ") {
             run.stopped = true;
-        } else if p.contains("ran out of memory trying to allocate") {
+        } else if let Some(n) = p.strip_prefix("oomscope-fit: peak ") {
+            run.peak = n.trim().parse().ok();
+        } else if let Some(rest) = p.strip_prefix("Extending allocation by ") {
+            extending = rest.rsplit(" for ").next().is_some_and(|n| device_allocator(n.trim_end_matches('.')));
+        } else if let Some(rest) = p.strip_prefix("Allocated memory at ") {
+            let f: Vec<&str> = rest.split(" to ").collect();
+            let hex = |v: &str| u64::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok();
+            if std::mem::take(&mut extending)
+                && let [from, to] = f[..]
+                && let (Some(a), Some(b)) = (hex(from), hex(to))
+            {
+                run.reserved += b.saturating_sub(a);
+            }
+        } else if let Some(rest) = p.strip_prefix("New Peak memory usage of ") {
+            // The allocator's own peak as it rose (level 2): what a run that failed reached.
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() >= 4
+                && device_allocator(f[3].trim_end_matches('.'))
+                && let Ok(n) = f[0].parse::<u64>()
+            {
+                run.peak = Some(run.peak.unwrap_or(0).max(n));
+            }
+        } else if p.contains("ran out of memory trying to allocate") && !p.contains("caller indicates that this is not a failure")
+        {
             run.ooms += 1;
         }
     }
-    (allocs > 0).then_some(run)
+    (!live.is_empty()).then_some(run)
 }
 
 #[cfg(test)]
@@ -107,28 +195,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_allocators_log_and_the_step_marks_are_the_tape() {
+    fn the_allocators_log_the_memory_log_and_the_step_marks_are_the_tape() {
+        // Two tensors of 64 bytes; the memory log says the first is freed (a free by size
+        // alone would take the latest), on thread 5, while thread 9 frees without a name.
         let log = "\
 I0000 00:00:1.0   5 bfc_allocator.cc:281] AllocateRaw bfc_cpu_allocator_for_gpu  8
-I0000 00:00:1.0   5 bfc_allocator.cc:329] [mem-debug] AllocateRaw,bfc_cpu_allocator_for_gpu,8,0x10,*** Begin stack trace ***
-\ttsl::CurrentStackTrace[abi:cxx11]()
-I0000 00:00:1.0   5 bfc_allocator.cc:329] [mem-debug] AllocateRaw,cpu,64,0x99,*** Begin stack trace ***
+I0000 00:00:1.0   5 bfc_allocator.cc:328] AllocateRaw bfc_cpu_allocator_for_gpu  8 0x10
+I0000 00:00:1.0   5 bfc_allocator.cc:328] AllocateRaw cpu  8 0x99
 oomscope-fit: step 0
-I0000 00:00:1.0   5 bfc_allocator.cc:329] [mem-debug] AllocateRaw,bfc_cpu_allocator_for_gpu,4096,0x20,*** Begin
-I0000 00:00:1.0   5 bfc_allocator.cc:695] [mem-debug] DeallocateRaw,bfc_cpu_allocator_for_gpu,8,0x10,*** Begin
-I0000 00:00:1.0   5 bfc_allocator.cc:695] [mem-debug] DeallocateRaw,bfc_cpu_allocator_for_gpu,8,0x77,*** Begin
+I0000 00:00:1.0   5 bfc_allocator.cc:328] AllocateRaw bfc_cpu_allocator_for_gpu  64 0x100
+I0000 00:00:1.0   5 log_memory.cc:34] __LOG_MEMORY__ MemoryLogTensorAllocation { goo.gle/debugproto   step_id: 3 kernel_name: \"model/conv/Conv2D\" tensor { dtype: DT_FLOAT shape { dim { size: 16 } } allocation_description { requested_bytes: 64 allocated_bytes: 256 allocator_name: \"bfc_cpu_allocator_for_gpu\" allocation_id: 7 has_single_reference: true ptr: 256 } } }
+I0000 00:00:1.0   5 bfc_allocator.cc:328] AllocateRaw bfc_cpu_allocator_for_gpu  64 0x200
+I0000 00:00:1.0   5 log_memory.cc:34] __LOG_MEMORY__ MemoryLogTensorAllocation { goo.gle/debugproto   step_id: 3 kernel_name: \"Unknown\" tensor { allocation_description { requested_bytes: 64 allocator_name: \"bfc_cpu_allocator_for_gpu\" allocation_id: 8 ptr: 512 } } }
+I0000 00:00:1.0   5 log_memory.cc:34] __LOG_MEMORY__ MemoryLogTensorDeallocation { goo.gle/debugproto   allocation_id: 7 allocator_name: \"bfc_cpu_allocator_for_gpu\" }
+I0000 00:00:1.0   9 bfc_allocator.cc:693] DeallocateRaw bfc_cpu_allocator_for_gpu 8
+I0000 00:00:1.0   5 bfc_allocator.cc:693] DeallocateRaw bfc_cpu_allocator_for_gpu 64
+I0000 00:00:1.0   5 bfc_allocator.cc:693] DeallocateRaw bfc_cpu_allocator_for_gpu 8
+I0000 00:00:1.0   5 bfc_allocator.cc:176] Extending allocation by 2.00MiB bytes for bfc_cpu_allocator_for_gpu.
+I0000 00:00:1.0   5 bfc_allocator.cc:186] Allocated memory at 0x1000 to 0x201000
+I0000 00:00:1.0   5 bfc_allocator.cc:176] Extending allocation by 2.00MiB bytes for gpu_host_bfc.
+I0000 00:00:1.0   5 bfc_allocator.cc:186] Allocated memory at 0x9000000 to 0x9200000
+I0000 00:00:1.0   5 bfc_allocator.cc:616] New Peak memory usage of 2048 bytes for bfc_cpu_allocator_for_gpu
+oomscope-fit: peak 4096
 oomscope-fit: stop at step 1
 ";
         let run = read(log, 4).unwrap();
         assert!(run.stopped);
         assert_eq!(run.steps, 1);
+        assert_eq!(run.peak, Some(4096));
+        assert_eq!(run.reserved, 2 << 20);
+        assert_eq!(run.probed.ops, ["", "model/conv/Conv2D"]);
         assert_eq!(
             run.probed.entries,
             vec![
                 TapeEntry::Alloc { bytes: 8, stream: 0, op: 0, kind: Kind::Unknown, step: -1 },
                 TapeEntry::Step { step: 0 },
-                TapeEntry::Alloc { bytes: 4096, stream: 0, op: 0, kind: Kind::Unknown, step: 0 },
+                TapeEntry::Alloc { bytes: 64, stream: 0, op: 1, kind: Kind::Unknown, step: 0 },
+                TapeEntry::Alloc { bytes: 64, stream: 0, op: 0, kind: Kind::Unknown, step: 0 },
                 TapeEntry::Free { alloc: 0 },
+                TapeEntry::Free { alloc: 1 },
             ]
         );
         assert!(read("I0000 x.cc:1] nothing here\n", 4).is_none());

@@ -138,14 +138,25 @@ fn keys(p: &Probed) -> Vec<Key<'_>> {
         .collect()
 }
 
+/// Whether allocation `x` of `base` may be allocation `y` of `q`: the same op and stream;
+/// when `sized` or without a name (the op is then no guide), sizes that are equal (made
+/// whatever the batch) or in the ratio of the batches (a tensor of the batch, its own
+/// bytes).
+fn alike(x: &Key<'_>, y: &Key<'_>, base: u64, q: u64, sized: bool) -> bool {
+    x.1 == y.1
+        && x.2 == y.2
+        && ((!sized && !x.1.is_empty()) || x.4 == y.4 || x.4 as u128 * q as u128 == y.4 as u128 * base as u128)
+}
+
 /// Each allocation of `base` (by number) matched to one of `q`, step by step. A step with as
-/// many allocations at both batches, of the same ops in the same order, is matched in
-/// order. Otherwise the two are walked together, skipping the fewest on either side where
-/// they part; an allocation without a name (TensorFlow's log names none) then matches only
-/// one of the same size, the op being no guide. Returns the matches and how many of `q`'s
-/// allocations matched none.
+/// many allocations at both batches, each pair [`alike`], is matched in order. Otherwise the
+/// two are walked together, skipping the fewest on either side where they part (a thread
+/// beside the step's, tf.data's, allocating at other moments). Returns the matches and how
+/// many of `q`'s allocations matched none.
 fn align(base: &Probed, q: &Probed) -> (Vec<Option<usize>>, usize) {
     let (a, b) = (keys(base), keys(q));
+    let same = |x: &Key<'_>, y: &Key<'_>| alike(x, y, base.batch, q.batch, false);
+    let sized = |x: &Key<'_>, y: &Key<'_>| alike(x, y, base.batch, q.batch, true);
     let mut matched = vec![None; a.len()];
     let mut unmatched_q = 0;
     let (mut i0, mut j0) = (0, 0);
@@ -160,23 +171,52 @@ fn align(base: &Probed, q: &Probed) -> (Vec<Option<usize>>, usize) {
         let i1 = i0 + a[i0..].iter().take_while(|k| k.3 == step).count();
         let j1 = j0 + b[j0..].iter().take_while(|k| k.3 == step).count();
         let (sa, sb) = (&a[i0..i1], &b[j0..j1]);
-        if sa.len() == sb.len() && sa.iter().zip(sb).all(|(x, y)| x.1 == y.1 && x.2 == y.2) {
+        if sa.len() == sb.len() && sa.iter().zip(sb).all(|(x, y)| same(x, y)) {
             for k in 0..sa.len() {
                 matched[i0 + k] = Some(j0 + k);
             }
         } else {
-            unmatched_q += walk(sa, sb, |k, m| matched[i0 + k] = Some(j0 + m));
+            // Walked with sizes that follow the batch first: an op's allocations of other
+            // roles (its output, its workspace) are not taken for each other where the
+            // orders part.
+            let mut taken = vec![false; sb.len()];
+            walk(sa, sb, sized, |k, m| {
+                matched[i0 + k] = Some(j0 + m);
+                taken[m] = true;
+            });
+            // What the walk skipped where the two orders differ (another thread's requests
+            // earlier at one batch than at the other): each to the nearest of its kind
+            // left, by size first, then by op alone.
+            for rule in [&sized as &dyn Fn(&Key<'_>, &Key<'_>) -> bool, &same] {
+                for k in 0..sa.len() {
+                    if matched[i0 + k].is_some() {
+                        continue;
+                    }
+                    let at = k * sb.len() / sa.len();
+                    let nearest = (at.saturating_sub(4 * WINDOW)..(at + 4 * WINDOW).min(sb.len()))
+                        .filter(|&m| !taken[m] && rule(&sa[k], &sb[m]))
+                        .min_by_key(|&m| m.abs_diff(at));
+                    if let Some(m) = nearest {
+                        matched[i0 + k] = Some(j0 + m);
+                        taken[m] = true;
+                    }
+                }
+            }
+            unmatched_q += taken.iter().filter(|t| !**t).count();
         }
         (i0, j0) = (i1, j1);
     }
     (matched, unmatched_q)
 }
 
-/// The two sides of a step walked together; `hit(k, m)` for each match. Returns how many
-/// of `b`'s matched none.
-fn walk(a: &[Key<'_>], b: &[Key<'_>], mut hit: impl FnMut(usize, usize)) -> usize {
-    let same = |x: &Key<'_>, y: &Key<'_>| x.1 == y.1 && x.2 == y.2 && (!x.1.is_empty() || x.4 == y.4);
-    let (mut i, mut j, mut unmatched) = (0, 0, 0);
+/// The two sides of a step walked together; `hit(k, m)` for each match.
+fn walk(
+    a: &[Key<'_>],
+    b: &[Key<'_>],
+    same: impl Fn(&Key<'_>, &Key<'_>) -> bool,
+    mut hit: impl FnMut(usize, usize),
+) {
+    let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
         if same(&a[i], &b[j]) {
             hit(i, j);
@@ -192,9 +232,7 @@ fn walk(a: &[Key<'_>], b: &[Key<'_>], mut hit: impl FnMut(usize, usize)) -> usiz
         let (x, y) = meet.unwrap_or((1, 1));
         i += x;
         j += y;
-        unmatched += y;
     }
-    unmatched + b.len().saturating_sub(j)
 }
 
 /// Learns the step from `probes` (at least two, at distinct batches). The largest probe's

@@ -39,7 +39,7 @@ use std::time::SystemTime;
 const SITECUSTOMIZE: &str = include_str!("../../../python/sitecustomize.py");
 /// The Python package (`python/oomscope/`), written beside the sitecustomize: the hooks
 /// it loads, and the same `import oomscope` API as the installed package's.
-const PACKAGE: [(&str, &str); 11] = [
+const PACKAGE: [(&str, &str); 12] = [
     ("__init__.py", include_str!("../../../python/oomscope/__init__.py")),
     ("__main__.py", include_str!("../../../python/oomscope/__main__.py")),
     ("_abi.py", include_str!("../../../python/oomscope/_abi.py")),
@@ -48,6 +48,7 @@ const PACKAGE: [(&str, &str); 11] = [
     ("_ipython.py", include_str!("../../../python/oomscope/_ipython.py")),
     ("_log.py", include_str!("../../../python/oomscope/_log.py")),
     ("_paths.py", include_str!("../../../python/oomscope/_paths.py")),
+    ("_scratch.py", include_str!("../../../python/oomscope/_scratch.py")),
     ("_tf.py", include_str!("../../../python/oomscope/_tf.py")),
     ("_torch.py", include_str!("../../../python/oomscope/_torch.py")),
     ("_watch.py", include_str!("../../../python/oomscope/_watch.py")),
