@@ -38,8 +38,15 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
         return Err(CliError("--probes: give at least two different batches of 1 or more (2,4,6)".into()));
     }
     let bin = std::env::current_exe().map_err(|e| CliError(format!("cannot find this program's path: {e}")))?;
-    let launch =
-        Launch { bin, command: a.command.clone(), on_gpu, steps: a.steps, timeout: Duration::from_secs(a.timeout) };
+    let arch = a.device.as_ref().and_then(|d| d.arch).unwrap_or(oomscope_core::device::DEFAULT_ARCH);
+    let launch = Launch {
+        bin,
+        command: a.command.clone(),
+        on_gpu,
+        steps: a.steps,
+        timeout: Duration::from_secs(a.timeout),
+        arch,
+    };
     let dir = RunDir::new()?;
     oomscope_fit::probe::end_runs_with_us();
     let mut device = FitDevice {

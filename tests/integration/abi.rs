@@ -420,7 +420,7 @@ fn a_real_pytorch_training_loop() {
     let dumps = dir.join("dumps");
     let train = |options: &[&str], dumps: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_oomscope"))
-            .args(["run", "--device", "sim:64MiB"])
+            .args(["run", "--device", "sim:128MiB"])
             .args(options)
             .arg("--dump-dir")
             .arg(dumps)

@@ -261,7 +261,7 @@ fn a_rank_that_keeps_its_activations_leaks_across_steps() {
     let out = dir.join("dumps");
     failing_job(
         &out,
-        "sim:192MiB",
+        "sim:256MiB",
         &["--standalone", "--nproc-per-node", "3"],
         &["--leak-rank", "1", "--batch", "512", "--steps", "40"],
     );

@@ -16,6 +16,7 @@
 //! | `OOMSCOPE_HISTORY` | events kept per device for dumps (default 10 000) |
 //! | `OOMSCOPE_ALLOCATOR` | `caching` (default: PyTorch's caching allocator) or `bfc` (TensorFlow's BFC) |
 //! | `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF` | the caching allocator's settings, as PyTorch reads them |
+//! | `OOMSCOPE_EMULATE_SMS`, `OOMSCOPE_EMULATE_CC` | with `OOMSCOPE_TORCH_EMULATE`: the card emulated, its multiprocessors and compute capability (`132`, `9.0`: an H100's, the default), which size CUDA kernels' scratch (a reduction's staging buffers, cuBLAS's workspace); `oomscope fit` sets them from `--device` |
 //! | `OOMSCOPE_FIT_DIR`, `OOMSCOPE_FIT_STEPS` | set by `oomscope fit` for its probe runs: every request is kept and written to the directory (`tape-PID-gpuN.jsonl`, `result-PID.json`) when step `OOMSCOPE_FIT_STEPS` is marked, and the process then exits 0; or at exit |
 //! | `OOMSCOPE_JOB_DUMPS` | `0`: in a job, a rank does not write its state when another rank runs out of memory (default: it does) |
 //!

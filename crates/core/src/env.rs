@@ -52,11 +52,17 @@ pub const NO_TSC: &str = "OOMSCOPE_NO_TSC";
 pub const FIT_DIR: &str = "OOMSCOPE_FIT_DIR";
 /// `oomscope fit`'s probe: the process ends (exit 0) once this step is marked.
 pub const FIT_STEPS: &str = "OOMSCOPE_FIT_STEPS";
+/// Emulation: the card's multiprocessors and compute capability (`9.0`), which decide the
+/// scratch memory of CUDA's kernels (an H100's without them).
+pub const EMULATE_SMS: &str = "OOMSCOPE_EMULATE_SMS";
+pub const EMULATE_CC: &str = "OOMSCOPE_EMULATE_CC";
 
 /// Every variable of the contract.
-pub const ALL: [&str; 31] = [
+pub const ALL: [&str; 33] = [
     FIT_DIR,
     FIT_STEPS,
+    EMULATE_SMS,
+    EMULATE_CC,
     DEVICE,
     LIMIT,
     LIMIT_FRACTION,

@@ -357,6 +357,9 @@ fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress))
         progress(Progress::Run { what: "check of the next batch", batch: Some(l + 1), n: 1, of: 1 });
         let (seconds, measured) = check(r, Some(l + 1), &format!("check-{}", l + 1))?;
         progress(Progress::Ran { seconds });
+        if measured.fits {
+            out.at_least = Some(l + 1);
+        }
         out.batches.push(measured);
     }
     out.batches.sort_by_key(|x| (x.batch, x.how == "measured"));

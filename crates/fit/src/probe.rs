@@ -60,6 +60,8 @@ pub struct Launch {
     /// Training steps each run makes before it is ended.
     pub steps: u32,
     pub timeout: Duration,
+    /// The card an emulated run allocates as (its kernels' scratch).
+    pub arch: oomscope_core::device::Arch,
 }
 
 /// The simulated device of a probe on the CPU: larger than any probe needs.
@@ -110,7 +112,10 @@ impl Launch {
         cmd.env(env::FIT_DIR, dir).env(env::FIT_STEPS, self.steps.to_string()).env(env::QUIET, "1");
         cmd.env(env::MAX_DUMPS, "0");
         if !self.on_gpu {
-            cmd.env(env::TORCH_EMULATE, "1");
+            let (major, minor) = self.arch.cc;
+            cmd.env(env::TORCH_EMULATE, "1")
+                .env(env::EMULATE_SMS, self.arch.sms.to_string())
+                .env(env::EMULATE_CC, format!("{major}.{minor}"));
         }
         self.tensorflow(&mut cmd, target);
         cmd.stdin(Stdio::null()).stdout(Stdio::from(log)).stderr(Stdio::from(log2));
@@ -188,8 +193,8 @@ impl Launch {
     /// (whose kernels crash TF after an OOM on some CPUs).
     fn tensorflow(&self, cmd: &mut Command, target: &Target) {
         let vmodule = match std::env::var("TF_CPP_VMODULE") {
-            Ok(v) if !v.trim().is_empty() => format!("{v},bfc_allocator=3,log_memory=2"),
-            _ => "bfc_allocator=3,log_memory=2".to_string(),
+            Ok(v) if !v.trim().is_empty() => format!("{v},bfc_allocator=3"),
+            _ => "bfc_allocator=3".to_string(),
         };
         cmd.env("TF_CPP_VMODULE", vmodule).env("TF_NUM_INTEROP_THREADS", "1");
         if !self.on_gpu {

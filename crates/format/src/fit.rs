@@ -122,6 +122,11 @@ pub struct CommandFit {
     /// `largest_batch` is null, the replay not being this program's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contradicted: Option<u64>,
+    /// A run at the batch after the answer trained too: the answer is low (the replayed
+    /// step lacks requests that only larger batches make), and this batch is known to
+    /// train.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_least: Option<u64>,
 }
 
 /// `oomscope fit -- CMD` without `{batch}`: the command as given.

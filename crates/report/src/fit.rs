@@ -151,6 +151,13 @@ pub fn command(f: &CommandFit, command: &str) -> String {
                 _ => format!("Not checked by a run: {}.", f.unchecked.as_deref().unwrap_or("not asked")),
             };
             let _ = writeln!(o, "{said}");
+            if let Some(n) = f.at_least {
+                let _ = writeln!(
+                    o,
+                    "The run at {n} trained too, so the answer is low: larger batches make requests the probes did not \
+                     (a kernel's scratch that starts past some size); batch {n} is known to train."
+                );
+            }
         }
         None if f.contradicted.is_some() => {
             let l = f.contradicted.unwrap_or(0);

@@ -12,7 +12,7 @@ mod presets;
 mod sim;
 
 pub use cuda::{CudaDevice, CudaError};
-pub use presets::{DeviceSpec, PRESETS, Preset, parse_device};
+pub use presets::{Arch, DEFAULT_ARCH, DeviceSpec, PRESETS, Preset, parse_device};
 pub use sim::SimDevice;
 
 use std::fmt;

@@ -12,22 +12,39 @@ pub struct Preset {
     /// What it is: `GeForce GTX 1080 Ti`.
     pub model: &'static str,
     pub total: u64,
+    pub arch: Arch,
 }
 
+/// What decides how CUDA's kernels split their work, and so their scratch memory: the
+/// multiprocessors, and the compute capability (threads per multiprocessor, cuBLAS's
+/// workspace size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arch {
+    pub sms: u32,
+    pub cc: (u8, u8),
+}
+
+const fn arch(sms: u32, major: u8, minor: u8) -> Arch {
+    Arch { sms, cc: (major, minor) }
+}
+
+/// An H100 SXM's: what the emulation assumes for a device given as a size.
+pub const DEFAULT_ARCH: Arch = arch(132, 9, 0);
+
 pub const PRESETS: &[Preset] = &[
-    Preset { name: "gtx-1080", model: "GeForce GTX 1080", total: 8 * GIB },
-    Preset { name: "gtx-1080-ti", model: "GeForce GTX 1080 Ti", total: 11 * GIB },
-    Preset { name: "rtx-2080-ti", model: "GeForce RTX 2080 Ti", total: 11 * GIB },
-    Preset { name: "rtx-3060", model: "GeForce RTX 3060", total: 12 * GIB },
-    Preset { name: "rtx-3090", model: "GeForce RTX 3090", total: 24 * GIB },
-    Preset { name: "rtx-4090", model: "GeForce RTX 4090", total: 24 * GIB },
-    Preset { name: "t4", model: "Tesla T4", total: 16 * GIB },
-    Preset { name: "v100-16", model: "Tesla V100 16GB", total: 16 * GIB },
-    Preset { name: "v100-32", model: "Tesla V100 32GB", total: 32 * GIB },
-    Preset { name: "a100-40", model: "A100 40GB", total: 40 * GIB },
-    Preset { name: "a100-80", model: "A100 80GB", total: 80 * GIB },
-    Preset { name: "h100", model: "H100 80GB", total: 80 * GIB },
-    Preset { name: "h200", model: "H200", total: 141 * GIB },
+    Preset { name: "gtx-1080", model: "GeForce GTX 1080", total: 8 * GIB, arch: arch(20, 6, 1) },
+    Preset { name: "gtx-1080-ti", model: "GeForce GTX 1080 Ti", total: 11 * GIB, arch: arch(28, 6, 1) },
+    Preset { name: "rtx-2080-ti", model: "GeForce RTX 2080 Ti", total: 11 * GIB, arch: arch(68, 7, 5) },
+    Preset { name: "rtx-3060", model: "GeForce RTX 3060", total: 12 * GIB, arch: arch(28, 8, 6) },
+    Preset { name: "rtx-3090", model: "GeForce RTX 3090", total: 24 * GIB, arch: arch(82, 8, 6) },
+    Preset { name: "rtx-4090", model: "GeForce RTX 4090", total: 24 * GIB, arch: arch(128, 8, 9) },
+    Preset { name: "t4", model: "Tesla T4", total: 16 * GIB, arch: arch(40, 7, 5) },
+    Preset { name: "v100-16", model: "Tesla V100 16GB", total: 16 * GIB, arch: arch(80, 7, 0) },
+    Preset { name: "v100-32", model: "Tesla V100 32GB", total: 32 * GIB, arch: arch(80, 7, 0) },
+    Preset { name: "a100-40", model: "A100 40GB", total: 40 * GIB, arch: arch(108, 8, 0) },
+    Preset { name: "a100-80", model: "A100 80GB", total: 80 * GIB, arch: arch(108, 8, 0) },
+    Preset { name: "h100", model: "H100 80GB", total: 80 * GIB, arch: arch(132, 9, 0) },
+    Preset { name: "h200", model: "H200", total: 141 * GIB, arch: arch(132, 9, 0) },
 ];
 
 /// A device given on the command line: a preset name (`gtx-1080-ti`, `1080ti`, `A100-80`)
@@ -37,6 +54,8 @@ pub struct DeviceSpec {
     pub total: u64,
     /// The preset's model name, or `simulated GPU`.
     pub model: String,
+    /// The preset's architecture; a size has none.
+    pub arch: Option<Arch>,
 }
 
 fn normalize(s: &str) -> String {
@@ -57,12 +76,16 @@ pub fn parse_device(s: &str) -> Result<DeviceSpec, oomscope_base::Problem> {
     for p in PRESETS {
         let n = normalize(p.name);
         if n == wanted || n.trim_start_matches("gtx").trim_start_matches("rtx") == wanted_no_vendor {
-            return Ok(DeviceSpec { total: p.total, model: p.model.to_string() });
+            return Ok(DeviceSpec { total: p.total, model: p.model.to_string(), arch: Some(p.arch) });
         }
     }
     match parse_size(s) {
         Ok(total) if total > 0 => {
-            Ok(DeviceSpec { total: oomscope_base::size::device_bytes(total)?, model: "simulated GPU".to_string() })
+            Ok(DeviceSpec {
+                total: oomscope_base::size::device_bytes(total)?,
+                model: "simulated GPU".to_string(),
+                arch: None,
+            })
         }
         Ok(_) => Err(oomscope_base::problem!("a device of 0 bytes cannot hold anything")),
         Err(e) => {
@@ -89,7 +112,8 @@ mod tests {
         assert_eq!(parse_device("GeForce GTX 1080").unwrap().total, 8 * GIB);
         assert_eq!(parse_device("A100-80").unwrap().total, 80 * GIB);
         assert_eq!(parse_device("h200").unwrap().total, 141 * GIB);
-        assert_eq!(parse_device("6GiB").unwrap(), DeviceSpec { total: 6 * GIB, model: "simulated GPU".into() });
+        assert_eq!(parse_device("6GiB").unwrap(), DeviceSpec { total: 6 * GIB, model: "simulated GPU".into(), arch: None });
+        assert_eq!(parse_device("a100-40").unwrap().arch, Some(Arch { sms: 108, cc: (8, 0) }));
         assert!(parse_device("titan-z").unwrap_err().contains("neither a size"));
         assert!(parse_device("0").is_err());
         // A size with a decimal unit is explained as --limit explains it.
