@@ -187,6 +187,113 @@ def _install_emulated_cache_calls(torch, lib):
     torch.cuda.memory.empty_cache = empty_cache
     torch.cuda.set_per_process_memory_fraction = set_per_process_memory_fraction
     torch.cuda.memory.set_per_process_memory_fraction = set_per_process_memory_fraction
+    _install_emulated_memory_calls(torch, lib)
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "size limit bytes_in_use peak_bytes_in_use pool_bytes peak_pool_bytes largest_free_block "
+            "num_allocs num_frees num_ooms live_allocations"
+        ).split()
+    ] + [("fragmentation", ctypes.c_double)]
+
+
+class _Peaks:
+    """Peaks since the program's last `reset_peak_memory_stats()` (the allocator's own
+    peaks until it calls it): followed at each emulated allocation once it has."""
+
+    reset = False
+    allocated = 0
+    reserved = 0
+
+
+_peaks = _Peaks()
+
+
+def _stats(lib, device=None):
+    s = _Stats()
+    s.size = ctypes.sizeof(_Stats)
+    lib.oomscope_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
+    index = device if isinstance(device, int) else getattr(device, "index", None) or 0
+    return s if lib.oomscope_stats(index, ctypes.byref(s)) == 0 else None
+
+
+def _follow_peaks(lib):
+    """After an emulated allocation: the peaks since the last reset."""
+    if _peaks.reset:
+        s = _stats(lib)
+        if s is not None:
+            _peaks.allocated = max(_peaks.allocated, s.bytes_in_use)
+            _peaks.reserved = max(_peaks.reserved, s.pool_bytes)
+
+
+def _install_emulated_memory_calls(torch, lib):
+    """Emulation: the program's own memory calls (`torch.cuda.max_memory_allocated()`,
+    `reset_peak_memory_stats()`, `synchronize()`, `memory._record_memory_history` and
+    `_dump_snapshot`: training scripts that profile themselves) answer with the emulated
+    device's figures, where a PyTorch without CUDA answers 0 or raises."""
+
+    def figure(name):
+        def read(device=None):
+            s = _stats(lib, device)
+            if s is None:
+                return 0
+            if _peaks.reset and name == "peak_bytes_in_use":
+                return max(_peaks.allocated, s.bytes_in_use)
+            if _peaks.reset and name == "peak_pool_bytes":
+                return max(_peaks.reserved, s.pool_bytes)
+            return int(getattr(s, name))
+
+        return read
+
+    def reset_peak_memory_stats(device=None):
+        s = _stats(lib, device)
+        _peaks.reset = True
+        _peaks.allocated = s.bytes_in_use if s is not None else 0
+        _peaks.reserved = s.pool_bytes if s is not None else 0
+
+    def synchronize(device=None):
+        lib.oomscope_synchronize()
+
+    def record_memory_history(*args, **kwargs):
+        # oomscope keeps every allocation's history already.
+        return None
+
+    def dump_snapshot(filename="dump_snapshot.pickle"):
+        """oomscope's state as a PyTorch memory snapshot (what `memory_viz` reads): its dump,
+        exported by the oomscope command."""
+        import subprocess
+        import tempfile
+
+        from . import _paths
+
+        with tempfile.TemporaryDirectory(prefix="oomscope-snapshot-") as tmp:
+            dump = os.path.join(tmp, "dump.json")
+            lib.oomscope_dump.argtypes = [ctypes.c_char_p]
+            if lib.oomscope_dump(dump.encode()) != 0:
+                raise RuntimeError("oomscope could not write its state for _dump_snapshot")
+            subprocess.run(
+                [_paths.binary(), "export", dump, "--format", "torch-snapshot", "--output", str(filename)],
+                check=True,
+                capture_output=True,
+            )
+
+    calls = {
+        "memory_allocated": figure("bytes_in_use"),
+        "max_memory_allocated": figure("peak_bytes_in_use"),
+        "memory_reserved": figure("pool_bytes"),
+        "max_memory_reserved": figure("peak_pool_bytes"),
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "synchronize": synchronize,
+    }
+    for name, fn in calls.items():
+        setattr(torch.cuda, name, fn)
+        if hasattr(torch.cuda.memory, name):
+            setattr(torch.cuda.memory, name, fn)
+    torch.cuda.memory._record_memory_history = record_memory_history
+    torch.cuda.memory._dump_snapshot = dump_snapshot
 
 
 # ---- names ----------------------------------------------------------------------------
@@ -606,6 +713,7 @@ def _make_mode_class(torch):
                     raise torch.cuda.OutOfMemoryError(text)
                 entry = self.live[key] = [0, ptr]
             entry[0] += 1
+            _follow_peaks(self.lib)
             # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,
             # which would free what the program still held before the dump at exit.
             weakref.finalize(t, self._release, key).atexit = False

@@ -784,3 +784,47 @@ fn steps_marked_before_the_first_allocation_and_the_exit_dump_entry_point() {
     assert!(!dumps.exists() || files_in(&dumps).is_empty());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A script that profiles itself (`torch.cuda.max_memory_allocated()`,
+/// `reset_peak_memory_stats()`, `synchronize()`, `memory._record_memory_history` and
+/// `_dump_snapshot`) runs emulated, and the calls answer with the emulated device's figures:
+/// a peak that a reset brings down to what is live, a snapshot PyTorch's tools read.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn a_scripts_own_memory_calls_answer_with_the_emulated_devices_figures() {
+    let py = torch_python();
+    let dir = temp_dir("abi-cuda-calls");
+    let snapshot = dir.join("snap.pickle");
+    let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+        .args(["run", "--device", "sim:1GiB", "--dump-dir"])
+        .arg(dir.join("dumps"))
+        .args(["--", &py])
+        .arg(tests_python().join("cuda_calls.py"))
+        .arg(&snapshot)
+        .env("OOMSCOPE_TORCH_EMULATE", "1")
+        .env("OOMSCOPE_QUIET", "1")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let figures = |name: &str| -> Vec<u64> {
+        let line = out.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {out}"));
+        line.split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect()
+    };
+    let big = figures("after_big")[0];
+    // Batch 512's activations (512 × 1024 floats, 2 MiB, and more) and the 65 MiB of cuBLAS
+    // workspaces an H100 keeps.
+    assert!(big > 65 << 20, "{out}");
+    let reserved = figures("reserved");
+    assert!(reserved[0] >= big && reserved[1] >= reserved[0], "{out}");
+    let (peak, live) = (figures("after_reset")[0], figures("after_reset")[1]);
+    assert_eq!(peak, live, "a reset brings the peak to what is live: {out}");
+    let small = figures("after_small");
+    assert!(small[0] >= small[1] && small[0] < big, "batch 8's peak is below batch 512's: {out}");
+    assert!(figures("snapshot_segments")[0] > 0, "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
