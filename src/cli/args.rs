@@ -428,9 +428,10 @@ pub struct FitArgs {
     /// The GPU: a card or a size [default for a command: the GPU here]
     #[arg(long, value_name = "CARD|SIZE", value_parser = device)]
     pub device: Option<oomscope_core::device::DeviceSpec>,
-    /// Device memory already held by other processes
-    #[arg(long, value_name = "SIZE", value_parser = size, default_value = "0")]
-    pub others: u64,
+    /// Device memory held outside the allocator: other processes, the CUDA context [default:
+    /// for a command on a named card, the CUDA context's 527 MiB; else 0]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub others: Option<u64>,
     /// The allocator's limit [default: what the device has free]
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub limit: Option<u64>,

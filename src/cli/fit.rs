@@ -20,17 +20,18 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     let Some(device) = a.device.clone() else {
         return Err(CliError(format!("--device CARD|SIZE: the GPU to fit {a_input} on (h100, a100-80, 16GiB)")));
     };
-    if a.others >= device.total {
+    let others = a.others.unwrap_or(0);
+    if others >= device.total {
         return Err(CliError(format!(
             "--others {} leaves nothing of the {} device",
-            human(a.others),
+            human(others),
             human(device.total)
         )));
     }
-    let mut s = fit::settings(device.total, a.others, &device.model, a.limit);
+    let mut s = fit::settings(device.total, others, &device.model, a.limit);
     s.options.allow_growth = a.allow_growth;
     s.options.garbage_collection = a.gc;
-    let on = oomscope_report::fit::device(&device.model, device.total, a.others);
+    let on = oomscope_report::fit::device(&device.model, device.total, others);
     let (kind, source) = open(&a_input, Reader::Fit)?;
     let path = Path::new(&a_input);
     if is_trace(&a_input, kind, source.head()) {

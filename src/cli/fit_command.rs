@@ -9,6 +9,10 @@ use oomscope_format::fit::FitDevice;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+/// The CUDA context's memory, outside any allocator: 552 402 944 bytes with PyTorch 2.11 and
+/// CUDA 13.0 on an H200 (`docs/performance.md`).
+const CUDA_CONTEXT: u64 = 552_402_944;
+
 pub fn run(a: FitArgs) -> Result<u8, CliError> {
     if let Some(input) = &a.input {
         return Err(CliError(format!("give either a workload or trace ({input}) or a command after --, not both")));
@@ -52,7 +56,13 @@ pub fn run(a: FitArgs) -> Result<u8, CliError> {
     let mut device = FitDevice {
         name,
         total,
-        others: a.others,
+        // A named card emulated here: its CUDA context, which no allocator counts (what
+        // PyTorch 2.11 with CUDA 13 held on an H200 before its first allocation).
+        others: a.others.unwrap_or(if a.device.as_ref().is_some_and(|d| d.arch.is_some()) && !on_gpu {
+            CUDA_CONTEXT
+        } else {
+            0
+        }),
         capacity: 0,
         settings,
         probes_on: if on_gpu { "gpu" } else { "cpu" },
