@@ -828,3 +828,31 @@ fn a_scripts_own_memory_calls_answer_with_the_emulated_devices_figures() {
     assert!(figures("snapshot_segments")[0] > 0, "{out}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The emulation's rule for a reduction's staging buffer (`python/oomscope/_scratch.py`,
+/// from `Reduce.cuh`'s `setReduceConfig`) gives the sizes an H100 allocated for the bias
+/// gradients of a transformer (`fixtures/torch-snapshots/default.pickle`: `[tokens, width]`
+/// summed over the tokens, fp32), staging and semaphores; and none for a few rows.
+#[test]
+#[cfg_attr(oomscope_missing = "python3", ignore = "needs python3, which is not installed (.ci/run installs it)")]
+fn the_reduction_staging_rule_gives_the_h100s_sizes() {
+    let script = "
+from oomscope import _scratch as s
+for rows, width in ((4096, 8000), (4096, 512), (4096, 2048), (4096, 1536), (3072, 512), (5120, 1536), (2048, 8000), (6, 1024)):
+    print(rows, width, *s.reduce_scratch([rows, width], [width, 1], [0], 4, 132, 2048))
+";
+    let o = Command::new("python3").arg("-c").arg(script).env("PYTHONPATH", root().join("python")).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let expected = "\
+4096 8000 139264000 252
+4096 512 16777216 16
+4096 2048 67108864 64
+4096 1536 50331648 48
+3072 512 12582912 16
+5120 1536 62914560 48
+2048 8000 131072000 252
+6 1024 0 0
+";
+    assert_eq!(out, expected);
+}

@@ -311,11 +311,18 @@ fn the_h100_figures_of_recorded_programs_are_predicted_on_the_cpu() {
     }
 }
 
-/// A Keras CNN on TensorFlow's own BFC allocator (its CPU one, limited to 56 MiB): fit
-/// probes it (TF's allocator log: every request and where TF put it), replays TF's BFC
-/// allocator at any batch, and checks its answer with real TF runs: TF trains at the
-/// answer and runs out of memory at the next batch. The peak replayed at the answer is
-/// within 2% of TF's own peak there (`get_memory_info`; measured: 0.0%).
+/// A Keras CNN on TensorFlow's own BFC allocator (its CPU one): fit probes it (TF's
+/// allocator log: every request and where TF put it), replays TF's BFC allocator at any
+/// batch, and checks its answer with real TF runs: TF trains at the answer, and the peak
+/// replayed there is within 2% of TF's own (`get_memory_info`; measured 0.0–0.4%).
+///
+/// On 40 MiB the next batch cannot train in any order of TF's requests (its pool would need
+/// a 32 MiB region beside the 14 MiB it has), and TF's run there must run out of memory. On
+/// 56 MiB whether batch 6 trains depends on whether tf.data's thread allocates before a
+/// convolution's 27 MiB workspace is asked for (docs/tensorflow.md): TF's runs there differ
+/// from one to the next, probes and checks alike, under load more than not. When a check at
+/// the next batch trains, fit must say its answer is low (`at_least`); when the probes said
+/// 6 and TF's run at 6 did not train, fit must answer nothing (exit 2).
 #[test]
 #[cfg_attr(
     oomscope_missing = "tensorflow",
@@ -324,24 +331,38 @@ fn the_h100_figures_of_recorded_programs_are_predicted_on_the_cpu() {
 fn a_keras_cnn_gets_the_largest_batch_tensorflow_trains() {
     let py = crate::common::tf_python();
     let cnn = tests_python().join("fit/keras_cnn.py");
-    let (o, v) = fit(&["--device", "56MiB"], &[&py, cnn.to_str().unwrap(), "--batch", "{batch}"]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    let largest = v["largest_batch"].as_u64().unwrap_or_else(|| panic!("{v}"));
-    let row = |batch: u64, how: &str| {
-        v["batches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["batch"] == batch && r["how"] == how)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {how} row at batch {batch}: {v}"))
-    };
-    // TF's own runs: the answer trains, the next batch does not.
-    assert_eq!(row(largest, "measured")["fits"], true, "{v}");
-    assert_eq!(row(largest + 1, "measured")["fits"], false, "{v}");
-    assert_eq!(row(largest + 1, "replayed")["fits"], false, "{v}");
-    let (replayed, measured) =
-        (row(largest, "replayed")["peak_allocated"].as_u64().unwrap(), row(largest, "measured")["peak_allocated"].as_u64().unwrap());
-    assert!(within(replayed, measured, 0.02), "at batch {largest}: {replayed} replayed, {measured} by TF");
+    for (device, strict) in [("40MiB", true), ("56MiB", false)] {
+        let (o, v) = fit(&["--device", device], &[&py, cnn.to_str().unwrap(), "--batch", "{batch}"]);
+        let (out, err) = text(&o);
+        let row = |batch: u64, how: &str| {
+            v["batches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["batch"] == batch && r["how"] == how)
+                .cloned()
+                .unwrap_or_else(|| panic!("{device}: no {how} row at batch {batch}: {v}"))
+        };
+        if !strict && let Some(said) = v["contradicted"].as_u64() {
+            // The probes' order put the workspace early and TF's run at the answer did not:
+            // no batch is answered that a run refuted (exit 2, and the run is in the table).
+            assert_eq!(o.status.code(), Some(2), "{device}: {out}\n{err}");
+            assert_eq!(row(said, "measured")["fits"], false, "{device}: {v}");
+            assert!(v["largest_batch"].is_null(), "{device}: {v}");
+            continue;
+        }
+        assert!(o.status.success(), "{device}: {out}\n{err}");
+        let largest = v["largest_batch"].as_u64().unwrap_or_else(|| panic!("{v}"));
+        // TF's own runs: the answer trains; the next batch does not, or fit says so.
+        assert_eq!(row(largest, "measured")["fits"], true, "{device}: {v}");
+        assert_eq!(row(largest + 1, "replayed")["fits"], false, "{device}: {v}");
+        let next = row(largest + 1, "measured")["fits"] == true;
+        assert!(!(strict && next), "{device}: batch {} trained: {v}", largest + 1);
+        assert_eq!(v["at_least"].as_u64(), next.then_some(largest + 1), "{device}: {v}");
+        let (replayed, measured) = (
+            row(largest, "replayed")["peak_allocated"].as_u64().unwrap(),
+            row(largest, "measured")["peak_allocated"].as_u64().unwrap(),
+        );
+        assert!(within(replayed, measured, 0.02), "{device}, batch {largest}: {replayed} replayed, {measured} by TF");
+    }
 }
