@@ -215,7 +215,6 @@ _peaks = _Peaks()
 def _stats(lib, device=None):
     s = _Stats()
     s.size = ctypes.sizeof(_Stats)
-    lib.oomscope_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
     index = device if isinstance(device, int) else getattr(device, "index", None) or 0
     return s if lib.oomscope_stats(index, ctypes.byref(s)) == 0 else None
 
@@ -234,6 +233,7 @@ def _install_emulated_memory_calls(torch, lib):
     `reset_peak_memory_stats()`, `synchronize()`, `memory._record_memory_history` and
     `_dump_snapshot`: training scripts that profile themselves) answer with the emulated
     device's figures, where a PyTorch without CUDA answers 0 or raises."""
+    lib.oomscope_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
 
     def figure(name):
         def read(device=None):
@@ -679,9 +679,16 @@ def _make_mode_class(torch):
             """Device memory for a kernel's own use (freed with `free`), as the GPU's
             allocator would serve it; out of memory as a GPU's."""
             restore = self.lib.oomscope_kind_set(TEMPORARY)
+            try:
+                return self._malloc(nbytes)
+            finally:
+                self.lib.oomscope_kind_set(restore)
+
+        def _malloc(self, nbytes):
+            """An allocation on the emulated device; its OOM raised as PyTorch raises one."""
             ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
-            self.lib.oomscope_kind_set(restore)
             if not ptr:
+                # Room for the whole message: its end names this OOM's dump.
                 buf = ctypes.create_string_buffer(1 << 16)
                 self.lib.oomscope_last_error(buf, 1 << 16)
                 text = buf.value.decode(errors="replace")
@@ -703,15 +710,7 @@ def _make_mode_class(torch):
                 return
             entry = self.live.get(key)
             if entry is None:
-                ptr = self.lib.oomscope_malloc(nbytes, _EMULATED_DEVICE, None)
-                if not ptr:
-                    # Room for the whole message: its end names this OOM's dump.
-                    buf = ctypes.create_string_buffer(1 << 16)
-                    self.lib.oomscope_last_error(buf, 1 << 16)
-                    text = buf.value.decode(errors="replace")
-                    _reported(text)
-                    raise torch.cuda.OutOfMemoryError(text)
-                entry = self.live[key] = [0, ptr]
+                entry = self.live[key] = [0, self._malloc(nbytes)]
             entry[0] += 1
             _follow_peaks(self.lib)
             # Freed when the tensor is, as on a GPU: not by weakref's own exit handler,
