@@ -25,6 +25,7 @@ mod layout;
 mod live;
 mod messages;
 mod package;
+mod pastes;
 mod public_snapshots_imported;
 mod public_snapshots_replayed;
 mod python_api;

@@ -265,6 +265,10 @@ fn held_out_texts_are_read_as_labelled() {
     let (ok, n, look_ok, look, misses) = score("messages-fresh");
     assert!(n >= 30 && look >= 8, "the set has {n} OOMs and {look} look-alikes");
     assert!(ok * 100 >= n * 90 && look_ok * 10 >= look * 9, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    // The third, read first after the paste repair: what it read right stays right.
+    let (ok, n, look_ok, look, misses) = score("messages-unseen");
+    assert!(n >= 50 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
+    assert!(ok >= 44 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
 }
 
 /// Each class of text the rules once got wrong, with the figures that decide it.

@@ -23,7 +23,7 @@ use oomscope_format::{Dump, ImportedFrom, KindBytes, Mode, OomRecord, Section, S
 
 pub mod job;
 mod message;
-pub use message::{Budget, LARGEST_GPU, MessageCause, MessageDiagnosis, MessageFix};
+pub use message::{Budget, Contradiction, LARGEST_GPU, MessageCause, MessageDiagnosis, MessageFix};
 use std::collections::BTreeMap;
 
 /// What a diagnosis found: from an allocator's state (a dump with chunks, a log, a replay),

@@ -64,6 +64,8 @@ pub enum MessageCause {
     /// A message whose figures say the request should have fit (free memory larger
     /// than the request, or free larger than the device).
     FiguresDisagree { budget: Budget },
+    /// The message's figures contradict each other: no verdict is built on them.
+    Contradiction { budget: Budget, what: Contradiction },
     /// From XLA's account of a program: it needs `needed`, the device has `capacity` (0:
     /// the message does not say); `top`: its largest buffers.
     XlaProgram {
@@ -94,7 +96,9 @@ impl MessageCause {
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,
-            MessageCause::FiguresDisagree { .. } | MessageCause::WithoutFigures { .. } => VerdictKind::Undetermined,
+            MessageCause::FiguresDisagree { .. }
+            | MessageCause::Contradiction { .. }
+            | MessageCause::WithoutFigures { .. } => VerdictKind::Undetermined,
             MessageCause::DeviceBuffer { request, total: Some(t), .. } if request > t => VerdictKind::SingleTensor,
             MessageCause::DeviceBuffer { request, free, .. } if request <= free => VerdictKind::Fragmentation,
             MessageCause::DeviceBuffer { .. } => VerdictKind::Peak,
@@ -194,10 +198,55 @@ pub struct Budget {
     pub private_pools: Option<u64>,
 }
 
+/// Figures of one message that cannot all be true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contradiction {
+    /// The process's cache and the free memory are more than the device: `held` of `total`.
+    MoreThanTheDevice { held: u64 },
+    /// The process in all (`process`) holds less than its own cache (`reserved`).
+    ProcessBelowCache { process: u64, reserved: u64 },
+    /// The cache (`reserved`) is less than its live tensors (`allocated`).
+    ReservedBelowAllocated { reserved: u64, allocated: u64 },
+    /// A figure no device has (more than 1 EiB).
+    Absurd { figure: u64 },
+}
+
+/// Bytes no device has: 1 EiB.
+const NO_DEVICE: u64 = 1 << 60;
+
+/// The contradiction among a message's figures, if any. Figures printed to two decimals
+/// may disagree by their rounding; more than that is a contradiction. (Windows reports
+/// live memory beyond the device, from shared system memory: a cache larger than the device
+/// is that, not a contradiction.)
+fn contradiction(m: &Message) -> Option<Contradiction> {
+    let round = |n: u64| (n / 100).max(ROUNDING);
+    for f in [m.total, m.free, m.allocated, m.reserved, m.process].into_iter().flatten() {
+        if f >= NO_DEVICE {
+            return Some(Contradiction::Absurd { figure: f });
+        }
+    }
+    if let (Some(r), Some(a)) = (m.reserved, m.allocated)
+        && r + round(a) < a
+    {
+        return Some(Contradiction::ReservedBelowAllocated { reserved: r, allocated: a });
+    }
+    let reserved = m.reserved.or(m.allocated)?;
+    if let Some(p) = m.process.filter(|&p| p > 0 && p + round(reserved) < reserved) {
+        return Some(Contradiction::ProcessBelowCache { process: p, reserved });
+    }
+    if let (Some(t), Some(f)) = (m.total, m.free) {
+        let held = reserved + f;
+        if m.allocated.is_some_and(|a| a <= t) && f <= t && held > t + round(t) {
+            return Some(Contradiction::MoreThanTheDevice { held });
+        }
+    }
+    None
+}
+
 impl Budget {
     /// What the process's cache holds in all.
     pub fn reserved(&self) -> u64 {
-        self.live + self.cached
+        self.live.saturating_add(self.cached)
     }
 
     /// Free memory the request could have had: the device's, within the user's limit.
@@ -216,14 +265,14 @@ impl Budget {
         if self.format == MessageFormat::TorchMps {
             return self.limit.unwrap_or(self.total).saturating_sub(context);
         }
-        let device = self.total.saturating_sub(context).max(self.free + self.reserved());
+        let device = self.total.saturating_sub(context).max(self.free.saturating_add(self.reserved()));
         self.limit.map_or(device, |l| l.min(device))
     }
 
     /// What the request and the live tensors could have had at the failure: the free memory
     /// and the whole cache.
     pub fn can_have(&self) -> u64 {
-        (self.usable_free() + self.reserved()).min(self.can_ever())
+        self.usable_free().saturating_add(self.reserved()).min(self.can_ever())
     }
 
     /// True when the user's limit, not the device, is what ran out.
@@ -307,6 +356,13 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         return without(b);
     };
     let budget = budget_of(m, r, free, live);
+    if let Some(what) = contradiction(m) {
+        return MessageDiagnosis {
+            cause: MessageCause::Contradiction { budget, what },
+            fix: MessageFix::FindOut { format: m.format, framework: m.framework },
+            breakdown: b,
+        };
+    }
     let (total, cached) = (budget.total, budget.cached);
     let q = budget.request;
     // More than the device holds is too large even where Windows lends shared system memory.

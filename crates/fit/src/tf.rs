@@ -193,7 +193,8 @@ pub fn read(log: &str, batch: u64) -> Option<TfRun> {
             {
                 run.peak = Some(run.peak.unwrap_or(0).max(n));
             }
-        } else if p.contains("ran out of memory trying to allocate") && !p.contains("caller indicates that this is not a failure")
+        } else if p.contains("ran out of memory trying to allocate")
+            && !p.contains("caller indicates that this is not a failure")
         {
             run.ooms += 1;
         }
@@ -240,13 +241,8 @@ impl Places {
         let mut swaps = Vec::new();
         // Live allocations under the new one: each was freed, by a free given to another of
         // its size, made while it was live.
-        let under: Vec<u64> = self
-            .live
-            .range(..end)
-            .rev()
-            .take_while(|(a, (_, r))| **a + *r > addr)
-            .map(|(a, _)| *a)
-            .collect();
+        let under: Vec<u64> =
+            self.live.range(..end).rev().take_while(|(a, (_, r))| **a + *r > addr).map(|(a, _)| *a).collect();
         for a in under {
             let (x, _) = self.live.remove(&a).expect("listed");
             let size = self.bytes[x as usize];

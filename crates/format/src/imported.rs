@@ -41,6 +41,9 @@ pub struct Imported {
     pub lines_read: u64,
     #[serde(default)]
     pub lines_used: u64,
+    /// What pasting did to the text, undone before it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pasted: Vec<PasteDamage>,
 }
 
 /// The formats importers read.
@@ -301,4 +304,23 @@ impl TfVariant {
         let plain = TfVariant { windows: false, prefix: PrefixStyle::None, ..*self };
         TfVariant::PRESETS.iter().find(|(_, v)| *v == plain).map_or("a mix of TF versions", |(n, _)| n)
     }
+}
+
+/// What pasting did to an imported text, undone before it was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PasteDamage {
+    /// Quoted (`> ` on its lines).
+    Quoted,
+    /// In markdown: emphasis, code marks or a code block.
+    Markdown,
+    /// Wrapped: at word boundaries at `width` columns (a forum's, an editor's), or mid-word at
+    /// a terminal's column.
+    Wrapped { width: u32, mid_word: bool },
+    /// With a launcher's or logger's prefix on its lines (`[rank0]: `, a timestamp).
+    Prefixed,
+    /// Lower-cased whole.
+    LowerCased,
+    /// Its last line ends mid-way, inside what was read: what followed is not in it.
+    CutShort,
 }

@@ -26,7 +26,8 @@ pub mod name;
 mod stats;
 
 pub use imported::{
-    BinStyle, ChunkStyle, HeaderStyle, Imported, ImportedFrom, PrefixStyle, Section, StatsStyle, TfVariant, TotalsStyle,
+    BinStyle, ChunkStyle, HeaderStyle, Imported, ImportedFrom, PasteDamage, PrefixStyle, Section, StatsStyle,
+    TfVariant, TotalsStyle,
 };
 pub use input_error::InputError;
 pub use io::{DumpError, open_regular, read, read_found, read_process, read_str, write_atomic};

@@ -69,7 +69,7 @@ pub fn importer(path: &Path, bytes: &[u8]) -> crate::import::From {
     if bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt") {
         return From::TorchSnapshot;
     }
-    let text = crate::import::unescape(&String::from_utf8_lossy(bytes));
+    let text = crate::import::paste::undo(&crate::import::unescape(&String::from_utf8_lossy(bytes))).text;
     if !tf_log::has_report(&text) && message::recognises(&text) { From::Message } else { From::TfLog }
 }
 

@@ -210,12 +210,7 @@ fn align(base: &Probed, q: &Probed) -> (Vec<Option<usize>>, usize) {
 }
 
 /// The two sides of a step walked together; `hit(k, m)` for each match.
-fn walk(
-    a: &[Key<'_>],
-    b: &[Key<'_>],
-    same: impl Fn(&Key<'_>, &Key<'_>) -> bool,
-    mut hit: impl FnMut(usize, usize),
-) {
+fn walk(a: &[Key<'_>], b: &[Key<'_>], same: impl Fn(&Key<'_>, &Key<'_>) -> bool, mut hit: impl FnMut(usize, usize)) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
         if same(&a[i], &b[j]) {

@@ -2,7 +2,7 @@
 //! framework prints them: PyTorch's `22.78 GiB`, XLA's `6.00MiB`, a TPU's `17.47G`.
 
 use oomscope_base::size::{human, human_bytes_driver, torch};
-use oomscope_diagnose::{Budget, MessageCause, MessageFix, Request};
+use oomscope_diagnose::{Budget, Contradiction, MessageCause, MessageFix, Request};
 use oomscope_format::{Dump, Framework, Message, MessageFormat, ProcessMemory, XlaProgram};
 use std::fmt::Write;
 
@@ -137,6 +137,42 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
         }
         MessageCause::CacheInPieces { budget: b } => cache_in_pieces_cause(b),
         MessageCause::Peak { budget: b, needed, can_have } => peak_cause(b, needed, can_have),
+        MessageCause::Contradiction { budget: b, what } => {
+            let s = |n| size(b.format, n);
+            let headline = match *what {
+                Contradiction::MoreThanTheDevice { held } => format!(
+                    "The message's figures contradict each other: this process's cache ({}) and the free memory ({}) \
+                     make {}, more than the {} device; no verdict is built on them",
+                    s(b.reserved()),
+                    s(b.free),
+                    s(held),
+                    s(b.total)
+                ),
+                Contradiction::ProcessBelowCache { process, reserved } => format!(
+                    "The message's figures contradict each other: the process holds {} in all, less than the {} its \
+                     own cache holds; no verdict is built on them",
+                    s(process),
+                    s(reserved)
+                ),
+                Contradiction::ReservedBelowAllocated { reserved, allocated } => format!(
+                    "The message's figures contradict each other: {} reserved in all is less than the {} allocated \
+                     in it; no verdict is built on them",
+                    s(reserved),
+                    s(allocated)
+                ),
+                Contradiction::Absurd { figure } => format!(
+                    "The message's figures cannot be true: {} is more than any device holds; no verdict is built on \
+                     them",
+                    s(figure)
+                ),
+            };
+            let evidence = vec![
+                "a message edited by hand, or pieces of two messages pasted together: the figures of one failure \
+                 agree with each other (the framework prints them at once)"
+                    .to_string(),
+            ];
+            (headline, evidence)
+        }
         MessageCause::FiguresDisagree { budget: b } => {
             let s = |n| size(b.format, n);
             let headline = if b.free > b.total {

@@ -80,13 +80,11 @@ pub fn parse_device(s: &str) -> Result<DeviceSpec, oomscope_base::Problem> {
         }
     }
     match parse_size(s) {
-        Ok(total) if total > 0 => {
-            Ok(DeviceSpec {
-                total: oomscope_base::size::device_bytes(total)?,
-                model: "simulated GPU".to_string(),
-                arch: None,
-            })
-        }
+        Ok(total) if total > 0 => Ok(DeviceSpec {
+            total: oomscope_base::size::device_bytes(total)?,
+            model: "simulated GPU".to_string(),
+            arch: None,
+        }),
         Ok(_) => Err(oomscope_base::problem!("a device of 0 bytes cannot hold anything")),
         Err(e) => {
             let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
@@ -112,7 +110,10 @@ mod tests {
         assert_eq!(parse_device("GeForce GTX 1080").unwrap().total, 8 * GIB);
         assert_eq!(parse_device("A100-80").unwrap().total, 80 * GIB);
         assert_eq!(parse_device("h200").unwrap().total, 141 * GIB);
-        assert_eq!(parse_device("6GiB").unwrap(), DeviceSpec { total: 6 * GIB, model: "simulated GPU".into(), arch: None });
+        assert_eq!(
+            parse_device("6GiB").unwrap(),
+            DeviceSpec { total: 6 * GIB, model: "simulated GPU".into(), arch: None }
+        );
         assert_eq!(parse_device("a100-40").unwrap().arch, Some(Arch { sms: 108, cc: (8, 0) }));
         assert!(parse_device("titan-z").unwrap_err().contains("neither a size"));
         assert!(parse_device("0").is_err());

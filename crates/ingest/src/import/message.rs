@@ -24,7 +24,7 @@ const ROUNDING: u64 = 16 << 20;
 
 /// Lines after a message's first that may still be part of it (wrapped by the user or a
 /// terminal, or the lines of a multi-line message).
-const MESSAGE_LINES: usize = 12;
+pub(super) const MESSAGE_LINES: usize = 12;
 
 /// Where in the text a recognised message starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +104,11 @@ const TORCH_OOM_WARNING: &str = "memory allocation failed with OOM on device";
 /// memory, not the device's.
 const PINNED: &[&str] =
     &[" on host", "pinned host", "pinned memory", "cudaHostAlloc", "cuMemHostAlloc", "host_malloc", "cudaHostRegister"];
+
+/// The words of every marker (messages' and look-alikes'), in their case.
+pub(super) fn phrases() -> impl Iterator<Item = &'static str> {
+    MARKERS.iter().map(|m| m.0).chain(LOOK_ALIKES.iter().map(|l| l.0))
+}
 
 /// True when the text holds a message this module reads.
 pub fn recognises(text: &str) -> bool {

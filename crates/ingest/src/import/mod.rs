@@ -2,6 +2,7 @@
 //! users already have gets the same report, verdict and UI as oomscope's own recordings.
 
 pub mod message;
+pub mod paste;
 pub mod snapshot;
 pub mod tf_log;
 pub mod torch_frames;
@@ -30,22 +31,27 @@ pub fn detect(path: &Path, bytes: &[u8]) -> From {
 /// out-of-memory error in it, but a failure users take for one (an illegal memory access,
 /// host memory), is refused with what it is.
 pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>) -> Result<Dump, InputError> {
+    let named = from.is_some();
+    let from = from.unwrap_or_else(|| detect(path, bytes));
+    if from == From::TorchSnapshot {
+        return torch_snapshot::parse(path, bytes, device);
+    }
     // Logs pasted from web pages can hold stray bytes; they are not OOM content. A text
-    // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone.
-    let text = || unescape(&String::from_utf8_lossy(bytes));
-    match from.unwrap_or_else(|| detect(path, bytes)) {
-        From::TorchSnapshot => torch_snapshot::parse(path, bytes, device),
-        From::Message => message::parse(path, &text()).map_err(|e| look_alike(path, &text()).unwrap_or(e)),
-        From::TfLog => tf_log::parse(path, &text())
-            .and_then(|d| match pinned_host(&text()) {
+    // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone, and so is
+    // what pasting did to it (wrapping, quotes, markdown, prefixes, case).
+    let pasted = paste::undo(&unescape(&String::from_utf8_lossy(bytes)));
+    let text = pasted.text.as_str();
+    let read = match from {
+        From::Message => message::parse(path, text).map_err(|e| look_alike(path, text).unwrap_or(e)),
+        From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
+            .and_then(|d| match pinned_host(text) {
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: PINNED_HOST_BFC.into() }),
                 None => Ok(d),
             })
             .map_err(|e| {
-                let t = text();
                 // Named as a TF log, but a message that the message reader knows: say so, not
                 // what a look-alike's marker inside it would suggest.
-                if from.is_some() && message::recognises(&t) {
+                if named && message::recognises(text) {
                     return InputError {
                         path: path.to_path_buf(),
                         line: e.line,
@@ -54,8 +60,45 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                             .into(),
                     };
                 }
-                look_alike(path, &t).unwrap_or(e)
+                look_alike(path, text).unwrap_or(e)
             }),
+    };
+    match read {
+        Ok(mut d) => {
+            said(&mut d, &pasted);
+            Ok(d)
+        }
+        Err(mut e) => {
+            e.line = pasted.line(e.line);
+            if pasted.cut && !e.message.starts_with("not an out-of-memory error") {
+                e.message.push_str(" (the paste's last line ends mid-way: was it cut short?)");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The dump read from a paste, with what pasting did (a cut that reached what was read
+/// among it) and the lines it names as the paste's own.
+fn said(d: &mut Dump, pasted: &paste::Pasted) {
+    let Some(i) = d.imported.as_mut() else { return };
+    i.pasted.clone_from(&pasted.undone);
+    // Lines as the paste has them (a wrapped line is several).
+    i.lines_read = i.lines_read.max(pasted.lines as u64);
+    let cut = match i.message.as_mut() {
+        Some(m) => {
+            // The message's lines run on to the paste's last (a cut inside it).
+            let reached = (m.line as usize).saturating_sub(1) + message::MESSAGE_LINES >= pasted.last;
+            m.line = pasted.line(m.line as usize) as u64;
+            for o in &mut m.others {
+                o.line = pasted.line(o.line as usize) as u64;
+            }
+            pasted.cut && reached && m.others.iter().all(|o| (o.line as usize) < pasted.line(pasted.last + 1))
+        }
+        None => pasted.cut,
+    };
+    if cut {
+        i.pasted.push(oomscope_format::PasteDamage::CutShort);
     }
 }
 

@@ -1262,6 +1262,7 @@ fn build(path: &Path, log: Log) -> Dump {
             message: None,
             lines_read: log.lines_read,
             lines_used: log.lines_used,
+            pasted: Vec::new(),
         }),
         ..Dump::default()
     }

@@ -1,0 +1,715 @@
+//! What pasting does to a text, undone before any rule reads it: a forum's or a terminal's
+//! wrapping, quote markers, markdown emphasis and code marks, the prefixes launchers put on
+//! every line, and a paste lower-cased whole. The readers then see the text as the framework
+//! printed it, and the dump says what was undone ([`PasteDamage`]); the lines a reader names
+//! are mapped back to the paste's own ([`Pasted::line`]).
+//!
+//! Each step is taken only on its own evidence, line by line, so a text that was not damaged
+//! comes out as it went in: TensorFlow's C++ log prefixes (`I0000 00:00:...`, `2025-01-05
+//! 09:48:28.754302: I ...]`) stay, as its reader tells threads apart by them; a list of lines
+//! that start alike (allocator bins, chunks) is never joined.
+
+use oomscope_format::PasteDamage;
+
+/// A paste with its damage undone.
+#[derive(Clone, Debug, Default)]
+pub struct Pasted {
+    pub text: String,
+    /// For each line of `text`, the 0-based line of the paste it starts on.
+    origin: Vec<usize>,
+    /// What was undone, in the order of [`PasteDamage`].
+    pub undone: Vec<PasteDamage>,
+    /// The paste's last line ends where no line of a framework's ends (mid-word, mid-figure):
+    /// it was cut short, and what followed is not in it.
+    pub cut: bool,
+    /// The 0-based line of `text` that is the paste's last with something on it.
+    pub last: usize,
+    /// The paste's lines.
+    pub lines: usize,
+}
+
+impl Pasted {
+    /// The paste's 1-based line for a 1-based line of the text (0, no line, stays 0).
+    pub fn line(&self, line: usize) -> usize {
+        match line {
+            0 => 0,
+            l => self.origin.get(l - 1).map_or(l, |&o| o + 1),
+        }
+    }
+}
+
+/// Undoes what pasting did to `text`.
+pub fn undo(text: &str) -> Pasted {
+    let count = text.lines().count();
+    let mut damage = Vec::new();
+    let mut lines: Vec<(String, usize)> = Vec::new();
+    let (mut quoted, mut marked) = (false, false);
+    for (i, l) in text.lines().enumerate() {
+        let (l, q, m) = unmark(l);
+        quoted |= q;
+        marked |= m;
+        lines.push((l, i));
+    }
+    if quoted {
+        damage.push(PasteDamage::Quoted);
+    }
+    if marked {
+        damage.push(PasteDamage::Markdown);
+    }
+    if let Some(w) = unwrap(&mut lines) {
+        damage.push(w);
+    }
+    let mut prefixed = false;
+    for (l, _) in &mut lines {
+        let t = without_prefixes(l);
+        if t.len() != l.len() {
+            prefixed = true;
+            *l = t.to_string();
+        }
+    }
+    if prefixed {
+        damage.push(PasteDamage::Prefixed);
+    }
+    let mut text = String::with_capacity(text.len());
+    let mut origin = Vec::with_capacity(lines.len());
+    for (l, o) in &lines {
+        text.push_str(l.trim_end());
+        text.push('\n');
+        origin.push(*o);
+    }
+    if lower_cased(&text) {
+        text = recased(&text);
+        damage.push(PasteDamage::LowerCased);
+    }
+    let last = lines.iter().rposition(|(l, _)| !l.trim().is_empty()).unwrap_or(0);
+    let cut = lines.get(last).is_some_and(|(l, _)| ends_open(l));
+    Pasted { text, origin, undone: damage, cut, last, lines: count }
+}
+
+/// A line without a quote's `>` marks, a code fence, markdown's emphasis and code marks:
+/// the line, and whether it was quoted or marked up.
+fn unmark(line: &str) -> (String, bool, bool) {
+    let (l, q, m) = unmark_trimmed(line.trim_end());
+    // The blanks a line ends with stay until the wrapping is undone: a terminal that cut
+    // before a space shows it there.
+    let blanks = &line[line.trim_end().len()..];
+    (if m || q { l } else { format!("{l}{blanks}") }, q, m)
+}
+
+fn unmark_trimmed(line: &str) -> (String, bool, bool) {
+    let mut l = line.to_string();
+    let mut quoted = false;
+    let t = l.trim_start();
+    if t.starts_with('>') {
+        let rest = t.trim_start_matches(['>', ' ']);
+        // `>>> ` is Python's prompt, which is pasted with the code it ran: kept as a quote's.
+        l = rest.to_string();
+        quoted = true;
+    }
+    let t = l.trim_start();
+    if t.starts_with("```") || t.starts_with("~~~") {
+        return (String::new(), quoted, true);
+    }
+    let before = l.len();
+    // Bold (`**`) is no framework's; Python's `**kwargs` in a traceback's code loses nothing
+    // that is read.
+    // Bold around a whole line, which may end with TensorFlow's occupancy bar (100 of `*`
+    // and `_`): a run of more asterisks is the bar's.
+    let t = l.trim_start();
+    if t.starts_with("**") && t.ends_with("**") && t.len() > 4 {
+        let indent = l.len() - t.len();
+        let bar = if t.trim_matches('*').is_empty() { t.len() == 104 } else { !t[2..].starts_with('*') };
+        if bar {
+            l = format!("{}{}", &l[..indent], &t[2..t.len() - 2]);
+        }
+    }
+    if l.contains("**") {
+        l = without_pairs(&l, '*');
+    }
+    // (A CUDA kernel's failed check quotes its condition in backticks.)
+    if l.contains('`') && !l.contains("Assertion `") {
+        l = l.replace('`', "");
+    }
+    // Emphasis around a whole line (`__x__`, `_x_`, `*x*`), and the opening `_` of italics
+    // glued to a log's timestamp (`_2019-05-01 ...`).
+    let indent = l.len() - l.trim_start().len();
+    let t = l[indent..].to_string();
+    let inner = ["__", "_", "*"].iter().find_map(|m| {
+        let i = t.strip_prefix(m)?.strip_suffix(m)?;
+        (i.contains(' ') && !i.starts_with(' ') && !i.ends_with(' ')).then(|| i.to_string())
+    });
+    if let Some(i) = inner {
+        l = format!("{}{i}", &l[..indent]);
+    } else if t.starts_with('_') && t[1..].starts_with(|c: char| c.is_ascii_digit()) {
+        l = format!("{}{}", &l[..indent], &t[1..]);
+    }
+    let marked = l.len() != before;
+    (l, quoted, marked)
+}
+
+/// `line` without its runs of exactly two `c`.
+fn without_pairs(line: &str, c: char) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut run = 0;
+    for ch in line.chars().chain(std::iter::once('\0')) {
+        if ch == c {
+            run += 1;
+            continue;
+        }
+        if run != 2 {
+            out.extend(std::iter::repeat_n(c, run));
+        }
+        run = 0;
+        if ch != '\0' {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// Joins the lines a forum (at word boundaries) or a terminal (at a column, mid-word) broke:
+/// what it did, if anything. A break is read where the line is as long as the text's widest
+/// (a terminal's column), or where the next line's first word would not have fitted on it (a
+/// forum's), and the next line is not one that starts a line: a log prefix, a traceback's
+/// frame, an indented line, or a line that starts as this one does (a list).
+fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
+    let width = lines.iter().map(|(l, _)| l.chars().count()).max()?;
+    if width < 40 {
+        return None;
+    }
+    let len = |s: &str| s.chars().count();
+    let breaks: Vec<(usize, bool, bool)> = (0..lines.len().saturating_sub(1))
+        .filter_map(|i| {
+            let (l, n) = (&lines[i].0, &lines[i + 1].0);
+            let terminal = len(l) == width;
+            // A terminal keeps the space it cut before: one, where an indented line has more.
+            let spaced = terminal && n.starts_with(' ') && !n[1..].starts_with([' ', '\t']);
+            if l.trim().is_empty() || n.trim().is_empty() || (starts_a_line(n) && !spaced) || same_start(l, n) {
+                return None;
+            }
+            let first = n.split_whitespace().next().map_or(0, len);
+            // (A short line before a long word is a forum's break too: the word did not fit.)
+            let fold = len(l) + 1 + first > width && (len(l) * 2 >= width || first * 2 > width);
+            // A word longer than the line is cut where the line ends, whoever wrapped it.
+            let cut_word = terminal && !l.trim().contains(' ');
+            (terminal || fold).then_some((i, terminal, cut_word))
+        })
+        .collect();
+    // One break alone, after a sentence's end, is two lines a text has: `... (Cannot allocate
+    // memory)` then `If you encounter ...`.
+    if breaks.is_empty()
+        || (breaks.len() == 1 && lines[breaks[0].0].0.trim_end().ends_with(['.', ')', ']', '!', '?', ':']))
+    {
+        return None;
+    }
+    // A terminal cuts at its column, mid-word maybe: its breaks are (almost) all as long as
+    // the widest line, and are joined as they were. A forum's lost the space it broke at;
+    // its longest line is as long as the widest too, by definition, so one break says nothing.
+    // A line that ends a clause (`capacity;`) before a word is a forum's break: a terminal's
+    // would have kept the space.
+    let clause = |i: usize| {
+        lines[i].0.ends_with([';', ',', ':', '.']) && lines[i + 1].0.starts_with(|c: char| c.is_alphanumeric())
+    };
+    // Two words the text (or the messages' words) has, which glued would make one it has not:
+    // a forum's break (`GiB` / `total`), where a terminal's cuts words (`capac` / `ity`).
+    let norm = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+    let mut words = std::collections::HashSet::new();
+    for (l, _) in lines.iter() {
+        words.extend(l.split_whitespace().map(norm));
+    }
+    let phrases = super::message::phrases().chain(WORDS.iter().copied());
+    words.extend(phrases.flat_map(str::split_whitespace).chain(COMMON.iter().copied()).map(norm));
+    let known = |w: &str| {
+        let w = norm(w);
+        !w.is_empty() && (words.contains(&w) || w.parse::<f64>().is_ok())
+    };
+    let two_words = |i: usize| {
+        let (l, n) = (&lines[i].0, &lines[i + 1].0);
+        let (Some(a), Some(b)) = (l.split(' ').next_back(), n.split(' ').next()) else { return false };
+        !a.is_empty() && !b.is_empty() && known(a) && known(b) && !known(&format!("{a}{b}"))
+    };
+    let mid_word = breaks.len() >= 2
+        && breaks.iter().filter(|b| b.1).count() * 5 >= breaks.len() * 4
+        && !breaks.iter().any(|b| clause(b.0))
+        && breaks.iter().filter(|b| two_words(b.0)).count() * 3 <= breaks.len();
+    let mut out: Vec<(String, usize)> = Vec::with_capacity(lines.len());
+    let mut joins = breaks.iter().peekable();
+    let mut join: Option<bool> = None;
+    for (i, (l, o)) in lines.drain(..).enumerate() {
+        match join {
+            Some(terminal) => {
+                let last = out.last_mut().expect("a join follows a line");
+                if terminal {
+                    last.0.push_str(&l);
+                } else {
+                    last.0.truncate(last.0.trim_end().len());
+                    last.0.push(' ');
+                    last.0.push_str(l.trim_start());
+                }
+            }
+            None => out.push((l, o)),
+        }
+        join = joins.next_if(|b| b.0 == i).map(|b| b.2 || (mid_word && b.1));
+    }
+    *lines = out;
+    Some(PasteDamage::Wrapped { width: width as u32, mid_word })
+}
+
+/// A line that begins a line of its own: a log prefix, a traceback's frame or error, an
+/// indented line.
+fn starts_a_line(l: &str) -> bool {
+    if l.starts_with([' ', '\t']) {
+        return true;
+    }
+    let t = l;
+    if matches!(t.trim(), "Killed" | "已杀死") {
+        return true;
+    }
+    let glog = t.len() > 5
+        && t.starts_with(['I', 'W', 'E', 'F'])
+        && (t.as_bytes()[1..5].iter().all(u8::is_ascii_digit) && t.as_bytes().get(5) == Some(&b' ')
+            // TF 1.x's `I tensorflow/core/common_runtime/bfc_allocator.cc:643] `.
+            || t.as_bytes()[1] == b' ' && t.split_once("] ").is_some_and(|(p, _)| p.contains(".cc:") || p.contains(".h:")));
+    glog || date_time(t).is_some()
+        || without_prefixes(t).len() != t.len()
+        || vllm_logger(t).is_some()
+        || [
+            "Traceback",
+            "File \"",
+            "During handling",
+            "The above exception",
+            "[rank",
+            "[default",
+            "(Vllm",
+            "(Engine",
+            "(pid=",
+            "(Ray",
+        ]
+        .iter()
+        .any(|p| t.starts_with(p))
+        || t.split_once(": ").is_some_and(|(head, _)| {
+            !head.contains(' ')
+                && (head.ends_with("Error") || head.ends_with("Exception") || head.ends_with("Exhausted"))
+        })
+}
+
+/// Lines of a list start with the same word (`Bin (256):`, `Chunk at`, `InUse at`), or the
+/// same mark (`# `, `- `).
+fn same_start(l: &str, n: &str) -> bool {
+    // (A logger's one-letter level is not the line's word: `I tensorflow/...`.)
+    let word = |s: &str| {
+        let mut w = s.split_whitespace();
+        let first = w.next()?;
+        let letter = first.len() == 1 && first.chars().all(char::is_alphabetic);
+        let first = if letter { format!("{first} {}", w.next().unwrap_or("")) } else { first.to_string() };
+        Some(first.trim_end_matches(|c: char| c.is_ascii_digit()).to_string())
+    };
+    let (a, b) = (word(l), word(n));
+    a.is_some_and(|a| (a.len() >= 2 || !a.chars().all(char::is_alphanumeric)) && Some(a) == b)
+}
+
+/// `2026-11-27 10:00:00,123`, `2026-11-27T10:00:00.123456Z`, `[2026-11-27 10:00:00]` at the
+/// start of `l`: its length, brackets and zone included.
+fn date_time(l: &str) -> Option<usize> {
+    let b = l.as_bytes();
+    let open = usize::from(b.first() == Some(&b'['));
+    let d = &b[open..];
+    let digits = |r: std::ops::Range<usize>| d.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    let date = digits(0..4) && d.get(4) == Some(&b'-') && digits(5..7) && d.get(7) == Some(&b'-') && digits(8..10);
+    if !date || !matches!(d.get(10), Some(b' ' | b'T')) {
+        return None;
+    }
+    if !(digits(11..13) && d.get(13) == Some(&b':') && digits(14..16) && d.get(16) == Some(&b':') && digits(17..19)) {
+        return None;
+    }
+    let mut i = 19;
+    if matches!(d.get(i), Some(b'.' | b',')) {
+        i += 1;
+        while d.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    if d.get(i) == Some(&b'Z') {
+        i += 1;
+    } else if matches!(d.get(i), Some(b'+' | b'-')) && digits(i + 1..i + 3) {
+        i += 3;
+        if d.get(i) == Some(&b':') {
+            i += 1;
+        }
+        while d.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    if open == 1 { (d.get(i) == Some(&b']')).then_some(i + 2) } else { Some(i) }
+}
+
+const LEVELS: &[&str] = &["DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"];
+
+/// vLLM's logger: `ERROR 11-27 10:00:00 [core.py:700] `, `INFO 05-12 10:20:30.123 engine.py:12] `.
+fn vllm_logger(l: &str) -> Option<usize> {
+    let (level, rest) = l.split_once(' ')?;
+    if !LEVELS.contains(&level) {
+        return None;
+    }
+    let b = rest.as_bytes();
+    let ok = b.len() > 14
+        && b[..2].iter().all(u8::is_ascii_digit)
+        && b[2] == b'-'
+        && b[3..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' '
+        && b[6..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b':';
+    if !ok {
+        return None;
+    }
+    let end = rest.find("] ")? + 2;
+    (end < 80).then_some(level.len() + 1 + end)
+}
+
+/// The line without the prefixes launchers and loggers put before it, however many: a
+/// rank's (`[rank0]: `, `[default0]:`, MPI's `[1,0]<stderr>:`), a Ray or vLLM worker's
+/// (`(VllmWorker rank=0 pid=42) `), Docker Compose's (`trainer-1  | `), a timestamp with
+/// its level (`2026-11-27 10:00:00,123 - ERROR - `, `[2026-11-27 10:00:00] [ERROR] `), vLLM's
+/// logger. TensorFlow's C++ logger's prefixes stay.
+fn without_prefixes(mut l: &str) -> &str {
+    loop {
+        let before = l.len();
+        let t = l.trim_start();
+        if let Some(r) = rank_tag(t) {
+            l = r;
+        } else if let Some(r) = worker_tag(t) {
+            l = r;
+        } else if let Some(r) = compose_tag(t) {
+            l = r;
+        } else if let Some(n) = date_time(t) {
+            let rest = &t[n..];
+            // absl's `2025-01-05 09:48:28.754302: I tensorflow/...] ` is TensorFlow's own.
+            let b = rest.as_bytes();
+            if b.first() == Some(&b':') && b.get(2).is_some_and(|c| b"IWEF".contains(c)) && b.get(3) == Some(&b' ') {
+                return l;
+            }
+            l = without_level(rest);
+        } else if let Some(n) = vllm_logger(t) {
+            l = &t[n..];
+        } else {
+            return l;
+        }
+        if l.len() == before {
+            return l;
+        }
+    }
+}
+
+/// `[rank0]: `, `[rank12]:`, `[default3]:`, `[1,0]<stderr>:`.
+fn rank_tag(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix('[')?;
+    let end = rest.find(']')?;
+    let tag = &rest[..end];
+    let after = &rest[end + 1..];
+    let named = ["rank", "default", "RANK "]
+        .iter()
+        .any(|p| tag.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())));
+    let mpi = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_digit() || b == b',') && tag.contains(',');
+    if named {
+        return Some(
+            after.strip_prefix(':').unwrap_or(after).strip_prefix(' ').unwrap_or(after.trim_start_matches(':')),
+        );
+    }
+    if mpi {
+        let after = after.strip_prefix("<stderr>").or_else(|| after.strip_prefix("<stdout>"))?;
+        return Some(after.strip_prefix(':').unwrap_or(after));
+    }
+    None
+}
+
+/// `(VllmWorker rank=0 pid=42) `, `(EngineCore_DP0 pid=7) `, `(pid=123, ip=10.0.0.1) `.
+fn worker_tag(t: &str) -> Option<&str> {
+    let rest = t.strip_prefix('(')?;
+    let end = rest.find(')')?;
+    let tag = &rest[..end];
+    (end < 100 && (tag.contains("pid=") || tag == "raylet")).then(|| rest[end + 1..].trim_start_matches(' '))
+}
+
+/// Docker Compose's `trainer-1  | `, `trainer_1  | `.
+fn compose_tag(t: &str) -> Option<&str> {
+    let (name, rest) = t.split_once(' ')?;
+    let tail = name.rsplit(['-', '_']).next()?;
+    let named = name.len() > 2
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && (name.contains('-') || name.contains('_'))
+        && !tail.is_empty()
+        && tail.bytes().all(|b| b.is_ascii_digit());
+    let rest = rest.trim_start_matches(' ');
+    if !named {
+        return None;
+    }
+    rest.strip_prefix("| ").or_else(|| (rest == "|").then_some(""))
+}
+
+/// After a timestamp: a level and a logger's name in any of the usual orders (` - name -
+/// ERROR - `, ` [ERROR] `, ` ERROR `, `: `), and a `[file.py:12]` source.
+fn without_level(rest: &str) -> &str {
+    let mut r = rest.trim_start_matches([' ', ':', '|']);
+    if let Some(x) = r.strip_prefix("- ") {
+        // `name - LEVEL - ` or `LEVEL - `.
+        let mut at = x;
+        for _ in 0..3 {
+            let Some((head, tail)) = at.split_once(" - ") else { break };
+            at = tail;
+            if LEVELS.contains(&head.trim()) {
+                return tail;
+            }
+        }
+        r = x;
+    }
+    for level in LEVELS {
+        for form in [format!("[{level}]"), format!("{level}:"), format!("{level} "), format!("|{level}|")] {
+            if let Some(x) = r.strip_prefix(form.as_str()) {
+                r = x.trim_start_matches([' ', ':', '-']);
+                // `[train.py:42] ` after the level.
+                if r.starts_with('[')
+                    && let Some(end) = r.find("] ")
+                    && r[1..end].contains(':')
+                    && end < 80
+                {
+                    r = &r[end + 2..];
+                }
+                return r;
+            }
+        }
+    }
+    r
+}
+
+/// A text lower-cased whole: letters, and not one in upper case.
+fn lower_cased(text: &str) -> bool {
+    let letters = text.bytes().filter(u8::is_ascii_alphabetic).count();
+    letters >= 20 && !text.bytes().any(|b| b.is_ascii_uppercase())
+}
+
+/// Words of the messages' sentences, for telling a forum's breaks from a terminal's.
+const COMMON: &[&str] = &[
+    "total",
+    "capacity",
+    "already",
+    "allocated",
+    "free",
+    "reserved",
+    "cached",
+    "in",
+    "by",
+    "of",
+    "the",
+    "is",
+    "and",
+    "to",
+    "memory",
+    "which",
+    "has",
+    "a",
+    "on",
+    "for",
+    "with",
+    "this",
+    "process",
+    "non",
+    "including",
+    "if",
+    "try",
+    "setting",
+    "avoid",
+    "fragmentation",
+    "see",
+    "documentation",
+    "management",
+    "out",
+    "tried",
+    "allocate",
+    "unallocated",
+    "but",
+    "large",
+    "when",
+    "allocating",
+    "tensor",
+    "shape",
+    "type",
+    "float",
+    "device",
+    "bytes",
+];
+
+/// Words the readers look for whose case a lower-cased paste lost, beside the markers of
+/// messages and of look-alikes (`message::phrases`).
+const WORDS: &[&str] = &[
+    "Tried to allocate",
+    "GPU ",
+    "GPU_",
+    "PyTorch",
+    "Of the allocated memory",
+    "Including non-PyTorch memory",
+    "Process ",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_HIP_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "CUDA out of memory",
+    "HIP out of memory",
+    "RuntimeError",
+    "See documentation for Memory Management",
+    "OOM when allocating tensor",
+    "ResourceExhaustedError",
+    "RESOURCE_EXHAUSTED",
+    "XlaRuntimeError",
+    "Traceback",
+    "File \"",
+    "MPS",
+    "KV cache",
+    "Killed",
+    "Bin (",
+    "Chunk at",
+    "Stats:",
+    "Limit:",
+    "InUse:",
+    "MaxInUse:",
+    "Total size in pool",
+    "Allocator (",
+];
+
+/// A lower-cased paste with the readers' words in their case again, and sizes' units
+/// (`2.00 gib` is `2.00 GiB`).
+fn recased(text: &str) -> String {
+    let mut phrases: Vec<&str> = super::message::phrases().chain(WORDS.iter().copied()).collect();
+    phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let mut out = text.to_string();
+    for p in phrases {
+        let lower = p.to_lowercase();
+        if lower == p || !out.contains(&lower) {
+            continue;
+        }
+        out = out.replace(&lower, p);
+    }
+    units(&out)
+}
+
+/// Sizes' units after a figure in their case: `gib` → `GiB`, `mb` → `MB`, `b` → `B`.
+fn units(text: &str) -> String {
+    const UNITS: &[&str] = &["GiB", "MiB", "KiB", "TiB", "GB", "MB", "KB", "TB", "B"];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut after_digit = false;
+    while let Some(c) = rest.chars().next() {
+        if after_digit {
+            let gap = usize::from(rest.starts_with(' '));
+            let unit = UNITS.iter().find(|u| {
+                let lo = u.to_ascii_lowercase();
+                rest[gap..].starts_with(lo.as_str())
+                    && rest[gap + lo.len()..].chars().next().is_none_or(|c| !c.is_ascii_alphanumeric())
+            });
+            if let Some(u) = unit {
+                out.push_str(&rest[..gap]);
+                out.push_str(u);
+                rest = &rest[gap + u.len()..];
+                after_digit = false;
+                continue;
+            }
+        }
+        out.push(c);
+        after_digit = c.is_ascii_digit();
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// A line that ends where none of a framework's does: in a word or a figure, not after a
+/// sentence's or a bracket's end, nor on the words messages end with.
+fn ends_open(l: &str) -> bool {
+    let t = l.trim_end();
+    if t.is_empty() {
+        return false;
+    }
+    let last = t.chars().last().unwrap_or(' ');
+    if ".)]}!?\"':>".contains(last) {
+        return false;
+    }
+    // Old PyTorch messages end on the variable's name; a stats row on its figure.
+    let word = t.rsplit(' ').next().unwrap_or(t);
+    let stat = t.split_whitespace().count() <= 3 && word.chars().all(|c| c.is_ascii_digit());
+    !(word.len() > 3 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_') || stat)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_lines_are_joined_as_they_were() {
+        let line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total \
+                    capacity of 23.65 GiB of which 1.12 GiB is free. Of the allocated memory 20.10 GiB is allocated \
+                    by PyTorch, and 1.23 GiB is reserved by PyTorch but unallocated.";
+        let text = format!("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n{line}\n");
+        for width in [60, 80] {
+            let mut wrapped = String::new();
+            for l in text.lines() {
+                let mut rest = l;
+                while rest.len() > width {
+                    let cut = rest[..=width].rfind(' ').unwrap();
+                    wrapped.push_str(&rest[..cut]);
+                    wrapped.push('\n');
+                    rest = &rest[cut + 1..];
+                }
+                wrapped.push_str(rest);
+                wrapped.push('\n');
+            }
+            let p = undo(&wrapped);
+            assert!(p.text.contains(line), "{width}: {}", p.text);
+            assert_eq!(p.line(3), 3);
+        }
+        // A terminal's column, mid-word.
+        let cols: String = line.as_bytes().chunks(70).map(|c| format!("{}\n", String::from_utf8_lossy(c))).collect();
+        let p = undo(&cols);
+        assert_eq!(p.text.trim_end(), line);
+        assert!(matches!(p.undone[..], [PasteDamage::Wrapped { mid_word: true, .. }]));
+    }
+
+    #[test]
+    fn lists_and_logs_are_not_joined() {
+        let bins = "Bin (256): \tTotal Chunks: 12, Chunks in use: 12. 3.0KiB allocated for chunks. 3.0KiB in use.\n\
+                    Bin (512): \tTotal Chunks: 1, Chunks in use: 1. 512B allocated for chunks. 512B in use in bin.\n\
+                    Bin (1024): \tTotal Chunks: 3, Chunks in use: 2. 3.2KiB allocated for chunks. 2.0KiB in use.\n";
+        assert_eq!(undo(bins).text, bins);
+        assert!(undo(bins).undone.is_empty());
+    }
+
+    #[test]
+    fn prefixes_quotes_and_markdown_are_taken_off() {
+        let p = undo(
+            "> **[rank0]: torch.OutOfMemoryError: CUDA out of memory.**\n\
+             (VllmWorker rank=0 pid=4242) 2026-11-27 10:00:00,123 - ERROR - `Tried to allocate 2.00 GiB`\n\
+             trainer-1  | INFO 11-27 10:00:00 [core.py:700] done\n\
+             2025-01-05 09:48:28.754302: I tensorflow/core/bfc_allocator.cc:1049] Stats:\n",
+        );
+        let lines: Vec<&str> = p.text.lines().collect();
+        assert_eq!(lines[0], "torch.OutOfMemoryError: CUDA out of memory.");
+        assert_eq!(lines[1], "Tried to allocate 2.00 GiB");
+        assert_eq!(lines[2], "done");
+        assert!(lines[3].starts_with("2025-01-05 09:48:28.754302: I tensorflow"), "TF's own prefix stays");
+        assert_eq!(p.undone, [PasteDamage::Quoted, PasteDamage::Markdown, PasteDamage::Prefixed]);
+    }
+
+    #[test]
+    fn a_lower_cased_paste_gets_its_words_back() {
+        let p = undo("runtimeerror: cuda out of memory. tried to allocate 20.00 mib (gpu 0; 7.93 gib total capacity)");
+        assert!(
+            p.text.contains("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total"),
+            "{}",
+            p.text
+        );
+        assert_eq!(p.undone, [PasteDamage::LowerCased]);
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_told() {
+        assert!(undo("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capac").cut);
+        assert!(!undo("CUDA out of memory. Tried to allocate 2.00 GiB.").cut);
+        assert!(!undo("... try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF").cut);
+    }
+}

@@ -1,0 +1,303 @@
+//! What pasting does to a text must not change how it is read: every real text of the
+//! message sets, wrapped at 60 and 80 columns, quoted, in bold, in a code block, with a
+//! launcher's prefix on every line, lower-cased, or with its last line cut, reads as the
+//! original does (the same verdict, the same request) or says what it lost. And no text,
+//! however damaged, makes the reader panic.
+
+use crate::common::root;
+use oomscope_format::{Dump, PasteDamage};
+use oomscope_ingest::import;
+use std::path::Path;
+
+const SETS: &[&str] = &["messages", "messages-heldout", "messages-fresh", "messages-unseen"];
+
+/// Every text of the sets: (set/file, text).
+fn texts() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for set in SETS {
+        let dir = root().join("fixtures").join(set);
+        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "txt")) {
+            let text = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+            out.push((format!("{set}/{}", f.file_name().unwrap().to_string_lossy()), text));
+        }
+    }
+    out
+}
+
+/// How a text reads: the verdict (or `refused`, or the error), the request, and whether it
+/// says the paste was cut short.
+#[derive(Debug, PartialEq)]
+struct Reading {
+    verdict: String,
+    request: Option<u64>,
+    cut: bool,
+}
+
+fn reading(name: &str, text: &str) -> Reading {
+    match import::import(Path::new(name), text.as_bytes(), None, None) {
+        Ok(mut d) => {
+            oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+            let cut = d.imported.as_ref().is_some_and(|i| i.pasted.contains(&PasteDamage::CutShort));
+            let verdict = serde_json::to_value(d.verdict.as_ref().map(|v| v.kind)).unwrap();
+            Reading { verdict: verdict.as_str().unwrap_or("none").into(), request: request(&d), cut }
+        }
+        Err(e) if e.message.contains("not an out-of-memory error") => {
+            Reading { verdict: "refused".into(), request: None, cut: false }
+        }
+        Err(e) => Reading { verdict: "unread".into(), request: None, cut: e.message.contains("cut short") },
+    }
+}
+
+fn request(d: &Dump) -> Option<u64> {
+    d.oom.as_ref().map(|o| o.requested).filter(|&r| r > 0)
+}
+
+/// `fold -s -w width`: at the last blank that fits, a word longer than the line where it ends.
+fn wrapped(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        while rest.len() > width {
+            let cut = rest[..=width].iter().rposition(|&c| c == ' ').filter(|&c| c > 0);
+            let (piece, next) = match cut {
+                Some(c) => (rest[..c].iter().collect::<String>(), c + 1),
+                None => (rest[..width].iter().collect::<String>(), width),
+            };
+            out.push_str(&piece);
+            out.push('\n');
+            rest.drain(..next);
+        }
+        out.extend(rest);
+        out.push('\n');
+    }
+    out
+}
+
+fn each_line(text: &str, f: impl Fn(&str) -> String) -> String {
+    text.lines().map(|l| f(l) + "\n").collect()
+}
+
+/// The damages, by name.
+fn damaged(text: &str) -> Vec<(&'static str, String)> {
+    let bold = |l: &str| {
+        let t = l.trim();
+        if t.is_empty() { l.to_string() } else { format!("{}**{t}**", &l[..l.len() - l.trim_start().len()]) }
+    };
+    let mut lines: Vec<&str> = text.trim_end().lines().collect();
+    let last = lines.pop().unwrap_or("");
+    let half: String = last.chars().take(last.chars().count() / 2).collect();
+    let cut = lines.iter().map(|l| format!("{l}\n")).collect::<String>() + &half + "\n";
+    vec![
+        ("wrapped at 60", wrapped(text, 60)),
+        ("wrapped at 80", wrapped(text, 80)),
+        ("quoted", each_line(text, |l| format!("> {l}"))),
+        ("in bold", each_line(text, bold)),
+        ("in a code block", format!("```\n{}\n```\n", text.trim_end())),
+        ("torchrun's prefix", each_line(text, |l| format!("[rank0]: {l}"))),
+        ("vLLM's prefix", each_line(text, |l| format!("(VllmWorker rank=0 pid=4242) {l}"))),
+        ("a logger's prefix", each_line(text, |l| format!("2026-11-27 10:00:00,123 - ERROR - {l}"))),
+        ("Docker Compose's prefix", each_line(text, |l| format!("trainer-1  | {l}"))),
+        ("the last line cut", cut),
+        ("lower-cased", text.to_lowercase()),
+    ]
+}
+
+/// PyTorch's words are the same in every release that prints them: a lower-cased paste of
+/// its message must still read. Other frameworks' (TensorFlow's allocator report, XLA's
+/// account) are read by their exact words, in their case.
+fn words_allow_lower_case(r: &Reading, name: &str, text: &str) -> bool {
+    let d = import::import(Path::new(name), text.as_bytes(), None, None);
+    r.verdict != "refused"
+        && d.is_ok_and(|d| {
+            d.imported.and_then(|i| i.message).is_some_and(|m| m.format.is_torch_cache() && m.xla.is_none())
+        })
+}
+
+#[test]
+fn pasting_does_not_change_how_a_text_reads() {
+    let texts = texts();
+    assert!(texts.len() >= 450, "{} texts", texts.len());
+    let mut misses = Vec::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for (name, text) in &texts {
+        let original = reading(name, text);
+        for (how, variant) in damaged(text) {
+            if how == "lower-cased" && !words_allow_lower_case(&original, name, text) {
+                continue;
+            }
+            let got = reading(name, &variant);
+            let same = got.verdict == original.verdict
+                && (got.request == original.request || original.request.is_none() && got.verdict != "unread");
+            let entry = counts.entry(how).or_insert((0, 0));
+            entry.1 += 1;
+            // A cut that lost figures is said ("the paste's last line ends mid-way").
+            if same || (how == "the last line cut" && got.cut) {
+                entry.0 += 1;
+            } else {
+                misses.push(format!("{name} {how}: {original:?} -> {got:?}"));
+            }
+        }
+    }
+    let summary: Vec<String> = counts.iter().map(|(how, (ok, n))| format!("{how}: {ok} of {n}")).collect();
+    eprintln!("{}", summary.join("\n"));
+    // Wrapping, quotes, markdown and prefixes lose nothing: every text reads as it did. A cut
+    // loses what was after it, and is said where the message reaches the cut (where it does
+    // not, the text read otherwise is listed here); a lower-cased paste of PyTorch's message
+    // reads as the original.
+    for (how, (ok, n)) in &counts {
+        let floor = match *how {
+            "the last line cut" => 95,
+            "lower-cased" => 98,
+            _ => 100,
+        };
+        assert!(ok * 100 >= n * floor, "{how}: {ok} of {n} read as the original:\n{}", misses.join("\n"));
+    }
+    eprintln!("{}", misses.join("\n"));
+}
+
+/// Figures that cannot all be true get no verdict built on them, and the reason.
+#[test]
+fn figures_that_contradict_each_other_get_no_verdict() {
+    let head = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of";
+    let cases = [
+        // The process holds less than its own cache.
+        (
+            format!(
+                "{head} 23.65 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 10.00 GiB \
+                 memory in use. Of the allocated memory 15.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved \
+                 by PyTorch but unallocated."
+            ),
+            "less than the 16.00 GiB its own cache holds",
+        ),
+        // 21 + 5 + 1 GiB on a 24 GiB card.
+        (
+            format!(
+                "{head} 24.00 GiB of which 1.00 GiB is free. Of the allocated memory 21.00 GiB is allocated by \
+                 PyTorch, and 5.00 GiB is reserved by PyTorch but unallocated."
+            ),
+            "more than the 24.00 GiB device",
+        ),
+        // Free beyond any device (a driver's figure underflowed).
+        (
+            format!(
+                "{head} 512.00 MiB of which 17179869183.96 GiB is free. Of the allocated memory 292.04 MiB is \
+                 allocated by PyTorch, and 137.96 MiB is reserved by PyTorch but unallocated."
+            ),
+            "more than any device holds",
+        ),
+        // Older wording: reserved in all less than allocated.
+        (
+            "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 6.00 GiB \
+             already allocated; 10.00 MiB free; 3.00 GiB reserved in total by PyTorch)"
+                .to_string(),
+            "3.00 GiB reserved in all is less than the 6.00 GiB allocated",
+        ),
+    ];
+    for (text, says) in cases {
+        let mut d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap();
+        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        let v = d.verdict.unwrap();
+        assert_eq!(v.kind, oomscope_format::VerdictKind::Undetermined, "{text}: {v:?}");
+        assert!(v.headline.contains("contradict") || v.headline.contains("cannot be true"), "{}", v.headline);
+        assert!(v.headline.contains(says), "{}", v.headline);
+    }
+}
+
+/// xorshift64*: the same damage on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+    }
+}
+
+/// Pieces pasting and hand-editing put into texts.
+const TOKENS: &[&str] = &[
+    "\n",
+    "> ",
+    "**",
+    "`",
+    "[rank3]: ",
+    "(VllmWorker rank=1 pid=7) ",
+    "2026-11-27 10:00:00,123 - ERROR - ",
+    " GiB",
+    " MiB",
+    "-",
+    "nan",
+    "1e308",
+    "0 bytes",
+    "18446744073709551615",
+    " of which ",
+    " is free",
+    "Tried to allocate ",
+    "GPU 3",
+    "\u{1b}[31m",
+    "é",
+    "报错",
+    "\t",
+    "(",
+    ")",
+    ";",
+    "Process 12 has ",
+    "Limit:",
+    "InUse:",
+    "Bin (",
+];
+
+/// One random damage: a cut, a token put in, a range taken out or doubled, two lines swapped.
+fn mutate(text: &str, rng: &mut Rng) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let at = rng.below(chars.len() + 1);
+    let to = (at + rng.below(200)).min(chars.len());
+    let s = |r: std::ops::Range<usize>| chars[r].iter().collect::<String>();
+    match rng.below(6) {
+        0 => s(0..at),
+        1 => s(0..at) + TOKENS[rng.below(TOKENS.len())] + &s(at..chars.len()),
+        2 => s(0..at) + &s(to..chars.len()),
+        3 => s(0..to) + &s(at..chars.len()),
+        4 => {
+            let mut lines: Vec<&str> = text.lines().collect();
+            if lines.len() > 1 {
+                let (a, b) = (rng.below(lines.len()), rng.below(lines.len()));
+                lines.swap(a, b);
+            }
+            lines.join("\n")
+        }
+        _ => {
+            let digit = char::from(b'0' + rng.below(10) as u8);
+            s(0..at) + &digit.to_string() + &s(at.min(chars.len())..chars.len())
+        }
+    }
+}
+
+/// Damage of every kind, piled up, on every real text: the reader and the verdict never
+/// panic. `OOMSCOPE_FUZZ_ROUNDS` sets the rounds (each damages every text once more).
+#[test]
+fn no_paste_makes_the_reader_panic() {
+    let rounds: usize = std::env::var("OOMSCOPE_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
+    let texts = texts();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let started = std::time::Instant::now();
+    let mut runs = 0u64;
+    for round in 0..rounds {
+        for (name, text) in &texts {
+            let mut t = text.clone();
+            for _ in 0..=round % 4 {
+                t = mutate(&t, &mut rng);
+            }
+            let outcome = std::panic::catch_unwind(|| reading(name, &t));
+            runs += 1;
+            assert!(outcome.is_ok(), "{name} damaged (round {round}) panics the reader:\n{t}");
+        }
+    }
+    eprintln!("{runs} damaged texts read in {:.1} s, no panic", started.elapsed().as_secs_f64());
+}
