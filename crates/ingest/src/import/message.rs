@@ -797,7 +797,8 @@ fn figure_before(s: &str, key: &str) -> Option<u64> {
 /// The integer just before `key` (`14942208 bytes available` → 14942208).
 fn exact_before(s: &str, key: &str) -> Option<u64> {
     let head = s[..s.find(key)?].trim_end();
-    let start = head.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+    // (After the character before the digits, which may be more than a byte: `报错8`.)
+    let start = head.char_indices().rev().find(|(_, c)| !c.is_ascii_digit()).map_or(0, |(i, c)| i + c.len_utf8());
     head[start..].parse().ok()
 }
 
