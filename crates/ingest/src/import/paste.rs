@@ -197,8 +197,20 @@ fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
         .collect();
     // One break alone, after a sentence's end, is two lines a text has: `... (Cannot allocate
     // memory)` then `If you encounter ...`.
+    // So is a line before a sentence (`If the cause is memory fragmentation ...` after TF's
+    // op name).
+    let sentence = |n: &str| {
+        let w = n.split_whitespace().next().unwrap_or("");
+        let mut c = w.chars();
+        c.next().is_some_and(char::is_uppercase)
+            && c.next().is_some_and(char::is_lowercase)
+            && w.chars().all(char::is_alphabetic)
+            && !["GiB", "MiB", "KiB", "TiB", "PyTorch"].contains(&w)
+    };
     if breaks.is_empty()
-        || (breaks.len() == 1 && lines[breaks[0].0].0.trim_end().ends_with(['.', ')', ']', '!', '?', ':']))
+        || (breaks.len() == 1
+            && (lines[breaks[0].0].0.trim_end().ends_with(['.', ')', ']', '!', '?', ':'])
+                || sentence(&lines[breaks[0].0 + 1].0)))
     {
         return None;
     }
@@ -677,6 +689,12 @@ mod tests {
                     Bin (1024): \tTotal Chunks: 3, Chunks in use: 2. 3.2KiB allocated for chunks. 2.0KiB in use.\n";
         assert_eq!(undo(bins).text, bins);
         assert!(undo(bins).undone.is_empty());
+        // TF's request line, as long as the log's longest, then its own advice.
+        let tf = "W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (mklcpu) ran out of memory trying to \
+                  allocate 64.00MiB (rounded to 67108864)requested by op sequential_1/lstm_1/while/MatMul_1\n\
+                  If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' \
+                  will improve the situation.\n";
+        assert_eq!(undo(tf).text, tf);
     }
 
     #[test]
