@@ -7,6 +7,8 @@
 use crate::common::root;
 use oomscope_format::{Dump, PasteDamage};
 use oomscope_ingest::import;
+use proptest::prelude::RngExt;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
 const SETS: &[&str] = &["messages", "messages-heldout", "messages-fresh", "messages-unseen"];
@@ -205,19 +207,9 @@ fn figures_that_contradict_each_other_get_no_verdict() {
     }
 }
 
-/// xorshift64*: the same damage on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
-    }
+/// A number below `n` from the deterministic generator (the same damage on every run).
+fn below(rng: &mut TestRng, n: usize) -> usize {
+    if n == 0 { 0 } else { rng.random_range(0..n) }
 }
 
 /// Pieces pasting and hand-editing put into texts.
@@ -254,26 +246,26 @@ const TOKENS: &[&str] = &[
 ];
 
 /// One random damage: a cut, a token put in, a range taken out or doubled, two lines swapped.
-fn mutate(text: &str, rng: &mut Rng) -> String {
+fn mutate(text: &str, rng: &mut TestRng) -> String {
     let chars: Vec<char> = text.chars().collect();
-    let at = rng.below(chars.len() + 1);
-    let to = (at + rng.below(200)).min(chars.len());
+    let at = below(rng, chars.len() + 1);
+    let to = (at + below(rng, 200)).min(chars.len());
     let s = |r: std::ops::Range<usize>| chars[r].iter().collect::<String>();
-    match rng.below(6) {
+    match below(rng, 6) {
         0 => s(0..at),
-        1 => s(0..at) + TOKENS[rng.below(TOKENS.len())] + &s(at..chars.len()),
+        1 => s(0..at) + TOKENS[below(rng, TOKENS.len())] + &s(at..chars.len()),
         2 => s(0..at) + &s(to..chars.len()),
         3 => s(0..to) + &s(at..chars.len()),
         4 => {
             let mut lines: Vec<&str> = text.lines().collect();
             if lines.len() > 1 {
-                let (a, b) = (rng.below(lines.len()), rng.below(lines.len()));
+                let (a, b) = (below(rng, lines.len()), below(rng, lines.len()));
                 lines.swap(a, b);
             }
             lines.join("\n")
         }
         _ => {
-            let digit = char::from(b'0' + rng.below(10) as u8);
+            let digit = char::from(b'0' + below(rng, 10) as u8);
             s(0..at) + &digit.to_string() + &s(at.min(chars.len())..chars.len())
         }
     }
@@ -285,7 +277,7 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 fn no_paste_makes_the_reader_panic() {
     let rounds: usize = std::env::var("OOMSCOPE_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
     let texts = texts();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
     let started = std::time::Instant::now();
     let mut runs = 0u64;
     for round in 0..rounds {

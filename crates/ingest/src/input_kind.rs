@@ -65,12 +65,22 @@ impl Kind {
 /// log, whose error lists what was looked for.
 pub fn importer(path: &Path, bytes: &[u8]) -> crate::import::From {
     use crate::import::From;
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt") {
+    if is_snapshot(path, bytes) {
         return From::TorchSnapshot;
     }
-    let text = crate::import::paste::undo(&crate::import::unescape(&String::from_utf8_lossy(bytes))).text;
-    if !tf_log::has_report(&text) && message::recognises(&text) { From::Message } else { From::TfLog }
+    text_importer(&crate::import::paste::undo(&crate::import::unescape(&String::from_utf8_lossy(bytes))).text)
+}
+
+/// Which importer reads a text, its paste damage undone: a message, or a TF log.
+pub(crate) fn text_importer(text: &str) -> crate::import::From {
+    use crate::import::From;
+    if !tf_log::has_report(text) && message::recognises(text) { From::Message } else { From::TfLog }
+}
+
+/// A pickle (protocol 2+ starts with 0x80), or a file named as one.
+pub(crate) fn is_snapshot(path: &Path, bytes: &[u8]) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    bytes.first() == Some(&0x80) || matches!(ext, "pickle" | "pkl" | "pt")
 }
 
 /// What `bytes` (a file's beginning, or all of it) are. Pure: looks only at what it is given.

@@ -32,15 +32,16 @@ pub fn detect(path: &Path, bytes: &[u8]) -> From {
 /// host memory), is refused with what it is.
 pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>) -> Result<Dump, InputError> {
     let named = from.is_some();
-    let from = from.unwrap_or_else(|| detect(path, bytes));
-    if from == From::TorchSnapshot {
+    if from == Some(From::TorchSnapshot) || from.is_none() && crate::input_kind::is_snapshot(path, bytes) {
         return torch_snapshot::parse(path, bytes, device);
     }
     // Logs pasted from web pages can hold stray bytes; they are not OOM content. A text
     // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone, and so is
-    // what pasting did to it (wrapping, quotes, markdown, prefixes, case).
+    // what pasting did to it (wrapping, quotes, markdown, prefixes, case). The importer is
+    // told from the repaired text, undone once.
     let pasted = paste::undo(&unescape(&String::from_utf8_lossy(bytes)));
     let text = pasted.text.as_str();
+    let from = from.unwrap_or_else(|| crate::input_kind::text_importer(text));
     let read = match from {
         From::Message => message::parse(path, text).map_err(|e| look_alike(path, text).unwrap_or(e)),
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
