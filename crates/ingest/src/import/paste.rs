@@ -77,9 +77,17 @@ pub fn undo(text: &str) -> Pasted {
         text.push('\n');
         origin.push(*o);
     }
-    if lower_cased(&text) {
-        text = recased(&text);
-        damage.push(PasteDamage::LowerCased);
+    // Lower-cased whole, or a message's words lower-cased in a text that has capitals
+    // elsewhere (`RuntimeError: cuda out of memory. tried to allocate ...`): read when the
+    // words in their case make a message the text did not hold.
+    let markers = |t: &str| super::message::phrases().filter(|p| t.contains(p)).count();
+    let hand = || text.len() <= MIXED_CASE_LIMIT && !super::tf_log::has_report(&text);
+    if lower_cased(&text) || hand() {
+        let r = recased(&text);
+        if r != text && (lower_cased(&text) || markers(&r) > markers(&text)) {
+            text = r;
+            damage.push(PasteDamage::LowerCased);
+        }
     }
     let last = lines.iter().rposition(|(l, _)| !l.trim().is_empty()).unwrap_or(0);
     let cut = lines.get(last).is_some_and(|(l, _)| ends_open(l));
@@ -493,6 +501,10 @@ fn without_level(rest: &str) -> &str {
     r
 }
 
+/// The largest text whose message's words are looked for lower-cased among capitals (each
+/// word is a pass over the text).
+const MIXED_CASE_LIMIT: usize = 1 << 20;
+
 /// A text lower-cased whole: letters, and not one in upper case.
 fn lower_cased(text: &str) -> bool {
     let letters = text.bytes().filter(u8::is_ascii_alphabetic).count();
@@ -722,6 +734,11 @@ mod tests {
             p.text
         );
         assert_eq!(p.undone, [PasteDamage::LowerCased]);
+        // Only the message's words lower-cased, by hand.
+        let p = undo("RuntimeError: cuda out of memory. tried to allocate 2.00 gib (gpu 0; 7.93 gib total capacity)");
+        assert!(p.text.contains("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0"), "{}", p.text);
+        // A text with no message stays as it is.
+        assert_eq!(undo("Epoch 1: loss 0.25, 3.2 gb/s\n").text, "Epoch 1: loss 0.25, 3.2 gb/s\n");
     }
 
     #[test]
