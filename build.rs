@@ -13,7 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the tests may need.
-const NEEDS: [&str; 8] = ["python3", "tmux", "chromium", "torch", "transformers", "tensorflow", "wheel", "shared"];
+const NEEDS: [&str; 9] =
+    ["python3", "tmux", "chromium", "torch", "transformers", "trainers", "tensorflow", "wheel", "shared"];
+
+/// Whether `python` finds these modules, without importing them (that takes seconds).
+fn finds(python: &std::ffi::OsStr, modules: &[&str]) -> bool {
+    let check = format!(
+        "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in {modules:?}))"
+    );
+    Command::new(python).args(["-c", &check]).status().is_ok_and(|s| s.success())
+}
 
 fn on_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -52,7 +61,7 @@ fn version() -> String {
 fn main() {
     println!("cargo::rustc-env=OOMSCOPE_VERSION={}", version());
     println!(
-        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"chromium\", \"torch\", \"transformers\", \"tensorflow\", \"wheel\", \"shared\"))"
+        "cargo::rustc-check-cfg=cfg(oomscope_missing, values(\"python3\", \"tmux\", \"chromium\", \"torch\", \"transformers\", \"trainers\", \"tensorflow\", \"wheel\", \"shared\"))"
     );
     for var in ["CI", "PATH", "OOMSCOPE_TEST_PYTHON", "OOMSCOPE_TEST_TF_PYTHON", "OOMSCOPE_TEST_WHEEL"] {
         println!("cargo::rerun-if-env-changed={var}");
@@ -76,15 +85,12 @@ fn main() {
             "python3" | "tmux" | "chromium" => on_path(need).is_some(),
             // A Python with PyTorch is named, not searched for: importing torch takes seconds.
             "torch" => std::env::var_os("OOMSCOPE_TEST_PYTHON").is_some_and(|v| !v.is_empty()),
-            // Found without importing it (that takes seconds).
-            "transformers" => std::env::var_os("OOMSCOPE_TEST_PYTHON").filter(|v| !v.is_empty()).is_some_and(|py| {
-                std::process::Command::new(py)
-                    .args([
-                        "-c",
-                        "import importlib.util, sys; sys.exit(importlib.util.find_spec('transformers') is None)",
-                    ])
-                    .status()
-                    .is_ok_and(|s| s.success())
+            "transformers" => std::env::var_os("OOMSCOPE_TEST_PYTHON")
+                .filter(|v| !v.is_empty())
+                .is_some_and(|py| finds(&py, &["transformers"])),
+            // The trainers' tests: Hugging Face's, PEFT, accelerate, Lightning.
+            "trainers" => std::env::var_os("OOMSCOPE_TEST_PYTHON").filter(|v| !v.is_empty()).is_some_and(|py| {
+                finds(&py, &["transformers", "peft", "accelerate", "pytorch_lightning"])
             }),
             "tensorflow" => std::env::var_os("OOMSCOPE_TEST_TF_PYTHON").is_some_and(|v| !v.is_empty()),
             "wheel" => std::env::var_os("OOMSCOPE_TEST_WHEEL").is_some_and(|v| !v.is_empty()),

@@ -150,6 +150,14 @@ class _Building(threading.local):
 building = _Building()
 
 
+class _Moving(threading.local):
+    depth = 0
+
+
+# A module being moved (`Module._apply`): its state is placed when the move ends.
+moving = _Moving()
+
+
 # Wrappers whose construction allocates on the device itself (DDP's gradient buckets), around
 # a model already there.
 _ON_DEVICE = {"DistributedDataParallel", "FullyShardedDataParallel"}
@@ -191,11 +199,10 @@ def install_models(torch, record):
 
     nn.Module.__init_subclass__ = classmethod(__init_subclass__)
     apply = nn.Module._apply
-    moving = threading.local()
 
     def _apply(self, fn, *args, **kwargs):
-        outer = not getattr(moving, "depth", 0)
-        moving.depth = getattr(moving, "depth", 0) + 1
+        outer = not moving.depth
+        moving.depth += 1
         try:
             out = apply(self, fn, *args, **kwargs)
         finally:
@@ -215,6 +222,104 @@ def install_models(torch, record):
                 record(t)
 
     return place
+
+
+# ---- data: in host memory until the program moves it ------------------------------------
+
+
+class _Fetching(threading.local):
+    depth = 0
+
+
+fetching = _Fetching()
+
+
+def install_data(torch, emulator):
+    """A dataset and the batches a DataLoader makes are host memory on a GPU; a batch reaches
+    the device when the program moves it (`.to(device)`, which the CPU answers with the tensor
+    itself) or an op there reads it. Here a Dataset's construction records nothing and takes
+    the tensors it is given off the device (`TensorDataset(images, labels)`), unless the
+    program put them there; a DataLoader's fetch records nothing, and what it reads is host
+    memory; its batch is allocated when it is first moved or read outside the fetch.
+    `emulator()` is the emulator, once there."""
+    data = torch.utils.data
+
+    def wrap(cls):
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_oomscope_data", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            em = emulator()
+            if em is not None:
+                for value in list(args) + list(kwargs.values()):
+                    for t in _host_tensors(torch, value):
+                        em.to_host(t)
+            paused.depth += 1
+            try:
+                return init(self, *args, **kwargs)
+            finally:
+                paused.depth -= 1
+
+        __init__._oomscope_data = True
+        cls.__init__ = __init__
+
+    todo = [data.Dataset]
+    while todo:
+        cls = todo.pop()
+        wrap(cls)
+        todo.extend(cls.__subclasses__())
+    previous = data.Dataset.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(data.Dataset, cls).__init_subclass__(**kwargs)
+        wrap(cls)
+
+    data.Dataset.__init_subclass__ = classmethod(__init_subclass__)
+
+    iterator = data.dataloader._BaseDataLoaderIter
+    fetch = iterator.__next__
+    if getattr(fetch, "_oomscope_data", False):
+        return
+
+    @functools.wraps(fetch)
+    def __next__(self):
+        fetching.depth += 1
+        paused.depth += 1
+        try:
+            batch = fetch(self)
+        finally:
+            paused.depth -= 1
+            fetching.depth -= 1
+        em = emulator()
+        if em is not None:
+            for t in _host_tensors(torch, batch):
+                em.pend(t)
+        return batch
+
+    __next__._oomscope_data = True
+    iterator.__next__ = __next__
+
+
+def _host_tensors(torch, value, depth=0):
+    """The tensors in a batch or a dataset's arguments (nested tuples, lists, dicts, and
+    mappings such as transformers' BatchEncoding)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 4 and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _host_tensors(torch, v, depth + 1)
+    elif depth < 4 and hasattr(value, "values") and callable(value.values):
+        try:
+            items = list(value.values())
+        except Exception:
+            return
+        for v in items:
+            yield from _host_tensors(torch, v, depth + 1)
 
 
 def _install_foreach(torch):

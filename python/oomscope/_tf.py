@@ -12,6 +12,14 @@ descriptor in OOMSCOPE_FEED_FD:
 
 A closed or missing descriptor ends the sampling quietly; the program never sees an error.
 
+TF's allocator dump lists its chunks by address and size only. When Keras trains
+(`Model.fit`), a callback sends the model's weights and the optimizer's variables (its slots,
+made in the first step) on the same descriptor, with their bytes:
+
+    {"pid": 4242, "variables": [{"name": "sequential/dense/kernel", "bytes": 128000, "kind": "weight"}]}
+
+and `oomscope run` names the chunks of a later OOM's dump that they fit.
+
 TF and XLA print their allocator's dump at INFO level. A program that silences TF's logs
 (`os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"` before `import tensorflow`, or in the
 environment) would print no dump at all: just before TensorFlow or JAX loads, this sends
@@ -184,6 +192,78 @@ def _fit_steps():
     keras.Model.fit = fit_with_steps
 
 
+def _variables_of(model):
+    """The model's weights and its optimizer's variables, for the feed: name, bytes, kind."""
+    import numpy as np
+    import tensorflow as tf
+
+    out = []
+    optimizer = getattr(model, "optimizer", None)
+    groups = (("weight", list(getattr(model, "weights", []) or [])),
+              ("optimizer", list(getattr(optimizer, "variables", []) or [])))
+    for kind, variables in groups:
+        for v in variables:
+            try:
+                n = int(np.prod(tuple(v.shape))) * tf.as_dtype(v.dtype).size
+            except Exception as e:
+                swallowed("variables", e)
+                continue
+            out.append({"name": str(getattr(v, "path", None) or v.name), "bytes": n, "kind": kind})
+    return out
+
+
+def _send_variables():
+    """Under `oomscope run`: Keras's `fit` tells oomscope the model's variables (TF's
+    allocator log names no chunk; their sizes find theirs in its dump), when training starts
+    and again after the first steps, once the optimizer made its slots."""
+    try:
+        import keras
+    except Exception as e:
+        swallowed("send_variables", e)
+        return
+    fit = keras.Model.fit
+
+    class _Variables(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.sent = None
+            self.batches = 0
+
+        def _send(self):
+            fd = _feed()
+            model = self.model
+            if fd is None or model is None:
+                return
+            variables = _variables_of(model)
+            if variables == self.sent:
+                return
+            self.sent = variables
+            line = json.dumps({"pid": os.getpid(), "variables": variables}, separators=(",", ":"))
+            try:
+                os.write(fd, (line + "\n").encode())
+            except OSError:
+                return
+
+        def on_train_begin(self, logs=None):
+            self._send()
+
+        def on_train_batch_end(self, batch, logs=None):
+            # The optimizer makes its slots in its first step.
+            if self.batches < 2:
+                self.batches += 1
+                self._send()
+
+    def fit_telling_variables(self, *args, **kwargs):
+        try:
+            callbacks = list(kwargs.get("callbacks") or [])
+            kwargs["callbacks"] = callbacks + [_Variables()]
+        except Exception as e:
+            swallowed("fit_telling_variables", e)
+        return fit(self, *args, **kwargs)
+
+    keras.Model.fit = fit_telling_variables
+
+
 def _start(name, module):
     if name in _state.started:
         return
@@ -193,6 +273,8 @@ def _start(name, module):
     fd = _feed()
     if fd is None:
         return
+    if name == "tensorflow":
+        _send_variables()
     threading.Thread(target=_loop, args=(name, module, fd), name=f"oomscope-{name}-memory", daemon=True).start()
 
 

@@ -141,6 +141,7 @@ def _install(torch):
 
         _gpu.install(torch, lib)
         _state.place = _gpu.install_models(torch, lambda t: _state.emulator and _state.emulator.place(t))
+        _gpu.install_data(torch, lambda: _state.emulator)
     _install_exit_dump(lib)
     # The training loop's own allocations (outside modules, backward passes and optimizer
     # steps) bring data to the GPU.
@@ -337,6 +338,73 @@ def _name_in(parent, child):
     return names.get(id(child))
 
 
+class _Paths:
+    """Each module's path as its root's `named_modules()` gives it (`GPT2LMHeadModel.
+    transformer.h.3.attn`): the one scheme weights, gradients and optimizer state are named
+    by too. A module is found whatever holds it (a `ModuleList` iterated, never called; a
+    wrapper that calls its model's `forward` directly, as PEFT's does) and wherever it runs
+    (gradient checkpointing runs a layer again inside the backward pass)."""
+
+    def __init__(self):
+        # id(module) -> (weakref to it, path, id of its root); ids are checked against the
+        # weak reference (an id is reused once its module is freed).
+        self.by_id = {}
+        # Roots whose modules were listed, by id: (weakref, path).
+        self.roots = {}
+        # (root, module) ids a module was not found under its root with.
+        self.missing = set()
+
+    def of(self, module):
+        """(path, id of its root) of a module listed under a root, or None."""
+        entry = self.by_id.get(id(module))
+        if entry is not None and entry[0]() is module:
+            return entry[1], entry[2]
+        return None
+
+    def list_root(self, root, path, again=False):
+        """Lists `root`'s modules under `path` (`again`: even if listed already)."""
+        known = self.roots.get(id(root))
+        if known is not None and known[0]() is root and known[1] == path and not again:
+            return
+        try:
+            named = list(root.named_modules(remove_duplicate=True))
+        except Exception as e:
+            _swallowed("named_modules", e)
+            return
+        self.roots[id(root)] = (weakref.ref(root), path)
+        self.missing.clear()
+        for qualified, m in named:
+            try:
+                ref = weakref.ref(m)
+            except TypeError:
+                continue
+            self.by_id[id(m)] = (ref, f"{path}.{qualified}" if qualified else path, id(root))
+
+    def below(self, root, module):
+        """The path of `module` under root module `root` (by id), listing the root's modules
+        again once if it is not found (one added since); None if it is not the root's."""
+        known = self.of(module)
+        if known is not None and known[1] == root:
+            return known[0]
+        if (root, id(module)) in self.missing:
+            return None
+        listed = self.roots.get(root)
+        if listed is not None and listed[0]() is not None:
+            self.list_root(listed[0](), listed[1], again=True)
+            known = self.of(module)
+            if known is not None and known[1] == root:
+                return known[0]
+        if len(self.missing) > 10_000:
+            self.missing.clear()
+        # Not the root's (a module made in a forward, another model called inside this one):
+        # not listed again for it.
+        self.missing.add((root, id(module)))
+        return None
+
+
+_paths = _Paths()
+
+
 def _tensors(value):
     """Tensors in a module's inputs or outputs (tuples, lists, dicts, dataclass-likes)."""
     import torch
@@ -391,8 +459,10 @@ def _tag_nodes(start, stop, path, hooks, through_tagged):
 
 class _NodeScopes(threading.local):
     def __init__(self):
-        # How many names node hooks pushed on this thread and have not taken off.
+        # How many names node hooks pushed on this thread and have not taken off, and the
+        # last one.
         self.pushed = 0
+        self.name = None
 
 
 _node_scopes = _NodeScopes()
@@ -410,6 +480,7 @@ def _enter_node(lib, name, kind=BACKWARD):
     lib.oomscope_scope_push(name)
     lib.oomscope_kind_set(kind)
     ns.pushed = 1
+    ns.name = name
 
 
 def _leave_nodes(lib):
@@ -522,15 +593,33 @@ def _install_names(torch, lib, ops, emulate):
 
     def pre(module, args):
         stack = _modules.stack
-        if stack:
-            parent_path = stack[-1][1]
-            name = _name_in(stack[-1][0], module) or type(module).__name__
-            path = f"{parent_path}.{name}"
+        known = _paths.of(module)
+        inner = known is not None and known[1] != id(module)
+        recompute = False
+        if not stack and inner and torch._C._current_autograd_node() is not None:
+            # A layer run again in the backward pass (gradient checkpointing): named by its
+            # path (`.../recompute`: torch functions are not seen inside a backward pass),
+            # and what it allocates is the backward pass's. The node's name is put back after.
+            path = known[0]
+            lib.oomscope_scope_clear()
+            restore = lib.oomscope_kind_set(BACKWARD)
+            kind = BACKWARD
+            recompute = True
+        elif stack:
+            path = _paths.below(stack[-1][6], module)
+            if path is None:
+                path = f"{stack[-1][1]}.{_name_in(stack[-1][0], module) or type(module).__name__}"
             lib.oomscope_scope_pop()
             restore = None
+            recompute = stack[-1][7]
+            kind = BACKWARD if recompute else ACTIVATION
         else:
-            # A root module: start from a clean slate, whatever an exception left behind.
-            path = type(module).__name__
+            # A root module (or one of a root's modules called by the training loop itself,
+            # named by its path there): start from a clean slate, whatever an exception left
+            # behind.
+            path = known[0] if inner else type(module).__name__
+            if not inner:
+                _paths.list_root(module, path)
             lib.oomscope_scope_clear()
             if _state.place is not None:
                 # Emulation: a model never moved is on the device from its first forward,
@@ -542,12 +631,14 @@ def _install_names(torch, lib, ops, emulate):
                 _start_steps(lib)
             _tag_module_state(module, path)
             restore = lib.oomscope_kind_set(ACTIVATION)
+            kind = ACTIVATION
+        root = stack[-1][6] if stack else (known[1] if known is not None else id(module))
         # A wrapper that communicates (DDP) allocates its buckets in its own forward.
         collective = type(module).__name__ in _COLLECTIVE_WRAPPERS
-        scope = f"{path}/buckets" if collective else path
-        kind = COLLECTIVE if collective else ACTIVATION
+        scope = f"{path}/buckets" if collective else (f"{path}/recompute" if recompute else path)
+        kind = COLLECTIVE if collective else kind
         boundary = [t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None]
-        stack.append((module, path, boundary, scope, kind, restore))
+        stack.append((module, path, boundary, scope, kind, restore, root, recompute))
         lib.oomscope_scope_push(scope.encode())
         lib.oomscope_kind_set(kind)
         if ops == "functions" and id(module) not in _grads_named:
@@ -558,13 +649,16 @@ def _install_names(torch, lib, ops, emulate):
         stack = _modules.stack
         if not stack or stack[-1][0] is not module:
             return
-        _, path, boundary, _, _, restore = stack.pop()
+        _, path, boundary, _, _, restore, _, recompute = stack.pop()
         lib.oomscope_scope_pop()
         if stack:
             lib.oomscope_scope_push(stack[-1][3].encode())
             lib.oomscope_kind_set(stack[-1][4])
-        elif restore is not None:
-            lib.oomscope_kind_set(restore)
+        else:
+            if restore is not None:
+                lib.oomscope_kind_set(restore)
+            if recompute and _node_scopes.pushed and _node_scopes.name:
+                lib.oomscope_scope_push(_node_scopes.name)
         if torch.is_grad_enabled():
             _tag_backward(output, path, boundary, hooks=ops == "functions")
 
@@ -609,6 +703,12 @@ def _make_mode_class(torch):
             self.ops = ops
             self.emulate = emulate
             self.live = {}  # emulation: storage data_ptr -> [tensor count, bytes]
+            # Emulation, by storage data_ptr: host memory (a dataset's tensors), batches a
+            # DataLoader made on the host not yet used on the device, and tensors the program
+            # put on the device itself (moved, or made with a device).
+            self.host = {}
+            self.pending = {}
+            self.moved = {}
             # Emulation: what CUDA's kernels allocate beside their outputs (`_gpu`).
             self.scratch = None
             if emulate:
@@ -620,8 +720,26 @@ def _make_mode_class(torch):
                     _swallowed("KernelScratch", e)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            _in_dispatch.depth += 1
+            try:
+                return self._dispatch(func, args, kwargs)
+            finally:
+                _in_dispatch.depth -= 1
+
+        def _dispatch(self, func, args, kwargs):
             lib = self.lib
             pushed = 0
+            if self.emulate:
+                from . import _gpu
+
+                if _gpu.fetching.depth:
+                    # A DataLoader reading its dataset: what it reads is host memory.
+                    for t in _tensors(args):
+                        self.to_host(t)
+                elif self.pending and not _gpu_paused():
+                    for t in _tensors(args):
+                        if _storage_key(t) in self.pending:
+                            self.arrive(t)
             if self.ops:
                 op = _op_name(func)
                 node = torch._C._current_autograd_node()
@@ -699,6 +817,50 @@ def _make_mode_class(torch):
         def free(self, ptr):
             self.lib.oomscope_free(ptr, 0, _EMULATED_DEVICE, None)
 
+        def to_host(self, t):
+            """Tensor `t` is host memory (a dataset's), unless the program put it on the
+            device itself: off the emulated device."""
+            key = _storage_key(t)
+            if not key or key in self.moved or key in self.host:
+                return
+            entry = self.live.pop(key, None)
+            if entry is not None:
+                self.lib.oomscope_free(entry[1], 0, _EMULATED_DEVICE, None)
+            _remember(self.host, key, t)
+
+        def pend(self, t):
+            """A batch a DataLoader made in host memory: on the device once used there."""
+            key = _storage_key(t)
+            if key and key not in self.live and key not in self.host and key not in self.pending:
+                _remember(self.pending, key, t)
+
+        def arrive(self, t):
+            """A tensor in host memory the program uses on the device (moved by it, or read
+            by an op there): allocated now, as the copy to the device would be, as an input."""
+            key = _storage_key(t)
+            if not key:
+                return
+            self.pending.pop(key, None)
+            self.host.pop(key, None)
+            if key not in self.live:
+                restore = self.lib.oomscope_kind_set(INPUT)
+                try:
+                    self._allocate(t)
+                finally:
+                    self.lib.oomscope_kind_set(restore)
+                _tag_shapes([t])
+            _remember(self.moved, key, t)
+
+        def on_device(self, t):
+            """The program put `t` on the device (`.to(device)`, a factory's `device=`): a
+            tensor made on the host (a batch, a dataset's, `from_numpy`'s) arrives."""
+            key = _storage_key(t)
+            if key and key not in self.moved:
+                if key in self.live:
+                    _remember(self.moved, key, t)
+                else:
+                    self.arrive(t)
+
         def _allocate(self, t):
             try:
                 storage = t.untyped_storage()
@@ -706,7 +868,7 @@ def _make_mode_class(torch):
             except Exception as e:
                 _swallowed("_record", e)
                 return
-            if not key or not nbytes:
+            if not key or not nbytes or key in self.host:
                 return
             entry = self.live.get(key)
             if entry is None:
@@ -727,6 +889,24 @@ def _make_mode_class(torch):
                 self.lib.oomscope_free(entry[1], 0, _EMULATED_DEVICE, None)
 
     return OpNames
+
+
+def _storage_key(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return 0
+
+
+def _remember(table, key, t):
+    """`table[key]` while tensor `t` lives (a storage's tensors may outlive it: the table says
+    what it says of the storage, the dataset's own tensor or a batch, which the program
+    keeps)."""
+    table[key] = True
+    try:
+        weakref.finalize(t, table.pop, key, None).atexit = False
+    except TypeError:
+        pass
 
 
 def _gpu_paused():
@@ -766,6 +946,37 @@ def _function_name(func):
     return encoded
 
 
+# Emulation: the functions that move a tensor to a device.
+_MOVES = (b"to", b"cuda")
+
+
+class _InDispatch(threading.local):
+    depth = 0
+
+
+# Emulation: inside an op (the dispatch mode's handler), where the torch functions called are
+# the op's own, not the program's.
+_in_dispatch = _InDispatch()
+
+
+def _moved(torch, name, args, kwargs, out):
+    """Emulation: the program put a tensor on the device: `.cuda()`, `.to(device)` (not
+    `.to(dtype)`), a factory's `device=`. On the CPU the move returns the tensor itself: it
+    is allocated on the emulated device now if it was host memory. Not what an op does
+    inside (its own calls), nor a module's move (`_gpu` places its state)."""
+    from . import _gpu
+
+    if _in_dispatch.depth or _gpu.moving.depth or _gpu_paused():
+        return
+    emulator = _state.emulator
+    device = kwargs.get("device") if kwargs else None
+    if name == b"to" and device is None:
+        device = next((a for a in args[1:] if isinstance(a, (str, torch.device, torch.Tensor))), None)
+    if name == b"cuda" or device is not None:
+        for t in _tensors(out):
+            emulator.on_device(t)
+
+
 def _make_function_mode_class(torch):
     from torch.overrides import TorchFunctionMode
 
@@ -798,6 +1009,8 @@ def _make_function_mode_class(torch):
 
                     args, kwargs = _gpu.upcast(torch, name.decode(), args, kwargs)
                 out = func(*args, **(kwargs or {}))
+                if _state.emulator is not None and (name in _MOVES or (kwargs and kwargs.get("device") is not None)):
+                    _moved(torch, name, args, kwargs, out)
                 if outside and restore is None:
                     _tag_shapes(out)
                 return out

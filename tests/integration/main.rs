@@ -33,6 +33,7 @@ mod real_tensorflow;
 mod recorded_snapshots;
 mod snapshot_files;
 mod tf_log_variants;
+mod trainers;
 mod tui_tmux;
 mod tui_views;
 mod verdicts;

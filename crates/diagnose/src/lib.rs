@@ -358,8 +358,16 @@ fn capacity(o: &OomRecord) -> u64 {
 pub fn breakdown(d: &Dump) -> Vec<KindBytes> {
     let mut by: BTreeMap<Kind, u64> = BTreeMap::new();
     if d.live_chunks().any(|c| c.op.is_some()) || d.usage_by_node.is_empty() {
+        let tf_log = d.imported.as_ref().is_some_and(|i| i.from == oomscope_format::ImportedFrom::TfLog);
         for c in d.live_chunks() {
-            *by.entry(c.kind()).or_default() += c.size;
+            // A TF log's chunk named after a variable its size fits (the program's hook
+            // said which) is the variable's bytes and slack BFC did not split off.
+            if tf_log && c.kind.is_some() && c.requested > 0 && c.requested < c.size {
+                *by.entry(c.kind()).or_default() += c.requested;
+                *by.entry(Kind::Unknown).or_default() += c.size - c.requested;
+            } else {
+                *by.entry(c.kind()).or_default() += c.size;
+            }
         }
     } else {
         for n in &d.usage_by_node {

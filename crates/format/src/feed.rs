@@ -9,6 +9,7 @@
 //! {"min_log_level":2}
 //! {"framework": "tensorflow", "device": "GPU:0", "current": 123, "peak": 456, "limit": 0}
 //! {"pid": 4242, "ooms": 16, "dumps": 5, "said": false}
+//! {"pid": 4242, "variables": [{"name": "sequential/dense/kernel", "bytes": 128000, "kind": "weight"}]}
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,25 @@ pub enum FeedLine {
     },
     Sample(FrameworkSample),
     Ooms(OomCount),
+    Variables(Variables),
+}
+
+/// A TensorFlow program's variables, as its hook lists them while Keras trains (the model's
+/// weights, and the optimizer's slots once it made them): TF's allocator log names no chunk,
+/// and their sizes find theirs ([`Variables`] replace the ones the process sent before).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variables {
+    pub pid: u32,
+    pub variables: Vec<Variable>,
+}
+
+/// One variable: its name (`sequential/dense/kernel`, `adam/sequential_dense_kernel_momentum`),
+/// its bytes (elements × element size) and what it is (`weight` or `optimizer`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variable {
+    pub name: String,
+    pub bytes: u64,
+    pub kind: crate::Kind,
 }
 
 /// A process's OOMs so far, and the dumps written of them.
@@ -84,6 +104,9 @@ mod tests {
         assert_eq!((s.device.as_str(), s.current, s.peak, s.limit), ("GPU:1", 5, Some(9), 16));
         let Some(FeedLine::Sample(s)) = FeedLine::parse(r#"{"device": "GPU:0", "current": 5}"#) else { panic!() };
         assert_eq!((s.peak, s.limit), (None, 0));
+        let v = FeedLine::parse(r#"{"pid": 3, "variables": [{"name": "adam/m", "bytes": 8, "kind": "optimizer"}]}"#);
+        let Some(FeedLine::Variables(v)) = v else { panic!("{v:?}") };
+        assert_eq!((v.pid, v.variables[0].bytes, v.variables[0].kind), (3, 8, crate::Kind::Optimizer));
         let c = OomCount { pid: 7, ooms: 16, dumps: 5, said: false };
         assert_eq!(FeedLine::parse(c.line().trim_end()), Some(FeedLine::Ooms(c)));
         for bad in

@@ -134,10 +134,20 @@ impl Kind {
     /// that make a weight's gradient (`Conv2DBackpropFilter`, `BiasAddGrad`), gradients; slot names (`/Adam`, `/Momentum`,
     /// `/RMSProp`) optimizer state; variables (`kernel`, `bias`, `weights`, `Variable`,
     /// `embeddings`, batch-norm statistics) weights; `workspace` temporaries; the rest
-    /// activations.
+    /// activations. Keras 3 names too: `gradient_tape/...` the backward pass, an optimizer's
+    /// variables (`adam/..._momentum`, `_velocity`, `adam/iteration`) optimizer state. A name
+    /// that is not an op's (empty, `unknown`, or one of oomscope's own in parentheses:
+    /// `(allocated before recording began)`) says nothing: unknown.
     pub fn infer(op: &str) -> Kind {
         let last = op.rsplit('/').next().unwrap_or(op);
-        if op.starts_with("gradients") || op.contains("_grad/") {
+        let first = op.split('/').next().unwrap_or(op);
+        if op.is_empty() || op == "unknown" || op.starts_with('(') {
+            return Kind::Unknown;
+        }
+        let keras_optimizer = ["adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lion", "ftrl"]
+            .contains(&first)
+            && op.contains('/');
+        if op.starts_with("gradients") || op.contains("_grad/") || op.contains("gradient_tape/") {
             if last.contains("BackpropFilter") || last.starts_with("BiasAddGrad") {
                 Kind::Gradient
             } else {
@@ -145,6 +155,7 @@ impl Kind {
             }
         } else if ["Adam", "Adam_1", "Momentum", "RMSProp", "RMSProp_1", "Adagrad", "Ftrl", "Ftrl_1"].contains(&last)
             || op.contains("/Adam/")
+            || keras_optimizer
         {
             Kind::Optimizer
         } else if [
@@ -226,6 +237,13 @@ mod tests {
             ("model/bn/moving_mean", Kind::Weight),
             ("model/layer01/Conv2D/workspace", Kind::Temporary),
             ("shared_model/unet_00/Conv2D", Kind::Activation),
+            ("StatefulPartitionedCall/gradient_tape/sequential_1/conv2d_1/Conv2D/Conv2DBackpropInput", Kind::Backward),
+            ("adam/sequential_dense_kernel_momentum", Kind::Optimizer),
+            ("adam/iteration", Kind::Optimizer),
+            ("sequential/dense/kernel", Kind::Weight),
+            ("(allocated before recording began)", Kind::Unknown),
+            ("unknown", Kind::Unknown),
+            ("", Kind::Unknown),
         ] {
             assert_eq!(Kind::infer(op), kind, "{op}");
         }

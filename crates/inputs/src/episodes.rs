@@ -4,8 +4,9 @@
 //! them (the exception with the node) — becomes a dump in the dump directory with its
 //! verdict, and, when the program ends, a report after its own error.
 
+use oomscope_format::feed::Variable;
 use oomscope_format::{DeviceTag, Dump, DumpName, Moment, Source, SourceKind};
-use oomscope_ingest::import::tf_log;
+use oomscope_ingest::import::{tf_log, tf_variables};
 use oomscope_report as render;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -48,6 +49,8 @@ pub struct Episodes {
     pub dumps: Vec<(PathBuf, Dump)>,
     /// Episodes started (numbers the dump files).
     started: usize,
+    /// The program's variables, as its hook last listed them: they name the chunks they fit.
+    variables: Vec<Variable>,
 }
 
 impl Episodes {
@@ -60,7 +63,14 @@ impl Episodes {
             episode: None,
             dumps: Vec::new(),
             started: 0,
+            variables: Vec::new(),
         }
+    }
+
+    /// The program's variables (Keras: the weights, and the optimizer's slots once made), as
+    /// its hook lists them while it trains: each later dump names the chunks they fit.
+    pub fn variables(&mut self, variables: Vec<Variable>) {
+        self.variables = variables;
     }
 
     /// A line of the program's stderr; a report it makes whole, for the live feed.
@@ -116,6 +126,7 @@ impl Episodes {
         let e = self.episode.as_mut()?;
         let name = format!("oomscope-{}-oom{}.dump.json", self.pid, e.number);
         let mut d = tf_log::parse(Path::new(&name), &e.text).ok()?;
+        tf_variables::name_variables(&mut d, &self.variables);
         // `oomscope-PID-gpuN-oomK.dump.json` (or cpuN, tpuN).
         let path = e
             .path

@@ -64,6 +64,11 @@ impl Frameworks {
         self.episodes.report()
     }
 
+    /// The program's variables, from its hook: they name the chunks of its later dumps.
+    pub fn variables(&mut self, v: oomscope_format::feed::Variables) {
+        self.episodes.variables(v.variables);
+    }
+
     /// A memory sample from the program's framework (a JSON line from `python/oomscope/_tf.py`).
     pub fn sample(&mut self, s: &FrameworkSample) {
         let (device, current, limit) = (s.device.as_str(), s.current, s.limit);

@@ -616,6 +616,9 @@ fn read_feed(
                 Some(FeedLine::Sample(s)) => {
                     frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).sample(&s)
                 }
+                Some(FeedLine::Variables(v)) => {
+                    frameworks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).variables(v)
+                }
                 Some(FeedLine::Ooms(c)) => {
                     counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(c.pid, c);
                 }

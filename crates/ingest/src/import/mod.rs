@@ -5,6 +5,7 @@ pub mod message;
 pub mod paste;
 pub mod snapshot;
 pub mod tf_log;
+pub mod tf_variables;
 pub mod torch_frames;
 pub mod torch_snapshot;
 
