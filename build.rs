@@ -18,9 +18,8 @@ const NEEDS: [&str; 9] =
 
 /// Whether `python` finds these modules, without importing them (that takes seconds).
 fn finds(python: &std::ffi::OsStr, modules: &[&str]) -> bool {
-    let check = format!(
-        "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in {modules:?}))"
-    );
+    let check =
+        format!("import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in {modules:?}))");
     Command::new(python).args(["-c", &check]).status().is_ok_and(|s| s.success())
 }
 
@@ -89,9 +88,9 @@ fn main() {
                 .filter(|v| !v.is_empty())
                 .is_some_and(|py| finds(&py, &["transformers"])),
             // The trainers' tests: Hugging Face's, PEFT, accelerate, Lightning.
-            "trainers" => std::env::var_os("OOMSCOPE_TEST_PYTHON").filter(|v| !v.is_empty()).is_some_and(|py| {
-                finds(&py, &["transformers", "peft", "accelerate", "pytorch_lightning"])
-            }),
+            "trainers" => std::env::var_os("OOMSCOPE_TEST_PYTHON")
+                .filter(|v| !v.is_empty())
+                .is_some_and(|py| finds(&py, &["transformers", "peft", "accelerate", "pytorch_lightning"])),
             "tensorflow" => std::env::var_os("OOMSCOPE_TEST_TF_PYTHON").is_some_and(|v| !v.is_empty()),
             "wheel" => std::env::var_os("OOMSCOPE_TEST_WHEEL").is_some_and(|v| !v.is_empty()),
             _ => shared.join("data/torch-snapshots").is_dir() && shared.join("reference/tf-bfc.md").is_file(),

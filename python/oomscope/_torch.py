@@ -709,6 +709,7 @@ def _make_mode_class(torch):
             self.host = {}
             self.pending = {}
             self.moved = {}
+            self.to_copy = getattr(getattr(torch.ops.aten, "_to_copy", None), "default", None)
             # Emulation: what CUDA's kernels allocate beside their outputs (`_gpu`).
             self.scratch = None
             if emulate:
@@ -764,6 +765,8 @@ def _make_mode_class(torch):
                 out = func(*args, **(kwargs or {}))
                 if self.emulate:
                     self._record(out)
+                if func is self.to_copy and args:
+                    _autocast_copy(torch, args[0], out)
                 return out
             except RuntimeError as e:
                 oom = _oom_error(torch, e)
@@ -889,6 +892,18 @@ def _make_mode_class(torch):
                 self.lib.oomscope_free(entry[1], 0, _EMULATED_DEVICE, None)
 
     return OpNames
+
+
+def _autocast_copy(torch, source, out):
+    """A parameter cast to another type inside a forward (autocast's copy of a weight for a
+    bfloat16 or float16 op, which autocast keeps until its region ends): a weight, not an
+    activation, named after the parameter: `Net.fc/weight (bfloat16 copy)`."""
+    if not isinstance(source, torch.nn.Parameter) or not isinstance(out, torch.Tensor) or out.dtype == source.dtype:
+        return
+    name = _param_names.get(id(source))
+    # Autocast's own state is off while the cast runs: the cast is told by where it runs.
+    if name is not None and _modules.stack:
+        _tag(out, f"{name} ({str(out.dtype).replace('torch.', '')} copy)", WEIGHT)
 
 
 def _storage_key(t):

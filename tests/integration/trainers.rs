@@ -109,7 +109,10 @@ fn a_hugging_face_trainer_names_every_gpt2_layer_by_its_index() {
     for (op, ..) in &chunks {
         assert!(!LAYER_CLASSES.iter().any(|c| op.contains(c)), "a class name stands for a layer: {op}");
     }
-    assert!(chunks.iter().any(|c| c.0 == "GPT2LMHeadModel.transformer.h.2.mlp.c_fc/weight" && c.1 == "weight"), "{chunks:?}");
+    assert!(
+        chunks.iter().any(|c| c.0 == "GPT2LMHeadModel.transformer.h.2.mlp.c_fc/weight" && c.1 == "weight"),
+        "{chunks:?}"
+    );
     // The report ranks them so too.
     let file = the_dump_file(&dir);
     let report = String::from_utf8_lossy(&oomscope(&["report", file.to_str().unwrap()]).stdout).into_owned();
@@ -153,8 +156,7 @@ fn a_peft_lora_run_has_one_naming_scheme_and_optimizer_state_for_the_adapters_on
     let dir = temp_dir("trainer-peft");
     let truth_file = dir.join("truth.json");
     let py = torch_python();
-    let args =
-        [&py, &script("hf_gpt2.py"), "--peft", "--batch", "2", "--truth", truth_file.to_str().unwrap()];
+    let args = [&py, &script("hf_gpt2.py"), "--peft", "--batch", "2", "--truth", truth_file.to_str().unwrap()];
     let o = run(&dir, "sim:1GiB", &["--dump-at-exit"], &args);
     assert!(o.status.success(), "{}", text(&o));
     let truth: Value = serde_json::from_str(&std::fs::read_to_string(&truth_file).unwrap()).unwrap();
@@ -252,6 +254,26 @@ fn an_accelerate_launch_of_two_processes_is_a_job_named_by_rank() {
 
 #[test]
 #[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn autocasts_copies_of_the_weights_are_weights() {
+    let dir = temp_dir("trainer-autocast");
+    let py = torch_python();
+    let o = run(&dir, "sim:400MiB", &[], &[&py, &script("autocast_mlp.py")]);
+    let out = text(&o);
+    assert!(out.contains("trained 64") && !out.contains("trained 8192"), "{out}");
+    let chunks = live(&the_dump(&dir));
+    // Layers 1 to 5 keep their weight's bfloat16 copy for the backward pass (layer 0's input
+    // needs no gradient: its copy is gone): 1024 × 1024 × 2 bytes each.
+    let copies: Vec<_> = chunks.iter().filter(|c| c.0.ends_with("/weight (bfloat16 copy)")).collect();
+    assert_eq!(copies.len(), 5, "{chunks:?}");
+    assert!(copies.iter().all(|c| c.1 == "weight" && c.3 == 1024 * 1024 * 2), "{copies:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+#[cfg_attr(
     oomscope_missing = "tensorflow",
     ignore = "needs TensorFlow: set OOMSCOPE_TEST_TF_PYTHON (.ci/run makes one)"
 )]
@@ -277,11 +299,21 @@ fn a_keras_runs_breakdown_gives_its_weights_and_adams_slots() {
     std::fs::remove_file(&truth_file).unwrap();
     let d = the_dump(&dir);
     let breakdown = |kind: &str| -> u64 {
-        d["verdict"]["breakdown"].as_array().unwrap().iter().filter(|k| k["kind"] == kind).map(|k| k["bytes"].as_u64().unwrap()).sum()
+        d["verdict"]["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["kind"] == kind)
+            .map(|k| k["bytes"].as_u64().unwrap())
+            .sum()
     };
     for kind in ["weight", "optimizer"] {
         let (measured, true_bytes) = (breakdown(kind), truth[kind].as_u64().unwrap());
-        assert!(within(measured, true_bytes, 0.05), "{kind}: {measured} in the breakdown, truly {true_bytes}: {}", d["verdict"]);
+        assert!(
+            within(measured, true_bytes, 0.05),
+            "{kind}: {measured} in the breakdown, truly {true_bytes}: {}",
+            d["verdict"]
+        );
     }
     let chunks = live(&d);
     assert!(chunks.iter().any(|c| c.0 == "sequential/dense/kernel" && c.1 == "weight"), "{chunks:?}");

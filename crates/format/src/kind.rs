@@ -144,9 +144,10 @@ impl Kind {
         if op.is_empty() || op == "unknown" || op.starts_with('(') {
             return Kind::Unknown;
         }
-        let keras_optimizer = ["adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lion", "ftrl"]
-            .contains(&first)
-            && op.contains('/');
+        let keras_optimizer =
+            ["adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "lion", "ftrl"]
+                .contains(&first)
+                && op.contains('/');
         if op.starts_with("gradients") || op.contains("_grad/") || op.contains("gradient_tape/") {
             if last.contains("BackpropFilter") || last.starts_with("BiasAddGrad") {
                 Kind::Gradient

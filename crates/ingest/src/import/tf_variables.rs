@@ -35,7 +35,10 @@ pub fn name_variables(d: &mut Dump, variables: &[Variable]) -> usize {
     // where the optimizer's slots came later, into the holes a step left. Then the largest
     // first: a small variable never takes the chunk a larger one needs.
     order.sort_by(|a, b| {
-        (a.kind != Kind::Weight).cmp(&(b.kind != Kind::Weight)).then(b.bytes.cmp(&a.bytes)).then_with(|| a.name.cmp(&b.name))
+        (a.kind != Kind::Weight)
+            .cmp(&(b.kind != Kind::Weight))
+            .then(b.bytes.cmp(&a.bytes))
+            .then_with(|| a.name.cmp(&b.name))
     });
     let mut named = 0;
     for v in order {
@@ -85,13 +88,13 @@ mod tests {
                 address: 0,
                 size: 1 << 20,
                 chunks: vec![
-                    chunk(0, 256, true),      // adam/iteration (8 bytes)
-                    chunk(256, 128_000, true), // the kernel
-                    chunk(128_256, 128_000, true), // its momentum
+                    chunk(0, 256, true),            // adam/iteration (8 bytes)
+                    chunk(256, 128_000, true),      // the kernel
+                    chunk(128_256, 128_000, true),  // its momentum
                     chunk(256_256, 128_000, false), // free: never named
-                    chunk(384_256, 200_192, true), // 1.56x the velocity's: a chunk kept whole
-                    chunk(584_448, 4_096, true), // the bias (4000 bytes, 4096 rounded)
-                    chunk(588_544, 65_536, true), // an activation: nothing fits
+                    chunk(384_256, 200_192, true),  // 1.56x the velocity's: a chunk kept whole
+                    chunk(584_448, 4_096, true),    // the bias (4000 bytes, 4096 rounded)
+                    chunk(588_544, 65_536, true),   // an activation: nothing fits
                 ],
                 ..RegionInfo::default()
             }],
