@@ -32,6 +32,11 @@ measured effect of each is in docs/torch.md.
   would give them (the casts are allocations, and what autograd keeps is the float32 copy).
 - Kernels' scratch (`_scratch`): the staging buffers of reductions over many rows, each
   thread's cuBLAS workspace, embedding's sort buffers in its backward pass.
+- Data: a Dataset's tensors and the batches a DataLoader collates are host memory on a
+  GPU until the program moves them (`.to(device)`, which the CPU answers with the tensor
+  itself). Here a Dataset's construction and a DataLoader's fetch record nothing, what the
+  fetch reads is taken off the device, and a batch is allocated when first moved or read
+  (`install_data`).
 - Optimizers: on CUDA, `torch.optim` defaults to the `foreach` implementation
   (torch/optim/optimizer.py: `_default_to_fused_or_foreach`, for parameters on CUDA), which
   makes each intermediate for all parameters at once; on the CPU it defaults to the loop

@@ -4,7 +4,9 @@ or by `oomscope.install()` in a process that runs already (a notebook).
 When `torch` is imported, this installs `liboomscope.so` as PyTorch's CUDA allocator
 (`CUDAPluggableAllocator`) and names every allocation by module path and op:
 `ResNet.layer1.0.conv1/aten::convolution` in the forward pass,
-`ResNet.layer1.0.conv1/aten::convolution_backward` in the backward pass. It marks a step
+`ResNet.layer1.0.conv1/aten::convolution_backward` in the backward pass. A module's path is
+the one its root's `named_modules()` gives, whatever holds it (a `ModuleList`, a wrapper
+that calls its model's `forward`: PEFT, DDP's `module.`, `torch.compile`'s `_orig_mod.`). It marks a step
 at each optimizer step. An OOM reaches the script as `torch.cuda.OutOfMemoryError` (a
 `RuntimeError`) whose text starts "CUDA out of memory. Tried to allocate", so the script's
 own handlers and accelerate's batch-size finder keep working. With OOMSCOPE_DUMP_AT_EXIT it

@@ -11,7 +11,7 @@ use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
-const SETS: &[&str] = &["messages", "messages-heldout", "messages-fresh", "messages-unseen"];
+const SETS: &[&str] = &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth"];
 
 /// Every text of the sets: (set/file, text).
 fn texts() -> Vec<(String, String)> {

@@ -196,6 +196,9 @@ pub struct Budget {
     pub listed: Vec<ProcessMemory>,
     /// Of `live`, what CUDA graphs' private pools hold.
     pub private_pools: Option<u64>,
+    /// The message gives no free figure (XPU's, some forks' old form): `free` is the most
+    /// there could have been, the device's total less the framework's cache.
+    pub free_at_most: bool,
 }
 
 /// Figures of one message that cannot all be true.
@@ -352,6 +355,17 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
             breakdown: b,
         };
     }
+    // No free figure (XPU's message, some forks' old form), but the process's own live
+    // tensors and the request pass the device's total: a peak, whatever else was free.
+    if let (Some(r), None, Some(live), Some(total)) = (&request, m.free, m.allocated, m.total)
+        && r.requested <= total
+        && live.saturating_add(r.requested) > total
+        && m.reserved.is_none_or(|reserved| reserved >= live && reserved <= total)
+    {
+        let free = total.saturating_sub(m.reserved.unwrap_or(live));
+        let budget = Budget { free_at_most: true, ..budget_of(m, r, free, live) };
+        return peak(budget, m, b);
+    }
     let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated) else {
         return without(b);
     };
@@ -479,6 +493,7 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
         unattributed,
         listed: if nvml_blind { Vec::new() } else { m.processes.clone() },
         private_pools: m.private_pools,
+        free_at_most: false,
     }
 }
 

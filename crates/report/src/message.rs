@@ -655,21 +655,23 @@ fn device_buffer_cause(
 fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>) {
     let s = |n| size(b.format, n);
     let mut evidence = vec![format!(
-        "{} live + {} requested = {} > {} free + {} in {}'s cache = {}",
+        "{} live + {} requested = {} > {} free{} + {} in {}'s cache = {}",
         s(b.live),
         s(b.request),
         s(*needed),
         s(b.usable_free()),
+        if b.free_at_most { " at most (the message gives no free figure: the total less the cache)" } else { "" },
         s(b.reserved()),
         framework_name(b.format),
         s(*can_have)
     )];
     if b.cached > 0 && b.format.is_torch_cache() {
         evidence.push(format!(
-            "{} requested > {} free + {} cached = {}: neither freeing the cache nor expandable_segments can \
+            "{} requested > {} free{} + {} cached = {}: neither freeing the cache nor expandable_segments can \
              make room",
             s(b.request),
             s(b.usable_free()),
+            if b.free_at_most { " at most" } else { "" },
             s(b.cached),
             s(b.usable_free() + b.cached)
         ));

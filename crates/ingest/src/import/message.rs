@@ -62,6 +62,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
     ("CUDA_ERROR_OUT_OF_MEMORY", MessageFormat::CudaRuntime),
     ("Cuda failure 'out of memory'", MessageFormat::CudaRuntime),
+    // NCCL 2.10+ prints the CUDA error's code too: `Cuda failure 2 'out of memory'`.
+    ("Cuda failure 2 'out of memory'", MessageFormat::CudaRuntime),
     ("cuda runtime error (2) : out of memory", MessageFormat::CudaRuntime),
     ("BufferAssignment OOM Debugging", MessageFormat::XlaRuntime),
     ("BufferAssignment stats:", MessageFormat::XlaRuntime),
@@ -279,7 +281,8 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "host memory (RAM) running out, in PyTorch's old CPU allocator (TH): the GPU's memory is not involved",
     ),
     (
-        "The caller indicates that this is not a failure",
+        // (Without its first word: a paste may wrap the sentence after `The`.)
+        "caller indicates that this is not a failure",
         "TensorFlow's warning that an allocation allowed to fail did (a cache, or a faster algorithm's \
          workspace): TensorFlow carries on without it, so it is not an error. If the program stopped, its error is \
          elsewhere in the log; if it runs, memory growth (TF_FORCE_GPU_ALLOW_GROWTH=true) or a smaller batch only \
@@ -358,6 +361,11 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
     ),
     (
+        // Older kernels' words.
+        "Out of memory: Kill process",
+        "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
+    ),
+    (
         "Signals.SIGKILL",
         "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
          not involved. `dmesg | grep -i oom` confirms it; load less into RAM at once (fewer DataLoader workers, \
@@ -383,6 +391,11 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "ncclCommInitRank failed",
+        "NCCL (multi-GPU communication) failing to set up its communicator between the processes: a network, \
+         shared-memory or setup problem, not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
     ),
     (
         "ncclInternalError",
@@ -431,8 +444,11 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
             }
         }
         // The Linux OOM killer's one word, alone on its line (as the shell prints it, also
-        // in Chinese locales, also pasted in markdown bold).
-        if matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
+        // in Chinese locales, also pasted in markdown bold), or in a shell's report of a job
+        // it ran (`/bin/bash: line 27:   318 Killed   sh start.sh`: the pid, then the word).
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let job = words.windows(2).any(|w| w[1] == "Killed" && w[0].bytes().all(|b| b.is_ascii_digit()));
+        if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
             return Some(LookAlike {
                 line: i + 1,
                 what: "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the \
@@ -835,9 +851,14 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
     } else {
         after(body, "Tried to allocate ").and_then(leading_figure)
     };
-    if let Some(rest) = after(body, "(GPU ") {
+    // Forks for other accelerators keep the old form with their device's name: Ascend's
+    // `(NPU 3; ...)`, Intel's, Cambricon's.
+    let old_form = ["GPU", "NPU", "XPU", "MLU", "HPU", "DCU"]
+        .iter()
+        .find_map(|d| after(body, &format!("({d} ")).filter(|r| leading_u64(r).is_some()).map(|r| (*d, r)));
+    if let Some((kind, rest)) = old_form {
         // ≤ 2.0: `(GPU 0; 10.92 GiB total capacity; 9.87 GiB already allocated; 1.44 MiB free; ...)`.
-        m.device = leading_u64(rest).map(|n| format!("GPU {n}"));
+        m.device = leading_u64(rest).map(|n| format!("{kind} {n}"));
         let inside = rest.split(')').next().unwrap_or(rest);
         for part in inside.split(';').skip(1) {
             let p = part.trim();

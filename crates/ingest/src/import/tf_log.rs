@@ -955,8 +955,43 @@ fn occupancy(trimmed: &str) -> Option<String> {
     (word.len() == 100 && word.bytes().all(|b| matches!(b, b'*' | b'x' | b'_'))).then(|| word.to_string())
 }
 
+/// The text with TF's "not a failure" warning whole on its header's line where a paste
+/// wrapped it (`... trying to allocate 2.59GiB. The` / ` caller indicates that this is not a
+/// failure, ...`): the header is then the warning it is, not an OOM.
+fn not_a_failure_joined(text: &str) -> std::borrow::Cow<'_, str> {
+    const TAIL: &str = "caller indicates that this is not a failure";
+    if !text.contains(TAIL) || !text.contains("trying to allocate") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let lines: Vec<&str> = text.split_terminator('\n').collect();
+    let wrapped = |i: usize| {
+        let (l, n) = (lines[i], lines.get(i + 1).map_or("", |n| n.trim_start()));
+        l.contains("trying to allocate")
+            && !l.contains(NOT_A_FAILURE)
+            && (n.starts_with(TAIL) || (n.starts_with("The ") && n[4..].starts_with(TAIL)))
+    };
+    if !(0..lines.len()).any(wrapped) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < lines.len() {
+        out.push_str(lines[i].trim_end_matches('\r'));
+        if wrapped(i) {
+            // (Its line count changes: lines after it are one earlier in what is read.)
+            out.push(' ');
+            out.push_str(lines[i + 1].trim());
+            i += 1;
+        }
+        out.push('\n');
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Reads a TF log.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
+    let text = &*not_a_failure_joined(text);
     let mut log = Log {
         markers: MARKERS.iter().copied().filter(|m| text.contains(m)).collect(),
         has_xla_request: text.contains(XLA_REQUEST),
