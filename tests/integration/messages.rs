@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The third, read first after the paste repair: what it read right stays right.
     let (ok, n, look_ok, look, misses) = score("messages-unseen");
     assert!(n >= 50 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 44 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    assert!(ok >= 49 && look_ok >= 15, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
     // The fourth, read first as it came (40 of 46 and 10 of 14), then what it showed fixed.
     let (ok, n, look_ok, look, misses) = score("messages-fourth");
     assert!(n >= 45 && look >= 14, "the set has {n} OOMs and {look} look-alikes");
@@ -386,6 +386,24 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     let v = verdict("messages-fourth", "comfyui-8767-xpu-old-form-title.txt");
     assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
     assert!(v.evidence[0].contains("1.21 GiB free at most"), "{:?}", v.evidence);
+    // What the third set's misses were: THC's `error=2 : out of memory` glued to a progress
+    // bar, PyTorch's old form with its head cut off, vLLM's check in tokens.
+    assert_eq!(verdict("messages-unseen", "fairseq-103-thc-glued-to-tqdm.txt").kind, VerdictKind::Undetermined);
+    let v = verdict("messages-unseen", "fbk-fairseq-st-8-head-cut-cached.txt");
+    assert_eq!(v.kind, VerdictKind::Fragmentation, "{v:?}");
+    let v = verdict("messages-unseen", "qwen-295-vllm-kv-cache-7344-raise.txt");
+    assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
+    assert!(v.fix.starts_with("lower max_model_len to 7344 or less"), "{}", v.fix);
+    // Host memory in other words: TF's plain CPU allocator, ggml's CPU buffer, Paddle's
+    // ENOMEM.
+    for (file, what) in [
+        ("darkflow-873-tf-cpu-allocator-oom.txt", "TensorFlow's CPU allocator"),
+        ("ollama-12634-llamacpp-cpu-buffer-alloc-panic.txt", "host memory"),
+        ("paddleocr-2199-cpu-fail-to-alloc-code-12.txt", "ENOMEM"),
+    ] {
+        let e = refusal("messages-unseen", file);
+        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
+    }
     // NCCL's CUDA failure with the error's code is an OOM, without figures.
     let v = verdict("messages-fourth", "peft-1703-nccl-cuda-failure-2-interleaved-ranks.txt");
     assert_eq!(v.kind, VerdictKind::Undetermined, "{v:?}");

@@ -196,6 +196,29 @@ fn figures_that_contradict_each_other_get_no_verdict() {
                 .to_string(),
             "3.00 GiB reserved in all is less than the 6.00 GiB allocated",
         ),
+        // Figures no framework prints: negative, not a number, an exponent beyond any device,
+        // a device of 0 bytes (not "one tensor too large" for a request of 2 GiB).
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate -2.00 GiB. GPU 0 has a total capacity of \
+             24.00 GiB of which nan GiB is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 1.00 \
+             GiB is reserved by PyTorch but unallocated."
+                .to_string(),
+            "-2.00 GiB, nan GiB are not a size",
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1e308 GiB. GPU 0 has a total capacity of \
+             24.00 GiB of which 1.00 GiB is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 1.00 \
+             GiB is reserved by PyTorch but unallocated."
+                .to_string(),
+            "1e308 GiB is not a size",
+        ),
+        (
+            format!(
+                "{head} 0 bytes of which 0 bytes is free. Of the allocated memory 0 bytes is allocated by PyTorch, and \
+                 0 bytes is reserved by PyTorch but unallocated."
+            ),
+            "0 bytes (the device's total) is not a size",
+        ),
     ];
     for (text, says) in cases {
         let mut d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap();
@@ -205,6 +228,29 @@ fn figures_that_contradict_each_other_get_no_verdict() {
         assert!(v.headline.contains("contradict") || v.headline.contains("cannot be true"), "{}", v.headline);
         assert!(v.headline.contains(says), "{}", v.headline);
     }
+}
+
+/// Every out-of-memory error of a paste is reported, each with the verdict of its own figures:
+/// rank 0 out of room, rank 3 with its cache in pieces.
+#[test]
+fn every_oom_of_a_paste_gets_its_own_verdict() {
+    let text = "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total \
+                capacity of 24.00 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 23.00 \
+                GiB memory in use. Of the allocated memory 21.50 GiB is allocated by PyTorch, and 512.00 MiB is \
+                reserved by PyTorch but unallocated.\n\
+                [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 3 has a total \
+                capacity of 24.00 GiB of which 2.00 GiB is free. Including non-PyTorch memory, this process has 22.00 \
+                GiB memory in use. Of the allocated memory 12.00 GiB is allocated by PyTorch, and 9.00 GiB is \
+                reserved by PyTorch but unallocated.\n";
+    let dir = crate::common::temp_dir("two-ooms");
+    let file = dir.join("paste.txt");
+    std::fs::write(&file, text).unwrap();
+    let o = crate::common::oomscope(&["import", file.to_str().unwrap()]);
+    let out = crate::common::stdout(&o);
+    assert!(o.status.success(), "{}", crate::common::stderr(&o));
+    assert!(out.contains("Verdict: true peak"), "rank 0's: {out}");
+    assert!(out.contains("line 2: GPU 3, 4.00 GiB requested: fragmentation: "), "rank 3's own: {out}");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// A number below `n` from the deterministic generator (the same damage on every run).

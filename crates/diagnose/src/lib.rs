@@ -394,6 +394,23 @@ pub fn analyze(d: &Dump, replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>
     }
 }
 
+/// The diagnosis of another out-of-memory error of a pasted text (another GPU's), from its
+/// own figures, as the first's is made from its; `None` when its figures were not kept.
+pub fn analyze_other(other: &oomscope_format::OtherOom) -> Option<Diagnosis> {
+    let message = other.message.as_deref()?.clone();
+    let requested = other.requested?;
+    let d = Dump {
+        oom: Some(OomRecord { requested, rounded: requested, step: -1, ..OomRecord::default() }),
+        imported: Some(oomscope_format::Imported {
+            from: ImportedFrom::Message,
+            message: Some(message),
+            ..oomscope_format::Imported::default()
+        }),
+        ..Dump::default()
+    };
+    Some(analyze(&d, &mut |_| None))
+}
+
 /// The diagnosis of an allocator's state (a dump, a log, a replay).
 fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>) -> StateDiagnosis {
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {

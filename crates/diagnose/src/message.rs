@@ -80,6 +80,8 @@ pub enum MessageCause {
     /// vLLM at start-up: the KV cache one request at the model's max length needs is more
     /// than the memory `gpu_memory_utilization` leaves after the weights and activations.
     KvCache { needed: u64, available: u64, max_len: Option<u64> },
+    /// vLLM's check in tokens: one sequence of `max_len` tokens, `fits` in the KV cache.
+    KvCacheTokens { max_len: u64, fits: u64 },
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
     WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
@@ -92,7 +94,9 @@ impl MessageCause {
             MessageCause::TooLarge { .. } => VerdictKind::SingleTensor,
             MessageCause::Others { .. } => VerdictKind::Others,
             MessageCause::CacheInPieces { .. } => VerdictKind::Fragmentation,
-            MessageCause::Peak { .. } | MessageCause::KvCache { .. } => VerdictKind::Peak,
+            MessageCause::Peak { .. } | MessageCause::KvCache { .. } | MessageCause::KvCacheTokens { .. } => {
+                VerdictKind::Peak
+            }
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,
@@ -152,6 +156,8 @@ pub enum MessageFix {
     /// vLLM: a shorter max length (`fits`: what vLLM estimates fits), more of the GPU, or the
     /// KV cache shared or made smaller.
     VllmKvCache { fits: Option<u64>, short: u64 },
+    /// vLLM's check in tokens: `fits` tokens fit in the KV cache.
+    VllmKvCacheTokens { fits: u64 },
     /// What to run to find out.
     FindOut { format: MessageFormat, framework: Framework },
 }
@@ -202,7 +208,7 @@ pub struct Budget {
 }
 
 /// Figures of one message that cannot all be true.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Contradiction {
     /// The process's cache and the free memory are more than the device: `held` of `total`.
     MoreThanTheDevice { held: u64 },
@@ -212,6 +218,8 @@ pub enum Contradiction {
     ReservedBelowAllocated { reserved: u64, allocated: u64 },
     /// A figure no device has (more than 1 EiB).
     Absurd { figure: u64 },
+    /// Figures that are not sizes, as printed (`-2.00 GiB`, `nan GiB`, `1e308 GiB`).
+    NotSizes { figures: Vec<String> },
 }
 
 /// Bytes no device has: 1 EiB.
@@ -222,6 +230,9 @@ const NO_DEVICE: u64 = 1 << 60;
 /// live memory beyond the device, from shared system memory: a cache larger than the device
 /// is that, not a contradiction.)
 fn contradiction(m: &Message) -> Option<Contradiction> {
+    if !m.unreadable.is_empty() {
+        return Some(Contradiction::NotSizes { figures: m.unreadable.clone() });
+    }
     let round = |n: u64| (n / 100).max(ROUNDING);
     for f in [m.total, m.free, m.allocated, m.reserved, m.process].into_iter().flatten() {
         if f >= NO_DEVICE {
@@ -311,6 +322,13 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
             breakdown: b,
         };
     }
+    if let (MessageFormat::VllmKvCache, Some(max_len), Some(fits)) = (m.format, m.max_len, m.kv_tokens) {
+        return MessageDiagnosis {
+            cause: MessageCause::KvCacheTokens { max_len, fits },
+            fix: MessageFix::VllmKvCacheTokens { fits },
+            breakdown: b,
+        };
+    }
     if let (MessageFormat::VllmKvCache, Some(r), Some(available)) = (m.format, &request, m.free) {
         return MessageDiagnosis {
             cause: MessageCause::KvCache { needed: r.requested, available, max_len: m.max_len },
@@ -320,6 +338,26 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     }
     if matches!(m.format, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) {
         return xla(d, m, b).unwrap_or_else(&without);
+    }
+    // Figures that cannot all be true, or are not sizes: no verdict is built on them, not
+    // even "one tensor too large".
+    if let Some(what) = contradiction(m) {
+        let budget = match &request {
+            Some(r) => budget_of(m, r, m.free.unwrap_or(0), m.allocated.unwrap_or(0)),
+            None => Budget {
+                format: m.format,
+                device: m.device.clone().unwrap_or_else(|| "the device".into()),
+                total: m.total.unwrap_or(0),
+                free: m.free.unwrap_or(0),
+                live: m.allocated.unwrap_or(0),
+                ..Budget::default()
+            },
+        };
+        return MessageDiagnosis {
+            cause: MessageCause::Contradiction { budget, what },
+            fix: MessageFix::FindOut { format: m.format, framework: m.framework },
+            breakdown: b,
+        };
     }
     // A request more than any GPU has (or than this device has, whatever else the message
     // says: Windows can report more in use than the device holds, from shared system memory)
@@ -370,13 +408,6 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         return without(b);
     };
     let budget = budget_of(m, r, free, live);
-    if let Some(what) = contradiction(m) {
-        return MessageDiagnosis {
-            cause: MessageCause::Contradiction { budget, what },
-            fix: MessageFix::FindOut { format: m.format, framework: m.framework },
-            breakdown: b,
-        };
-    }
     let (total, cached) = (budget.total, budget.cached);
     let q = budget.request;
     // More than the device holds is too large even where Windows lends shared system memory.

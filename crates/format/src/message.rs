@@ -244,6 +244,14 @@ pub struct Message {
     /// after this one: the verdict is this one's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<OtherOom>,
+    /// vLLM's check in tokens: how many fit in the KV cache (`max_len` is what one sequence
+    /// needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_tokens: Option<u64>,
+    /// Figures the message prints that are not sizes (`-2.00 GiB`, `nan GiB`, `1e308 GiB`),
+    /// as printed: no framework prints them, so the text was edited or garbled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 /// Another out-of-memory error in the same paste.
@@ -255,6 +263,10 @@ pub struct OtherOom {
     pub device: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested: Option<u64>,
+    /// Its own figures, read as the first's are (without others of its own): each out-of-
+    /// memory error of a paste gets its own verdict from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Box<Message>>,
 }
 
 impl Message {

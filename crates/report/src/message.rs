@@ -105,6 +105,13 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(needed.saturating_sub(*available))
             )],
         ),
+        MessageCause::KvCacheTokens { max_len, fits } => (
+            format!(
+                "vLLM's KV cache does not fit: one sequence at the model's max length needs {max_len} tokens of KV \
+                 cache, and what is left after the weights within gpu_memory_utilization holds {fits}"
+            ),
+            vec![format!("{max_len} tokens needed > {fits} that fit: short by {}", max_len.saturating_sub(*fits))],
+        ),
         MessageCause::Others { budget: b, short } => others_cause(b, short),
         MessageCause::CacheInPieces { budget: b }
             if matches!(b.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) =>
@@ -139,31 +146,37 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
         MessageCause::Peak { budget: b, needed, can_have } => peak_cause(b, needed, can_have),
         MessageCause::Contradiction { budget: b, what } => {
             let s = |n| size(b.format, n);
-            let headline = match *what {
+            let headline = match what {
                 Contradiction::MoreThanTheDevice { held } => format!(
                     "The message's figures contradict each other: this process's cache ({}) and the free memory ({}) \
                      make {}, more than the {} device; no verdict is built on them",
                     s(b.reserved()),
                     s(b.free),
-                    s(held),
+                    s(*held),
                     s(b.total)
                 ),
                 Contradiction::ProcessBelowCache { process, reserved } => format!(
                     "The message's figures contradict each other: the process holds {} in all, less than the {} its \
                      own cache holds; no verdict is built on them",
-                    s(process),
-                    s(reserved)
+                    s(*process),
+                    s(*reserved)
                 ),
                 Contradiction::ReservedBelowAllocated { reserved, allocated } => format!(
                     "The message's figures contradict each other: {} reserved in all is less than the {} allocated \
                      in it; no verdict is built on them",
-                    s(reserved),
-                    s(allocated)
+                    s(*reserved),
+                    s(*allocated)
                 ),
                 Contradiction::Absurd { figure } => format!(
                     "The message's figures cannot be true: {} is more than any device holds; no verdict is built on \
                      them",
-                    s(figure)
+                    s(*figure)
+                ),
+                Contradiction::NotSizes { figures } => format!(
+                    "The message's figures cannot be true: {} {} not a size the framework prints; no verdict is \
+                     built on them",
+                    figures.join(", "),
+                    if figures.len() == 1 { "is" } else { "are" }
                 ),
             };
             let evidence = vec![
@@ -464,6 +477,11 @@ pub(super) fn fix(f: &MessageFix) -> String {
             fits.map_or(String::new(), |f| format!(" to {f} or less (vLLM's estimate of what fits)")),
             torch(*short)
         ),
+        MessageFix::VllmKvCacheTokens { fits } => format!(
+            "lower max_model_len to {fits} or less (the KV cache holds that many tokens), or raise \
+             gpu_memory_utilization so the KV cache gets more, or make the cache smaller (kv_cache_dtype=fp8) or \
+             share it over more GPUs (tensor_parallel_size)"
+        ),
         MessageFix::FindOut { format, framework } => find_out(*format, *framework),
     }
 }
@@ -559,16 +577,19 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         let n = m.others.len();
         let _ = writeln!(
             o,
-            "The paste holds {n} more out-of-memory error{}, on another device; the verdict above is the first's:",
+            "The paste holds {n} more out-of-memory error{}, on another device; the verdict above is the first's, \
+             each other's from its own figures:",
             if n == 1 { "" } else { "s" }
         );
         for x in &m.others {
+            let verdict = oomscope_diagnose::analyze_other(x).map(|v| super::verdict::words(&v));
             let _ = writeln!(
                 o,
-                "  line {}: {}{}",
+                "  line {}: {}{}{}",
                 x.line,
                 x.device.as_deref().unwrap_or("the device"),
-                x.requested.map_or(String::new(), |r| format!(", {} requested", s(r)))
+                x.requested.map_or(String::new(), |r| format!(", {} requested", s(r))),
+                verdict.map_or(String::new(), |v| format!(": {}: {}", v.kind.name(), v.headline))
             );
         }
         o.push('\n');

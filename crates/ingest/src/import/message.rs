@@ -62,6 +62,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
     ("CUDA_ERROR_OUT_OF_MEMORY", MessageFormat::CudaRuntime),
     ("Cuda failure 'out of memory'", MessageFormat::CudaRuntime),
+    // Lua Torch's and PyTorch 0.x's THC: `THCudaCheck FAIL file=... line=58 error=2 : out of memory`.
+    ("error=2 : out of memory", MessageFormat::CudaRuntime),
     // NCCL 2.10+ prints the CUDA error's code too: `Cuda failure 2 'out of memory'`.
     ("Cuda failure 2 'out of memory'", MessageFormat::CudaRuntime),
     ("cuda runtime error (2) : out of memory", MessageFormat::CudaRuntime),
@@ -80,12 +82,17 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("failed to allocate memory", MessageFormat::TfTensor),
     ("ran out of memory when allocating", MessageFormat::TfTensor),
     ("larger than the available KV cache memory", MessageFormat::VllmKvCache),
+    // vLLM 0.4 to 0.6: the same check in tokens.
+    ("larger than the maximum number of tokens that can be stored in KV cache", MessageFormat::VllmKvCache),
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
     // TensorRT and others print the CUDA error's code and name: 2 is cudaErrorMemoryAllocation.
     ("2 (out of memory)", MessageFormat::CudaRuntime),
     ("Cuda Runtime (out of memory)", MessageFormat::CudaRuntime),
+    // PyTorch's old form with its head cut off (`Tried to allocate 7.93 GiB (GPU 2; 22.38 GiB
+    // total capacity; ...)`).
+    ("total capacity;", MessageFormat::TorchCapacity),
 ];
 
 /// A line that says a CUDA allocation ran out of memory in no words above (an engine's own
@@ -276,6 +283,21 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          the CPU, to see the failing check",
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    (
+        "ggml_backend_cpu_buffer_type_alloc_buffer",
+        "llama.cpp (ggml) failing to allocate a buffer in host memory (RAM, its CPU backend): the GPU's memory is \
+         not involved. Offload more layers to the GPU, use a smaller quantization, or free RAM",
+    ),
+    (
+        "unable to allocate CPU buffer",
+        "llama.cpp (ggml) failing to allocate a buffer in host memory (RAM, its CPU backend): the GPU's memory is \
+         not involved. Offload more layers to the GPU, use a smaller quantization, or free RAM",
+    ),
+    (
+        "error code is 12",
+        "PaddlePaddle's host allocator failing (error code 12 is ENOMEM: host memory, RAM): the GPU's memory is not \
+         involved. Smaller inputs or batches on the CPU, or free RAM",
+    ),
     (
         "Buy new RAM",
         "host memory (RAM) running out, in PyTorch's old CPU allocator (TH): the GPU's memory is not involved",
@@ -489,6 +511,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
             line,
             device: m.device.clone(),
             requested: next.oom.as_ref().map(|o| o.requested),
+            message: Some(Box::new(Message { others: Vec::new(), ..m.clone() })),
         };
         // Another device's failure, with its request: the same failure printed again (a
         // traceback's repeat, a rank's echo), or a later clause of the same message read on
@@ -526,7 +549,12 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
         return Err(InputError { path: path.to_path_buf(), line: 0, message: "no out-of-memory message found".into() });
     };
     let body = body(&lines, found);
-    let mut m = Message { format: found.format, line: found.line as u64 + 1, ..Message::default() };
+    let mut m = Message {
+        format: found.format,
+        line: found.line as u64 + 1,
+        unreadable: unreadable_figures(&body),
+        ..Message::default()
+    };
     let mut request: Option<u64> = None;
     let mut usage: Vec<NodeUsage> = Vec::new();
     let mut op: Option<String> = None;
@@ -623,6 +651,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             m.free = after(&around, "available KV cache memory (").and_then(leading_figure);
             m.max_len = after(&around, "max seq len (").and_then(leading_u64);
             m.estimated_len = after(&around, "maximum model length is ").and_then(leading_u64);
+            // The tokens form: `max seq len (32768) is larger than the maximum number of
+            // tokens that can be stored in KV cache (7344)`.
+            m.kv_tokens = after(&around, "can be stored in KV cache (").and_then(leading_u64);
         }
         MessageFormat::Paddle => {
             // `Cannot allocate 98.000244MB memory on GPU 0, 6.000000GB memory has been allocated and
@@ -659,7 +690,10 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
         .find(|v| body.contains(v))
         .map(str::to_string);
     // A device of 0 bytes is no device: a figure the framework never filled in (an
-    // uninitialized size), read as not given rather than divided by.
+    // uninitialized size), or an edited one; not divided by, and said.
+    if m.total == Some(0) {
+        m.unreadable.push("0 bytes (the device's total)".to_string());
+    }
     m.total = m.total.filter(|&t| t > 0);
     // (vLLM's check is not a request a call made.)
     if op.is_none() && m.format != MessageFormat::VllmKvCache {
@@ -788,6 +822,32 @@ fn leading_figure(s: &str) -> Option<u64> {
     let unit_start = rest.len() - rest.trim_start().len();
     let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
     parse_figure(&s[..num_end + unit_start + unit_len])
+}
+
+/// Figures in `body` that are not sizes, as printed: a negative number, `nan` or `inf`, or
+/// a number with an exponent, before a unit (`-2.00 GiB`, `nan GiB`, `1e308 GiB`).
+fn unreadable_figures(body: &str) -> Vec<String> {
+    const UNITS: &[&str] = &["B", "bytes", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"];
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let mut out = Vec::new();
+    for w in words.windows(2) {
+        let unit = w[1].trim_end_matches(['.', ',', ';', ')']);
+        if !UNITS.contains(&unit) {
+            continue;
+        }
+        let n = w[0].trim_start_matches(['(', '*', '`']);
+        let lower = n.to_ascii_lowercase();
+        let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
+        let negative = n.strip_prefix('-').is_some_and(number);
+        let not_finite = matches!(lower.trim_start_matches(['-', '+']), "nan" | "inf" | "infinity");
+        let exponent = lower.split_once('e').is_some_and(|(m, e)| {
+            number(m) && !e.is_empty() && e.trim_start_matches(['-', '+']).chars().all(|c| c.is_ascii_digit())
+        });
+        if (negative || not_finite || exponent) && out.len() < 8 {
+            out.push(format!("{n} {unit}"));
+        }
+    }
+    out
 }
 
 fn leading_u64(s: &str) -> Option<u64> {

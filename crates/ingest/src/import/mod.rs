@@ -50,6 +50,10 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: PINNED_HOST_BFC.into() }),
                 None => Ok(d),
             })
+            .and_then(|d| match tf_cpu_allocator(text) {
+                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: TF_CPU_ALLOCATOR.into() }),
+                None => Ok(d),
+            })
             .map_err(|e| {
                 // Named as a TF log, but a message that the message reader knows: say so, not
                 // what a look-alike's marker inside it would suggest.
@@ -124,6 +128,32 @@ fn pinned_host(text: &str) -> Option<usize> {
         first.get_or_insert(i + 1);
     }
     first
+}
+
+const TF_CPU_ALLOCATOR: &str = "not an out-of-memory error of the GPU: this is TensorFlow's CPU allocator (`by \
+     allocator cpu`) running out: host memory (RAM), where the op ran on the CPU, not the GPU's memory. Is \
+     TensorFlow seeing the GPU? (`tf.config.list_physical_devices('GPU')`; a CPU-only build or a missing CUDA \
+     library leaves every op on the CPU.) Otherwise load less into RAM at once";
+
+/// The first line of TensorFlow's `OOM when allocating tensor ... by allocator cpu` when every
+/// OOM in the text is its plain CPU allocator's (host memory; the CPU's BFC allocator that
+/// oomscope's own tests use is named `bfc_cpu_allocator_for_gpu`, and other allocators' OOMs
+/// make the text an OOM of theirs).
+fn tf_cpu_allocator(text: &str) -> Option<usize> {
+    let mut first = None;
+    for (i, l) in text.lines().enumerate() {
+        let Some((_, after)) = l.split_once(" by allocator ") else { continue };
+        if !l.contains("OOM when allocating") {
+            continue;
+        }
+        let name = after.split(|c: char| c.is_whitespace() || c == '\'' || c == '"').next().unwrap_or("");
+        if name.trim_end_matches(['.', ',', ';']) != "cpu" {
+            return None;
+        }
+        first.get_or_insert(i + 1);
+    }
+    // A BFC report beside it is a device allocator's, whatever the tensor message says.
+    first.filter(|_| !text.contains("BFCAllocator dump") && !text.contains("ran out of memory trying to allocate"))
 }
 
 /// A text whose line breaks are `\n` escapes (copied out of JSON) as the lines it stands for.
