@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The third, read first after the paste repair: what it read right stays right.
     let (ok, n, look_ok, look, misses) = score("messages-unseen");
     assert!(n >= 50 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 49 && look_ok >= 15, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    assert!(ok >= 51 && look_ok >= 15, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
     // The fourth, read first as it came (40 of 46 and 10 of 14), then what it showed fixed.
     let (ok, n, look_ok, look, misses) = score("messages-fourth");
     assert!(n >= 45 && look >= 14, "the set has {n} OOMs and {look} look-alikes");
@@ -394,6 +394,12 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     let v = verdict("messages-unseen", "qwen-295-vllm-kv-cache-7344-raise.txt");
     assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
     assert!(v.fix.starts_with("lower max_model_len to 7344 or less"), "{}", v.fix);
+    // TF's `Stats:` with more free than the request (and a bar with free cells): the free
+    // memory is in pieces.
+    for file in ["tensorflow-4735-bold-stats-block-2016.txt", "cardwing-lane-detection-66-small-limit-frag.txt"] {
+        let v = verdict("messages-unseen", file);
+        assert_eq!(v.kind, VerdictKind::Fragmentation, "{file}: {v:?}");
+    }
     // Host memory in other words: TF's plain CPU allocator, ggml's CPU buffer, Paddle's
     // ENOMEM.
     for (file, what) in [

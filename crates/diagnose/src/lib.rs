@@ -413,6 +413,9 @@ pub fn analyze_other(other: &oomscope_format::OtherOom) -> Option<Diagnosis> {
 
 /// The diagnosis of an allocator's state (a dump, a log, a replay).
 fn state(d: &Dump, b: Vec<KindBytes>, replay: &mut dyn FnMut(SettingChange) -> Option<WhatIf>) -> StateDiagnosis {
+    if let Some(v) = stats_in_pieces(d, &b) {
+        return v;
+    }
     if d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog) && !complete_log(d) {
         return partial_log(d, b);
     }
@@ -510,6 +513,47 @@ fn complete_log(d: &Dump) -> bool {
         && d.allocator.limit > 0
         && (d.has(Section::Totals) || d.has(Section::Stats))
         && d.oom.as_ref().is_some_and(|o| !o.outside && o.requested > 0 && !o.size_assumed)
+}
+
+/// A TF log whose `Stats:` block shows more free than the failed request, without its chunks:
+/// TF's BFC allocator takes its whole limit as its first region (unless it grows, and then
+/// it extends its pool as far as the device gives, and a refusal is logged), so the limit less
+/// what is in use was free in its pool, and the request found no piece that large: the free
+/// memory was in pieces. None otherwise.
+fn stats_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
+    let o = d.oom.as_ref()?;
+    let limit = d.allocator.limit;
+    let tf = d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog);
+    if !tf || !d.regions.is_empty() || !d.has(Section::Stats) || limit == 0 || !d.refusals.is_empty() {
+        return None;
+    }
+    let in_use = d.stats.bytes_in_use;
+    let free = limit.checked_sub(in_use)?;
+    let asked = asked(o);
+    // (`InUse` of 0 is a figure the paste lost; a request the whole limit cannot hold is
+    // another verdict's.)
+    if in_use == 0 || o.requested == 0 || o.outside || asked > free {
+        return None;
+    }
+    // TF's occupancy bar draws the pool: one without a free cell (`_`) is a pool that grew
+    // only as far as what is in use, the rest of the limit never its (a device that refused
+    // more, or another report's bar).
+    let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
+    if bar.is_some_and(|bar| !bar.contains('_')) {
+        return None;
+    }
+    Some(StateDiagnosis {
+        cause: Cause::Fragmentation {
+            request: Request::of(o),
+            pool_free: free,
+            pieces: None,
+            fragmentation: d.stats.fragmentation,
+            largest_free: None,
+            pinning: Vec::new(),
+        },
+        fix: Fix::Reorder { pinning: None, rounded: asked },
+        breakdown: b.to_vec(),
+    })
 }
 
 /// What a partial TF log allows: the preallocation story when the device refused regions,
