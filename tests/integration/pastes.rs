@@ -11,7 +11,8 @@ use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
-const SETS: &[&str] = &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth"];
+const SETS: &[&str] =
+    &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth", "messages-fifth"];
 
 /// Every text of the sets: (set/file, text).
 fn texts() -> Vec<(String, String)> {

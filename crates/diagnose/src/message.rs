@@ -339,9 +339,12 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     if matches!(m.format, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) {
         return xla(d, m, b).unwrap_or_else(&without);
     }
-    // Figures that cannot all be true, or are not sizes: no verdict is built on them, not
-    // even "one tensor too large".
-    if let Some(what) = contradiction(m) {
+    // Figures that are not sizes, or no device's: no verdict is built on them, not even "one
+    // tensor too large". (Figures that disagree among themselves are checked after it: a
+    // request beyond the device's total is too large whatever the others say.)
+    if let Some(what) =
+        contradiction(m).filter(|w| matches!(w, Contradiction::NotSizes { .. } | Contradiction::Absurd { .. }))
+    {
         let budget = match &request {
             Some(r) => budget_of(m, r, m.free.unwrap_or(0), m.allocated.unwrap_or(0)),
             None => Budget {
@@ -408,6 +411,16 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         return without(b);
     };
     let budget = budget_of(m, r, free, live);
+    // A request beyond the device's total is too large whatever the other figures say; they
+    // are checked against each other before any other verdict.
+    let beyond_device = budget.total > 0 && budget.request > budget.total && free <= budget.total;
+    if let Some(what) = contradiction(m).filter(|_| !beyond_device) {
+        return MessageDiagnosis {
+            cause: MessageCause::Contradiction { budget, what },
+            fix: MessageFix::FindOut { format: m.format, framework: m.framework },
+            breakdown: b,
+        };
+    }
     let (total, cached) = (budget.total, budget.cached);
     let q = budget.request;
     // More than the device holds is too large even where Windows lends shared system memory.

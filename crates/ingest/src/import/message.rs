@@ -87,6 +87,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
+    // TensorRT 7's words.
+    ("Requested amount of memory (", MessageFormat::CudaRuntime),
     // TensorRT and others print the CUDA error's code and name: 2 is cudaErrorMemoryAllocation.
     ("2 (out of memory)", MessageFormat::CudaRuntime),
     ("Cuda Runtime (out of memory)", MessageFormat::CudaRuntime),
@@ -405,6 +407,16 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          not the GPU's. Load less into RAM at once (fewer DataLoader workers, memory-mapped datasets)",
     ),
     (
+        "exit code 137",
+        "a process killed with SIGKILL (exit code 137 = 128 + 9), usually by the Linux OOM killer for host memory \
+         (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
+        "signal 9: SIGKILL",
+        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
+         not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
         "is killed by signal: Killed",
         "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's memory is \
          not involved",
@@ -469,13 +481,30 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
         // in Chinese locales, also pasted in markdown bold), or in a shell's report of a job
         // it ran (`/bin/bash: line 27:   318 Killed   sh start.sh`: the pid, then the word).
         let words: Vec<&str> = l.split_whitespace().collect();
-        let job = words.windows(2).any(|w| w[1] == "Killed" && w[0].bytes().all(|b| b.is_ascii_digit()));
+        let job = words.windows(2).any(|w| w[1] == "Killed" && w[0].bytes().all(|b| b.is_ascii_digit()))
+            // ... or glued to the end of a progress bar (`348/1063 [01:08<02:57, 4.03it/s]Killed`).
+            || l.trim_end().trim_end_matches(['`', '*']).ends_with("]Killed");
         if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
             return Some(LookAlike {
                 line: i + 1,
                 what: "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the \
                        GPU's memory is not involved",
             });
+        }
+    }
+    // A marker a paste broke mid-word over two lines (`an illeg` / `al memory access`).
+    let unbroken: String = text.lines().map(str::trim).collect();
+    let broken: Vec<&(&str, &str)> =
+        LOOK_ALIKES.iter().filter(|(marker, _)| unbroken.contains(longest_word(marker))).collect();
+    if broken.is_empty() {
+        return None;
+    }
+    for (i, pair) in text.lines().collect::<Vec<_>>().windows(2).enumerate() {
+        let joined = format!("{}{}", pair[0].trim_end(), pair[1].trim_start());
+        for &&(marker, what) in &broken {
+            if !pair[0].contains(marker) && !pair[1].contains(marker) && contains_word(&joined, marker) {
+                return Some(LookAlike { line: i + 1, what });
+            }
         }
     }
     None
@@ -490,6 +519,17 @@ const OTHERS_WINDOW: usize = 1 << 20;
 /// with the others the paste holds after it (another GPU, another request) listed beside it.
 pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let clean = without_ansi(text);
+    // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
+    // "could not be allocated" is not a failure unless the build then failed.
+    if clean.contains("due to insufficient memory on requested size")
+        && !clean.contains("Could not find any implementation")
+    {
+        return Err(InputError {
+            path: path.to_path_buf(),
+            line: 0,
+            message: "no out-of-memory error found: TensorRT skipped a tactic for memory and went on".into(),
+        });
+    }
     let mut d = parse_one(path, &clean)?;
     let lines: Vec<&str> = clean.lines().collect();
     let Some(first) = d.imported.as_ref().and_then(|i| i.message.as_ref()) else { return Ok(d) };
@@ -670,7 +710,8 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // `failed to allocate 2.96G (3179741184 bytes) from device`, `Failed to CUDA calloc N bytes`.
             request = exact_bytes_before(&body, " bytes) from device")
                 .or_else(|| after(&body, "Failed to CUDA calloc ").and_then(leading_u64))
-                .or_else(|| after(text, "Requested amount of GPU memory (").and_then(leading_u64));
+                .or_else(|| after(text, "Requested amount of GPU memory (").and_then(leading_u64))
+                .or_else(|| after(text, "Requested amount of memory (").and_then(leading_u64));
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
             let line = lines[found.line];
@@ -824,6 +865,31 @@ fn leading_figure(s: &str) -> Option<u64> {
     parse_figure(&s[..num_end + unit_start + unit_len])
 }
 
+/// `part` (`6.83 GiB rese`) with its words completed to the one of `words` they begin, when
+/// they begin one (at least three letters); else as it is.
+fn completed(part: &str, words: &[&str]) -> String {
+    let mut it = part.splitn(3, ' ');
+    let (Some(n), Some(unit), tail) = (it.next(), it.next(), it.next().unwrap_or("")) else { return part.to_string() };
+    let tail = tail.trim();
+    match words.iter().find(|w| tail.len() >= 3 && w.starts_with(tail) && w.len() > tail.len()) {
+        Some(w) => format!("{n} {unit} {w}"),
+        None => part.to_string(),
+    }
+}
+
+/// The figure a paste ends in, its unit cut to its first letters (`289.29 M`, `1.5 Gi`):
+/// read in the unit those letters begin. None when anything follows it.
+fn cut_figure(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (n, unit) = s.split_once(' ')?;
+    if unit.contains(' ') || unit.is_empty() {
+        return None;
+    }
+    let unit = unit.to_ascii_lowercase();
+    let full = ["GiB", "MiB", "KiB", "TiB"].into_iter().find(|u| u.to_ascii_lowercase().starts_with(&unit))?;
+    parse_figure(&format!("{n} {full}"))
+}
+
 /// Figures in `body` that are not sizes, as printed: a negative number, `nan` or `inf`, or
 /// a number with an exponent, before a unit (`-2.00 GiB`, `nan GiB`, `1e308 GiB`).
 fn unreadable_figures(body: &str) -> Vec<String> {
@@ -920,9 +986,19 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         // ≤ 2.0: `(GPU 0; 10.92 GiB total capacity; 9.87 GiB already allocated; 1.44 MiB free; ...)`.
         m.device = leading_u64(rest).map(|n| format!("{kind} {n}"));
         let inside = rest.split(')').next().unwrap_or(rest);
-        for part in inside.split(';').skip(1) {
+        let parts: Vec<&str> = inside.split(';').skip(1).collect();
+        for (i, part) in parts.iter().enumerate() {
             let p = part.trim();
             let v = leading_figure(p);
+            // The last figure of a paste cut short, its words cut (`6.83 GiB rese`): the word
+            // it began is the one it was.
+            let cut = i + 1 == parts.len() && !rest.contains(')');
+            let p = if cut {
+                completed(p, &["reserved in total by PyTorch", "cached", "free", "already allocated"])
+            } else {
+                p.to_string()
+            };
+            let p = p.as_str();
             if p.ends_with("total capacity") {
                 m.total = v;
             } else if p.ends_with("already allocated") {
@@ -951,7 +1027,9 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         m.allowed = figure_before(body, " allowed;");
         m.allocated = after(body, "Of the allocated memory ").and_then(leading_figure);
         m.private_pools = figure_before(body, " allocated in private pools");
-        let unallocated = figure_before(body, " is reserved by PyTorch but unallocated");
+        // (A paste cut inside the last figure keeps its unit's first letter: `and 289.29 M`.)
+        let unallocated = figure_before(body, " is reserved by PyTorch but unallocated")
+            .or_else(|| after(body, " is allocated by PyTorch, and ").and_then(cut_figure));
         m.reserved = unallocated.and_then(|u| Some(u + m.allocated?));
         let mut rest = body;
         while let Some(r) = after(rest, "Process ") {

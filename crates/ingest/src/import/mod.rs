@@ -40,8 +40,20 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone, and so is
     // what pasting did to it (wrapping, quotes, markdown, prefixes, case). The importer is
     // told from the repaired text, undone once.
-    let pasted = paste::undo(&unescape(&String::from_utf8_lossy(bytes)));
+    let raw = unescape(&String::from_utf8_lossy(bytes));
+    let pasted = paste::undo(&raw);
     let text = pasted.text.as_str();
+    // A look-alike's words are looked for as repaired, then as pasted (a line broken mid-word
+    // that the repair joined with a space: `an illeg` / `al memory access`). The line an error
+    // names is then the paste's own already.
+    let look_alike = |path: &Path, text: &str| {
+        look_alike(path, text).or_else(|| {
+            look_alike(path, &paste::unmarked(&raw)).map(|mut e| {
+                e.line = pasted.line_in_repaired(e.line);
+                e
+            })
+        })
+    };
     let from = from.unwrap_or_else(|| crate::input_kind::text_importer(text));
     let read = match from {
         From::Message => message::parse(path, text).map_err(|e| look_alike(path, text).unwrap_or(e)),

@@ -36,6 +36,26 @@ impl Pasted {
             l => self.origin.get(l - 1).map_or(l, |&o| o + 1),
         }
     }
+
+    /// The repaired text's line (1-based) that holds the paste's line `original` (1-based):
+    /// [`Pasted::line`] maps it back to where that repaired line starts.
+    pub fn line_in_repaired(&self, original: usize) -> usize {
+        if original == 0 || self.origin.is_empty() {
+            return original;
+        }
+        self.origin.iter().rposition(|&o| o < original).map_or(1, |i| i + 1)
+    }
+}
+
+/// `text` with each line's quote marks and markdown undone, and nothing else: its lines are
+/// the paste's own (where a look-alike's words broken mid-word across two lines are found).
+pub fn unmarked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for l in text.lines() {
+        out.push_str(&unmark(l).0);
+        out.push('\n');
+    }
+    out
 }
 
 /// Undoes what pasting did to `text`.
@@ -571,7 +591,8 @@ const WORDS: &[&str] = &[
     "PyTorch",
     "Of the allocated memory",
     "Including non-PyTorch memory",
-    "Process ",
+    "NPU ",
+    "XPU ",
     "PYTORCH_CUDA_ALLOC_CONF",
     "PYTORCH_HIP_ALLOC_CONF",
     "PYTORCH_ALLOC_CONF",
@@ -611,7 +632,17 @@ fn recased(text: &str) -> String {
         }
         out = out.replace(&lower, p);
     }
-    units(&out)
+    // `Process 1234 has` (PyTorch's list of processes), not `this process has`.
+    let mut listed = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find("process ") {
+        let digit = rest[i + "process ".len()..].starts_with(|c: char| c.is_ascii_digit());
+        listed.push_str(&rest[..i]);
+        listed.push_str(if digit { "Process " } else { "process " });
+        rest = &rest[i + "process ".len()..];
+    }
+    listed.push_str(rest);
+    units(&listed)
 }
 
 /// Sizes' units after a figure in their case: `gib` → `GiB`, `mb` → `MB`, `b` → `B`.
