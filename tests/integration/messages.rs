@@ -276,7 +276,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The fifth, read first as it came (33 of 44 and 12 of 16), then what it showed fixed.
     let (ok, n, look_ok, look, misses) = score("messages-fifth");
     assert!(n >= 44 && look >= 16, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 37 && look_ok >= 16, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    assert!(ok >= 41 && look_ok >= 16, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
 }
 
 /// Each class of text the rules once got wrong, with the figures that decide it.
@@ -421,6 +421,17 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     assert_eq!(v.kind, VerdictKind::Fragmentation, "{v:?}");
     let v = verdict("messages-fifth", "lang-sam-93-backticked-cut-unallocated.txt");
     assert_eq!(v.kind, VerdictKind::Fragmentation, "{v:?}");
+    // Accelerator runtimes' own allocators: MindSpore's used + request past its total (a
+    // peak; a request past the total alone, one tensor too large), Tenstorrent's buffer over
+    // banks larger than a bank, Sophon's failure without figures.
+    for (file, kind) in [
+        ("mindact-1761-npu-totalusedmem-plus-alloc.txt", VerdictKind::Peak),
+        ("mindone-820-npu-alloc-100gb-over-61gb.txt", VerdictKind::SingleTensor),
+        ("tt-xla-3050-l1-buffer-banks.txt", VerdictKind::SingleTensor),
+        ("sophon-stream-58-bm-alloc-gmem-bm1684.txt", VerdictKind::Undetermined),
+    ] {
+        assert_eq!(verdict("messages-fifth", file).kind, kind, "{file}");
+    }
     let d = read_in("messages-fifth", "torch2trt-661-jetson-nano-gettactic-oom.txt").unwrap();
     assert_eq!(d.oom.as_ref().map(|o| o.requested), Some(150_994_944));
     for (file, what) in [

@@ -62,6 +62,11 @@ pub enum MessageFormat {
     /// ONNX Runtime's arena: `BFCArena::AllocateRawInternal ... Failed to allocate memory for
     /// requested buffer of size N`.
     OnnxArena,
+    /// An accelerator runtime's own allocator, in its own words: MindSpore's
+    /// (`TotalUsedMemStatistics : N ... plus alloc size : A is more than total mem size : T`),
+    /// Tenstorrent's (`Not enough space to allocate N B L1 buffer`), Sophon's
+    /// (`bm_alloc_gmem failed`).
+    DeviceRuntime,
     /// A format a newer oomscope knows.
     #[serde(other)]
     Other,
@@ -91,6 +96,7 @@ impl MessageFormat {
             MessageFormat::Ggml => "llama.cpp (ggml)",
             MessageFormat::OnnxArena => "ONNX Runtime",
             MessageFormat::VllmKvCache => "vLLM's KV cache check",
+            MessageFormat::DeviceRuntime => "an accelerator runtime's allocator",
             MessageFormat::Other => "a newer oomscope's format",
         }
     }

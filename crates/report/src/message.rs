@@ -46,6 +46,7 @@ fn framework_name(format: MessageFormat) -> &'static str {
         MessageFormat::Paddle => "PaddlePaddle",
         MessageFormat::Ggml => "llama.cpp",
         MessageFormat::OnnxArena => "ONNX Runtime",
+        MessageFormat::DeviceRuntime => "the runtime",
         _ => "PyTorch",
     }
 }
@@ -554,6 +555,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::Paddle => "PaddlePaddle out of memory",
         MessageFormat::Ggml => "llama.cpp out of memory",
         MessageFormat::OnnxArena => "ONNX Runtime out of memory",
+        MessageFormat::DeviceRuntime => "Accelerator runtime out of memory",
         MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
         _ => "out of memory",
     };

@@ -92,6 +92,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // TensorRT and others print the CUDA error's code and name: 2 is cudaErrorMemoryAllocation.
     ("2 (out of memory)", MessageFormat::CudaRuntime),
     ("Cuda Runtime (out of memory)", MessageFormat::CudaRuntime),
+    // Accelerator runtimes' own allocators.
+    ("is more than total mem size", MessageFormat::DeviceRuntime),
+    ("Not enough space to allocate", MessageFormat::DeviceRuntime),
+    ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
     // PyTorch's old form with its head cut off (`Tried to allocate 7.93 GiB (GPU 2; 22.38 GiB
     // total capacity; ...)`).
     ("total capacity;", MessageFormat::TorchCapacity),
@@ -706,6 +710,11 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
         MessageFormat::OnnxArena => {
             request = after(&body, "requested buffer of size ").and_then(leading_u64);
         }
+        MessageFormat::DeviceRuntime => {
+            // The figures come before the marker on its line (MindSpore's `... is more than`).
+            let whole = format!("{} {body}", lines.get(found.line).copied().unwrap_or(""));
+            request = device_runtime(&whole, &mut m);
+        }
         MessageFormat::CudaRuntime => {
             // `failed to allocate 2.96G (3179741184 bytes) from device`, `Failed to CUDA calloc N bytes`.
             request = exact_bytes_before(&body, " bytes) from device")
@@ -863,6 +872,36 @@ fn leading_figure(s: &str) -> Option<u64> {
     let unit_start = rest.len() - rest.trim_start().len();
     let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
     parse_figure(&s[..num_end + unit_start + unit_len])
+}
+
+/// An accelerator runtime's allocator, in its words. Returns the request.
+fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
+    let number = |key: &str| after(body, key).map(str::trim_start).and_then(leading_u64);
+    if body.contains("is more than total mem size") {
+        // MindSpore: `TotalUsedMemStatistics : U plus TotalUsedByEventMemStatistics : E and
+        // plus alloc size : A is more than total mem size : T`.
+        let used = number("TotalUsedMemStatistics :")?;
+        let event = number("TotalUsedByEventMemStatistics :").unwrap_or(0);
+        m.allocated = Some(used.saturating_add(event));
+        m.total = number("total mem size :");
+        m.free = m.total.map(|t| t.saturating_sub(used.saturating_add(event)));
+        return number("alloc size :");
+    }
+    if let Some(rest) = after(body, "Not enough space to allocate ") {
+        // Tenstorrent: a buffer over banks, `each bank needs to store N B, but bank size is S B
+        // (allocated: A B, free: F B, largest free block: L B)`: one bank's share is what must fit.
+        let per_bank = number("each bank needs to store ");
+        m.total = number("bank size is ");
+        m.allocated = number("(allocated: ");
+        m.free = number("free: ");
+        m.largest_free = number("largest free block: ");
+        return per_bank.or_else(|| leading_u64(rest));
+    }
+    // Sophon: `bm_alloc_gmem failed, dev_id = 0, size = 0x639c00`.
+    let hex = after(body, "bm_alloc_gmem failed")
+        .and_then(|r| after(r, "size = 0x"))
+        .map(|h| h.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap_or(""))?;
+    u64::from_str_radix(hex, 16).ok()
 }
 
 /// `part` (`6.83 GiB rese`) with its words completed to the one of `words` they begin, when
