@@ -36,9 +36,32 @@ pub fn write_page(path: &std::path::Path, text: &str) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
-/// `oomscope report DIR`: the job whose ranks wrote their dumps there.
+/// `oomscope report DIR`: the job whose ranks wrote their dumps there; a directory whose one
+/// dump is no rank's (a single process's run) is that dump's report.
 fn job(a: &ReportArgs) -> Result<u8, CliError> {
-    let job = job::load(&a.dump)?;
+    let job = match job::load(&a.dump) {
+        Err(e @ job::JobError::NoRanks { .. }) => {
+            let mut dumps = dumps_in(&a.dump);
+            return match dumps.len() {
+                1 => {
+                    let file = dumps.remove(0).1;
+                    eprintln!("oomscope: {} holds one dump, not a job's: {}", a.dump.display(), file.display());
+                    run(ReportArgs { dump: file, format: a.format, tf_style: a.tf_style, output: a.output.clone() })
+                }
+                0 => Err(e.into()),
+                n => {
+                    // The newest first.
+                    dumps.sort_by(|x, y| y.0.cmp(&x.0));
+                    Err(CliError(format!(
+                        "{}: {n} dumps here, none a job's rank's: `oomscope report FILE` reads one (the newest: {})",
+                        a.dump.display(),
+                        dumps[0].1.display()
+                    )))
+                }
+            };
+        }
+        j => j?,
+    };
     output::warn_all(&job.skipped_lines());
     let report = job::report(&job);
     let text = match a.format {
@@ -57,4 +80,15 @@ fn job(a: &ReportArgs) -> Result<u8, CliError> {
         }
     };
     emit(a, &text)
+}
+
+/// The dumps (`*.dump.json`, regular files) in `dir`, with when each was last written.
+fn dumps_in(dir: &std::path::Path) -> Vec<(std::time::SystemTime, std::path::PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".dump.json"))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect()
 }

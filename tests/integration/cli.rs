@@ -35,6 +35,28 @@ fn replay_prints_the_report_writes_the_dump_and_report_re_renders_it() {
     assert_eq!(json["bins"].as_array().unwrap().len(), 21);
 }
 
+/// A directory holding one dump that is no rank's (a single process's run) is that dump's
+/// report; with several, the error names the newest to read.
+#[test]
+fn report_of_a_directory_with_one_dump_reports_it() {
+    let dir = temp_dir("one-dump-dir");
+    std::fs::copy(root().join("fixtures/dumps/unet-b2.dump.json"), dir.join("oomscope-42-gpu0-oom1.dump.json"))
+        .unwrap();
+    let d = dir.to_str().unwrap();
+    let o = oomscope(&["report", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds one dump, not a job's"), "{}", stderr(&o));
+    let file = oomscope(&["report", dir.join("oomscope-42-gpu0-oom1.dump.json").to_str().unwrap()]);
+    assert_eq!(stdout(&o), stdout(&file), "the same report as the file's own");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::copy(root().join("fixtures/dumps/unet-b2.dump.json"), dir.join("oomscope-43-gpu0-oom1.dump.json"))
+        .unwrap();
+    let o = oomscope(&["report", d]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 dumps here, none a job's rank's"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn replay_without_an_oom_exits_zero() {
     let out = oomscope(&["replay", REFERENCE, "--limit", "32GiB", "--format", "summary"]);
