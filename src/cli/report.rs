@@ -51,7 +51,7 @@ fn job(a: &ReportArgs) -> Result<u8, CliError> {
                 0 => Err(e.into()),
                 n => {
                     // The newest first.
-                    dumps.sort_by(|x, y| y.0.cmp(&x.0));
+                    dumps.sort_by_key(|x| std::cmp::Reverse(x.0));
                     Err(CliError(format!(
                         "{}: {n} dumps here, none a job's rank's: `oomscope report FILE` reads one (the newest: {})",
                         a.dump.display(),
