@@ -185,24 +185,30 @@ def _wrap_init(cls):
     cls.__init__ = __init__
 
 
-def install_models(torch, record):
-    """`record(tensor)` allocates a tensor's storage on the emulated device (once)."""
-    nn = torch.nn
-    todo = [nn.Module]
+def _wrap_subclasses(base, wrap):
+    """`wrap(cls)` for `base` and every subclass of it, those defined already and those to come
+    (through `base.__init_subclass__`, after whatever it did before)."""
+    todo = [base]
     while todo:
         cls = todo.pop()
-        _wrap_init(cls)
+        wrap(cls)
         todo.extend(cls.__subclasses__())
-    previous = nn.Module.__dict__.get("__init_subclass__")
+    previous = base.__dict__.get("__init_subclass__")
 
     def __init_subclass__(cls, **kwargs):
         if previous is not None:
             previous.__func__(cls, **kwargs)
         else:
-            super(nn.Module, cls).__init_subclass__(**kwargs)
-        _wrap_init(cls)
+            super(base, cls).__init_subclass__(**kwargs)
+        wrap(cls)
 
-    nn.Module.__init_subclass__ = classmethod(__init_subclass__)
+    base.__init_subclass__ = classmethod(__init_subclass__)
+
+
+def install_models(torch, record):
+    """`record(tensor)` allocates a tensor's storage on the emulated device (once)."""
+    nn = torch.nn
+    _wrap_subclasses(nn.Module, _wrap_init)
     apply = nn.Module._apply
 
     def _apply(self, fn, *args, **kwargs):
@@ -270,21 +276,7 @@ def install_data(torch, emulator):
         __init__._oomscope_data = True
         cls.__init__ = __init__
 
-    todo = [data.Dataset]
-    while todo:
-        cls = todo.pop()
-        wrap(cls)
-        todo.extend(cls.__subclasses__())
-    previous = data.Dataset.__dict__.get("__init_subclass__")
-
-    def __init_subclass__(cls, **kwargs):
-        if previous is not None:
-            previous.__func__(cls, **kwargs)
-        else:
-            super(data.Dataset, cls).__init_subclass__(**kwargs)
-        wrap(cls)
-
-    data.Dataset.__init_subclass__ = classmethod(__init_subclass__)
+    _wrap_subclasses(data.Dataset, wrap)
 
     iterator = data.dataloader._BaseDataLoaderIter
     fetch = iterator.__next__

@@ -50,7 +50,9 @@ import threading
 import weakref
 from typing import Any, List, Optional
 
-from . import _abi, _watch
+# (The emulation's rules: what a GPU allocates where the CPU allocates otherwise; imported
+# once, as the function and dispatch modes read its counters on every op.)
+from . import _abi, _gpu, _watch
 from ._log import say as _say, swallowed as _swallowed
 
 
@@ -139,8 +141,6 @@ def _install(torch):
         return
     else:
         _install_emulated_cache_calls(torch, lib)
-        from . import _gpu
-
         _gpu.install(torch, lib)
         _state.place = _gpu.install_models(torch, lambda t: _state.emulator and _state.emulator.place(t))
         _gpu.install_data(torch, lambda: _state.emulator)
@@ -715,8 +715,6 @@ def _make_mode_class(torch):
             # Emulation: what CUDA's kernels allocate beside their outputs (`_gpu`).
             self.scratch = None
             if emulate:
-                from . import _gpu
-
                 try:
                     self.scratch = _gpu.KernelScratch(torch, self)
                 except Exception as e:
@@ -733,8 +731,6 @@ def _make_mode_class(torch):
             lib = self.lib
             pushed = 0
             if self.emulate:
-                from . import _gpu
-
                 if _gpu.fetching.depth:
                     # A DataLoader reading its dataset: what it reads is host memory.
                     for t in _tensors(args):
@@ -929,8 +925,6 @@ def _remember(table, key, t):
 def _gpu_paused():
     """Emulation records nothing of the CPU's own work (`_gpu`) or of a module's construction
     (in host memory until it is moved)."""
-    from . import _gpu
-
     return _gpu.paused.depth > 0 or _gpu.building.depth > 0
 
 
@@ -981,8 +975,6 @@ def _moved(torch, name, args, kwargs, out):
     `.to(dtype)`), a factory's `device=`. On the CPU the move returns the tensor itself: it
     is allocated on the emulated device now if it was host memory. Not what an op does
     inside (its own calls), nor a module's move (`_gpu` places its state)."""
-    from . import _gpu
-
     if _in_dispatch.depth or _gpu.moving.depth or _gpu_paused():
         return
     emulator = _state.emulator
@@ -1022,8 +1014,6 @@ def _make_function_mode_class(torch):
             try:
                 if _state.place is not None:
                     # Emulation: CUDA autocast's float32 list (see `_gpu`).
-                    from . import _gpu
-
                     args, kwargs = _gpu.upcast(torch, name.decode(), args, kwargs)
                 out = func(*args, **(kwargs or {}))
                 if _state.emulator is not None and (name in _MOVES or (kwargs and kwargs.get("device") is not None)):

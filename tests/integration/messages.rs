@@ -283,7 +283,13 @@ fn held_out_texts_are_read_as_labelled() {
 #[test]
 fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     let verdict = |set: &str, file: &str| read_in(set, file).unwrap().verdict.unwrap();
-    let refusal = |set: &str, file: &str| read_in(set, file).unwrap_err();
+    // Each file of `set` refused as a look-alike, in words that say what it is.
+    let refused_as = |set: &str, cases: &[(&str, &str)]| {
+        for (file, what) in cases {
+            let e = read_in(set, file).unwrap_err();
+            assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
+        }
+    };
     // TensorFlow's `Stats:` in the integer form: in use at the limit is a peak; almost nothing
     // in use, a request beyond the limit; the block pasted alone, without its `Stats:` line.
     let v = verdict("messages-heldout", "tf-3304-2016-stats-limit-480mib.txt");
@@ -368,18 +374,18 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     assert_eq!(verdict("messages-heldout", "aria-24-vllm-worker-zero-process.txt").kind, VerdictKind::Fragmentation);
     // Look-alikes that deserve an answer: the Linux OOM killer, pinned host memory (TF's
     // `cuda_host_bfc` included), TF's "not a failure" warning, PyTorch's warning alone.
-    for (file, what) in [
-        ("cppo-6-torchrun-exitcode-9.txt", "SIGKILL, usually by the Linux OOM killer"),
-        ("fastmaskrcnn-172-bold-killed.txt", "Linux OOM killer"),
-        ("tf-11915-cuda-host-bfc-64gib.txt", "pinned host memory allocator (cuda_host_bfc)"),
-        ("ollama-8964-ggml-pinned-host-fallback.txt", "pinned host memory"),
-        ("tensorpack-1303-bfc-not-a-failure-quoted.txt", "so it is not an error"),
-        ("pytorch-193195-oom-warning-rank1.txt", "PyTorch then frees its cache and tries again"),
-        ("pytorch-xla-9524-vmem-bad-statusor.txt", "on-chip vector memory (vmem)"),
-    ] {
-        let e = refusal("messages-heldout", file);
-        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
-    }
+    refused_as(
+        "messages-heldout",
+        &[
+            ("cppo-6-torchrun-exitcode-9.txt", "SIGKILL, usually by the Linux OOM killer"),
+            ("fastmaskrcnn-172-bold-killed.txt", "Linux OOM killer"),
+            ("tf-11915-cuda-host-bfc-64gib.txt", "pinned host memory allocator (cuda_host_bfc)"),
+            ("ollama-8964-ggml-pinned-host-fallback.txt", "pinned host memory"),
+            ("tensorpack-1303-bfc-not-a-failure-quoted.txt", "so it is not an error"),
+            ("pytorch-193195-oom-warning-rank1.txt", "PyTorch then frees its cache and tries again"),
+            ("pytorch-xla-9524-vmem-bad-statusor.txt", "on-chip vector memory (vmem)"),
+        ],
+    );
     // What the fourth set showed: the old form with another accelerator's name (Ascend's
     // `(NPU 3; ...)`), and without a free figure (Intel's XPU): a peak when the live tensors
     // and the request pass the device's total, the free memory said to be at most what the
@@ -406,14 +412,14 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     }
     // Host memory in other words: TF's plain CPU allocator, ggml's CPU buffer, Paddle's
     // ENOMEM.
-    for (file, what) in [
-        ("darkflow-873-tf-cpu-allocator-oom.txt", "TensorFlow's CPU allocator"),
-        ("ollama-12634-llamacpp-cpu-buffer-alloc-panic.txt", "host memory"),
-        ("paddleocr-2199-cpu-fail-to-alloc-code-12.txt", "ENOMEM"),
-    ] {
-        let e = refusal("messages-unseen", file);
-        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
-    }
+    refused_as(
+        "messages-unseen",
+        &[
+            ("darkflow-873-tf-cpu-allocator-oom.txt", "TensorFlow's CPU allocator"),
+            ("ollama-12634-llamacpp-cpu-buffer-alloc-panic.txt", "host memory"),
+            ("paddleocr-2199-cpu-fail-to-alloc-code-12.txt", "ENOMEM"),
+        ],
+    );
     // What the fifth set showed: a message cut inside its last figure (`6.83 GiB rese`,
     // `289.29 M`), TensorRT 7's request, TensorRT skipping a tactic (not a failure), SIGKILL's
     // exit code, `Killed` glued to a progress bar, a look-alike broken mid-word.
@@ -434,29 +440,29 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     }
     let d = read_in("messages-fifth", "torch2trt-661-jetson-nano-gettactic-oom.txt").unwrap();
     assert_eq!(d.oom.as_ref().map(|o| o.requested), Some(150_994_944));
-    for (file, what) in [
-        ("voltaml-15-trt-resizephysical-tactic-skipped.txt", "TensorRT's builder skipping a tactic"),
-        ("facenet-236-pycharm-exit-code-137.txt", "exit code 137"),
-        ("landmark-65-progress-bar-glued-killed.txt", "Linux OOM killer"),
-        ("molmoact-10-flattened-illeg-al-wrap.txt", "illegal memory access"),
-    ] {
-        let e = refusal("messages-fifth", file);
-        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
-    }
+    refused_as(
+        "messages-fifth",
+        &[
+            ("voltaml-15-trt-resizephysical-tactic-skipped.txt", "TensorRT's builder skipping a tactic"),
+            ("facenet-236-pycharm-exit-code-137.txt", "exit code 137"),
+            ("landmark-65-progress-bar-glued-killed.txt", "Linux OOM killer"),
+            ("molmoact-10-flattened-illeg-al-wrap.txt", "illegal memory access"),
+        ],
+    );
     // NCCL's CUDA failure with the error's code is an OOM, without figures.
     let v = verdict("messages-fourth", "peft-1703-nccl-cuda-failure-2-interleaved-ranks.txt");
     assert_eq!(v.kind, VerdictKind::Undetermined, "{v:?}");
-    for (file, what) in [
-        // TF's warning wrapped after its `The`, the shell's report of a killed job, older
-        // kernels' OOM killer, NCCL's communicator failing to start.
-        ("tffrcnn-68-not-a-failure-autolinked-wrapped.txt", "so it is not an error"),
-        ("deep-clustering-kingdra-2-timestamped-bash-killed.txt", "Linux OOM killer"),
-        ("nervana-deepspeech-48-dmesg-kill-process-score.txt", "Linux OOM killer"),
-        ("horovod-1195-ncclcomminitrank-wrapped-node.txt", "NCCL"),
-    ] {
-        let e = refusal("messages-fourth", file);
-        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
-    }
+    refused_as(
+        "messages-fourth",
+        &[
+            // TF's warning wrapped after its `The`, the shell's report of a killed job, older
+            // kernels' OOM killer, NCCL's communicator failing to start.
+            ("tffrcnn-68-not-a-failure-autolinked-wrapped.txt", "so it is not an error"),
+            ("deep-clustering-kingdra-2-timestamped-bash-killed.txt", "Linux OOM killer"),
+            ("nervana-deepspeech-48-dmesg-kill-process-score.txt", "Linux OOM killer"),
+            ("horovod-1195-ncclcomminitrank-wrapped-node.txt", "NCCL"),
+        ],
+    );
 }
 
 /// `replay SNAPSHOT --keep-going` goes on past the first OOM: the dump holds every failure and

@@ -342,8 +342,9 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     // Figures that are not sizes, or no device's: no verdict is built on them, not even "one
     // tensor too large". (Figures that disagree among themselves are checked after it: a
     // request beyond the device's total is too large whatever the others say.)
+    let contradicts = contradiction(m);
     if let Some(what) =
-        contradiction(m).filter(|w| matches!(w, Contradiction::NotSizes { .. } | Contradiction::Absurd { .. }))
+        contradicts.clone().filter(|w| matches!(w, Contradiction::NotSizes { .. } | Contradiction::Absurd { .. }))
     {
         let budget = match &request {
             Some(r) => budget_of(m, r, m.free.unwrap_or(0), m.allocated.unwrap_or(0)),
@@ -414,7 +415,7 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     // A request beyond the device's total is too large whatever the other figures say; they
     // are checked against each other before any other verdict.
     let beyond_device = budget.total > 0 && budget.request > budget.total && free <= budget.total;
-    if let Some(what) = contradiction(m).filter(|_| !beyond_device) {
+    if let Some(what) = contradicts.filter(|_| !beyond_device) {
         return MessageDiagnosis {
             cause: MessageCause::Contradiction { budget, what },
             fix: MessageFix::FindOut { format: m.format, framework: m.framework },
