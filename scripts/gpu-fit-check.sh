@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# `oomscope fit`'s answer on a real GPU, checked by runs with PyTorch's own allocator (no
+# `oomscope fit`'s answers on a real GPU, checked by runs with PyTorch's own allocator (no
 # oomscope): for a machine with an NVIDIA GPU and PyTorch, transformers and torchvision.
 #
-#   scripts/gpu-fit-check.sh [OUT_DIR]      # default gpu-fit-check-out; about 4 minutes
+#   scripts/gpu-fit-check.sh [OUT_DIR]      # default gpu-fit-check-out; BUDGET seconds (480)
 #
-# 1. `oomscope fit` of examples/torch/fit_resnet.py on the GPU (probes, replay, its own
-#    check runs under oomscope's allocator): OUT_DIR/fit-resnet.json.
-# 2. The answer and the next batch run without oomscope (PyTorch's caching allocator):
-#    OUT_DIR/own.jsonl gets {"model", "batch", "trained", ...peaks} per run.
-# 3. The same for the GPT-2 answer given as GPT2_ANSWER (a batch fit found earlier), and
-#    `oomscope fit` of GPT-2 with bf16 autocast if time is left.
+# In order, each while the budget lasts:
+# 1. `oomscope fit` of examples/torch/fit_resnet.py (fp32) on the GPU: probes, replay, its
+#    own check runs under oomscope's allocator: OUT_DIR/fit-resnet.json.
+# 2. Its answer and the next batch run without oomscope (PyTorch's caching allocator):
+#    OUT_DIR/own.jsonl gets {"model", "amp", "batch", "trained", ...peaks} per run.
+# 3. The same own-allocator runs for answers found earlier: GPT2_ANSWER (fp32) and
+#    GPT2_BF16_ANSWER (bf16 autocast), each with the next batch.
+# 4. `oomscope fit` of ResNet-50 with bf16 autocast (OUT_DIR/fit-resnet-bf16.json), its
+#    answer and the next batch run as in 2.
+# 5. Unless SIDE_FITS=0, `oomscope fit --no-check` of ResNet-50 fp32 with --batch 32 and 64
+#    (what the replay says those batches need: OUT_DIR/fit-resnet-bB.json).
 # $OOMSCOPE names the oomscope binary (default target/release/oomscope).
 set -u
 cd "$(dirname "$0")/.."
@@ -20,46 +25,69 @@ mkdir -p "$out"
 log="$out/log.txt"
 : > "$log"
 : > "$out/own.jsonl"
-deadline=$((SECONDS + ${BUDGET:-300}))
+deadline=$((SECONDS + ${BUDGET:-480}))
 note() { echo "$*" | tee -a "$log"; }
+left() { echo $((deadline - SECONDS)); }
 
-# own MODEL PROGRAM BATCH: a run with PyTorch's own allocator; did it train?
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    "$py" -c 'import torch, transformers, torchvision
+print("torch", torch.__version__, "cuda", torch.version.cuda,
+      "transformers", transformers.__version__, "torchvision", torchvision.__version__)'
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt" | tee -a "$log"
+
+# own MODEL PROGRAM AMP BATCH: a run with PyTorch's own allocator; did it train?
 own() {
-    local model=$1 prog=$2 b=$3 o rc
-    o=$("$py" "$prog" --batch "$b" --steps 3 2>>"$log")
+    local model=$1 prog=$2 amp=$3 b=$4 o rc t0=$SECONDS
+    if [ "$(left)" -lt 30 ]; then note "== own allocator: $model $amp batch $b: skipped"; return; fi
+    o=$(timeout "$(left)" "$py" "$prog" --batch "$b" --amp "$amp" --steps 3 2>>"$log")
     rc=$?
     line=$(echo "$o" | grep '^{' | tail -n 1)
     [ -z "$line" ] && line='{}'
-    "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); d.update(model=sys.argv[2], batch=int(sys.argv[3]), trained=sys.argv[4]=="0"); print(json.dumps(d))' \
-        "$line" "$model" "$b" "$rc" >> "$out/own.jsonl"
-    note "== own allocator: $model batch $b: exit $rc"
+    "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); d.update(model=sys.argv[2], amp=sys.argv[3], batch=int(sys.argv[4]), trained=sys.argv[5]=="0"); print(json.dumps(d))' \
+        "$line" "$model" "$amp" "$b" "$rc" >> "$out/own.jsonl"
+    note "== own allocator: $model $amp batch $b: exit $rc, $((SECONDS - t0)) s"
+}
+
+# fit NAME ARGS... -- CMD...: `oomscope fit --format json ARGS` into OUT_DIR/NAME.json
+fit() {
+    local name=$1 t0=$SECONDS l
+    shift
+    l=$(left)
+    if [ "$l" -lt 40 ]; then note "== oomscope $name: skipped, $l s left"; return; fi
+    note "== oomscope $name: fit $* (timeout $l s)"
+    timeout "$l" "$bin" fit --format json "$@" > "$out/$name.json" 2> "$out/$name.err"
+    note "== oomscope $name: exit $?, $((SECONDS - t0)) s"
 }
 
 largest() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["largest_batch"] or 0)' "$1" 2>/dev/null || echo 0; }
 
-note "== oomscope fit resnet"
-t0=$SECONDS
-timeout 200 "$bin" fit --format json --batch 128 -- "$py" examples/torch/fit_resnet.py --batch '{batch}' \
-    > "$out/fit-resnet.json" 2> "$out/fit-resnet.err"
-note "== oomscope fit resnet: exit $?, $((SECONDS - t0)) s"
+fit fit-resnet --batch 128 -- "$py" examples/torch/fit_resnet.py --batch '{batch}'
 l=$(largest "$out/fit-resnet.json")
 if [ "$l" -gt 0 ]; then
-    own resnet50 examples/torch/fit_resnet.py "$l"
-    own resnet50 examples/torch/fit_resnet.py $((l + 1))
+    own resnet50 examples/torch/fit_resnet.py fp32 "$l"
+    own resnet50 examples/torch/fit_resnet.py fp32 $((l + 1))
 fi
 if [ -n "${GPT2_ANSWER:-}" ]; then
-    own gpt2 examples/torch/fit_gpt2.py "$GPT2_ANSWER"
-    own gpt2 examples/torch/fit_gpt2.py $((GPT2_ANSWER + 1))
+    own gpt2 examples/torch/fit_gpt2.py fp32 "$GPT2_ANSWER"
+    own gpt2 examples/torch/fit_gpt2.py fp32 $((GPT2_ANSWER + 1))
 fi
-left=$((deadline - SECONDS))
-if [ "$left" -gt 60 ]; then
-    note "== oomscope fit gpt2 bf16 (timeout $left s)"
-    t0=$SECONDS
-    timeout "$left" "$bin" fit --format json --batch 32 -- "$py" examples/torch/fit_gpt2.py --batch '{batch}' --amp bf16 \
-        > "$out/fit-gpt2-bf16.json" 2> "$out/fit-gpt2-bf16.err"
-    note "== oomscope fit gpt2 bf16: exit $?, $((SECONDS - t0)) s"
-else
-    note "== oomscope fit gpt2 bf16: skipped, $left s left"
+if [ -n "${GPT2_BF16_ANSWER:-}" ]; then
+    own gpt2 examples/torch/fit_gpt2.py bf16 "$GPT2_BF16_ANSWER"
+    own gpt2 examples/torch/fit_gpt2.py bf16 $((GPT2_BF16_ANSWER + 1))
+fi
+fit fit-resnet-bf16 --batch 128 -- "$py" examples/torch/fit_resnet.py --batch '{batch}' --amp bf16
+l=$(largest "$out/fit-resnet-bf16.json")
+if [ "$l" -gt 0 ]; then
+    own resnet50 examples/torch/fit_resnet.py bf16 "$l"
+    own resnet50 examples/torch/fit_resnet.py bf16 $((l + 1))
+fi
+if [ "${SIDE_FITS:-1}" = 1 ]; then
+    for b in 32 64; do
+        fit fit-resnet-b$b --no-check --batch $b -- "$py" examples/torch/fit_resnet.py --batch '{batch}'
+    done
 fi
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee -a "$log"
 note "== done in $SECONDS s"

@@ -303,14 +303,30 @@ def _install_emulated_memory_calls(torch, lib):
 
 
 def _oom_error(torch, e):
-    """oomscope's OOM arrives as the `RuntimeError` PyTorch makes of a pluggable allocator's
-    C++ exception; the program gets `torch.cuda.OutOfMemoryError` with the same text, as
-    PyTorch's own allocator raises it. None for any other error (re-raised as it is)."""
+    """oomscope's OOM arrives as `torch.cuda.OutOfMemoryError` (the C ABI throws PyTorch's
+    own exception type when it finds PyTorch's libc10), or else as the `RuntimeError`
+    PyTorch makes of a pluggable allocator's C++ exception: the program gets
+    `torch.cuda.OutOfMemoryError` with the same text either way, as PyTorch's own allocator
+    raises it, its report said once as it passes the first frame. None when there is nothing
+    to replace (re-raised as it is)."""
     text = str(e)
-    if text.startswith("CUDA out of memory.") and not isinstance(e, torch.cuda.OutOfMemoryError):
+    if not text.startswith("CUDA out of memory."):
+        return None
+    if not getattr(e, "_oomscope_said", False):
+        _said(e)
         _reported(text)
-        return torch.cuda.OutOfMemoryError(text)
-    return None
+    if isinstance(e, torch.cuda.OutOfMemoryError):
+        return None
+    oom = torch.cuda.OutOfMemoryError(text)
+    _said(oom)
+    return oom
+
+
+def _said(e):
+    try:
+        e._oomscope_said = True
+    except Exception:  # an exception type without a __dict__
+        pass
 
 
 def _reported(message: str) -> None:

@@ -227,6 +227,51 @@ fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// With PyTorch's libc10 in the process (loaded locally, as Python loads it), an OOM is the
+/// `c10::OutOfMemoryError` PyTorch's allocator throws: cuDNN's convolutions catch that type
+/// and try an algorithm with a smaller workspace, where a `std::runtime_error` ended the run.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch (OOMSCOPE_TEST_PYTHON, or python3 with torch; .ci/run installs it)"
+)]
+fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
+    let py = torch_python();
+    let o = Command::new(&py)
+        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"])
+        .output()
+        .unwrap();
+    let c10 = text(&o).0.trim().to_string();
+    assert!(Path::new(&c10).is_file(), "{c10}: PyTorch's libc10.so");
+    let dir = temp_dir("abi-c10");
+    let exe = dir.join("throw_c10_check");
+    let built = Command::new("g++")
+        .arg(root().join("tests/abi/throw_c10_check.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("g++ runs: {e}"));
+    assert!(built.status.success(), "{}", text(&built).1);
+    let o = Command::new(&exe)
+        .arg(library())
+        .arg(&c10)
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_QUIET", "1")
+        .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(
+        out.matches("caught c10::OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 GiB. GPU 0").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("caught std::runtime_error: oomscope could not allocate: a negative size"), "{out}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 fn oomscope_run(args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_oomscope"));
     c.arg("run").args(args).current_dir(root());

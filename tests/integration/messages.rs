@@ -276,7 +276,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The fifth, read first as it came (33 of 44 and 12 of 16), then what it showed fixed.
     let (ok, n, look_ok, look, misses) = score("messages-fifth");
     assert!(n >= 44 && look >= 16, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 41 && look_ok >= 16, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    assert!(ok >= 42 && look_ok >= 16, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
 }
 
 /// Each class of text the rules once got wrong, with the figures that decide it.

@@ -231,6 +231,31 @@ fn figures_that_contradict_each_other_get_no_verdict() {
     }
 }
 
+/// Memory outside this process that no listed process shows is blamed only beyond what a
+/// context, libraries and a display may take (1.5 GiB): 0.89 GiB outside on a 6 GB card is
+/// the desktop's, and the request is this process's peak; 2.89 GiB outside is others'.
+#[test]
+fn a_little_memory_outside_the_process_is_not_blamed_unless_a_process_is_listed() {
+    let text = |outside: &str, listed: &str| {
+        format!(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.45 GiB. GPU 0 has a total capacity of \
+             {outside} of which 606.62 MiB is free. {listed}Including non-PyTorch memory, this process has 4.30 GiB \
+             memory in use. Of the allocated memory 4.13 GiB is allocated by PyTorch, and 37.56 MiB is reserved by \
+             PyTorch but unallocated."
+        )
+    };
+    let verdict = |t: String| {
+        let mut d = import::import(Path::new("paste.txt"), t.as_bytes(), None, None).unwrap();
+        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        d.verdict.unwrap().kind
+    };
+    use oomscope_format::VerdictKind::{Others, Peak};
+    assert_eq!(verdict(text("5.78 GiB", "")), Peak);
+    assert_eq!(verdict(text("7.78 GiB", "")), Others);
+    // Listed, the same 0.89 GiB is another process's, and without it the request fits.
+    assert_eq!(verdict(text("5.78 GiB", "Process 4242 has 910.00 MiB memory in use. ")), Others);
+}
+
 /// Every out-of-memory error of a paste is reported, each with the verdict of its own figures:
 /// rank 0 out of room, rank 3 with its cache in pieces.
 #[test]

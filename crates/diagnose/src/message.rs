@@ -467,7 +467,10 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
     {
         return peak(budget, m, b);
     }
-    let other = budget.others.unwrap_or(0);
+    // Memory outside this process that no listed process shows is blamed only beyond what a
+    // context, libraries and a display may take: less could be the desktop's own.
+    let listed = budget.listed.iter().any(|p| !p.this);
+    let other = budget.others.filter(|&o| listed || budget.others_inferred || o >= CONTEXT_ALLOWANCE).unwrap_or(0);
     let others_hold = !budget.limited() && other > 0 && q <= free_now + cached + other;
     // Other processes holding more than this process's whole cache are the cause even when
     // the cache's free pieces would have done for this one request.

@@ -89,13 +89,16 @@ pub extern "C" fn oomscope_malloc(size: isize, device: c_int, stream: *mut c_voi
 }
 
 unsafe extern "C-unwind" {
-    /// `throw.cpp`: throws `std::runtime_error(message)`.
-    fn oomscope_cxx_throw(message: *const c_char) -> !;
+    /// `throw.cpp`: throws PyTorch's `c10::OutOfMemoryError` for an OOM (`oom` not 0) when
+    /// the process has PyTorch, else `std::runtime_error(message)`.
+    fn oomscope_cxx_throw(message: *const c_char, oom: c_int) -> !;
 }
 
-/// [`oomscope_malloc`] for PyTorch: on failure it throws a C++ `std::runtime_error` whose
-/// text starts `CUDA out of memory. Tried to allocate`, which PyTorch raises in Python as a
-/// `RuntimeError` that OOM handlers recognize. Only C++ callers may use it.
+/// [`oomscope_malloc`] for PyTorch: on an OOM it throws what PyTorch's allocator throws, a
+/// `c10::OutOfMemoryError` (Python's `torch.OutOfMemoryError`; cuDNN catches it and tries
+/// an algorithm with a smaller workspace), with PyTorch's text (`CUDA out of memory. Tried
+/// to allocate ...`); without PyTorch in the process, or on bad input, a
+/// `std::runtime_error`. Only C++ callers may use it.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn oomscope_torch_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
     let result = guard(Err(Failure::Error("oomscope: internal error".into())), || malloc_inner(size, device, stream));
@@ -103,15 +106,15 @@ pub extern "C-unwind" fn oomscope_torch_malloc(size: isize, device: c_int, strea
         Ok(p) => p,
         Err(f) => {
             set_error(f.message());
-            let text = match f {
-                Failure::Oom(m) => m,
+            let (text, oom) = match f {
+                Failure::Oom(m) => (m, 1),
                 // PyTorch reports a NULL as a generic error; say what went wrong instead.
-                Failure::Error(m) => format!("oomscope could not allocate: {m}"),
+                Failure::Error(m) => (format!("oomscope could not allocate: {m}"), 0),
             };
             let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
             // SAFETY: the C++ side copies the message before it throws; the exception
             // unwinds through this `C-unwind` frame to PyTorch's C++ caller.
-            unsafe { oomscope_cxx_throw(c.as_ptr()) }
+            unsafe { oomscope_cxx_throw(c.as_ptr(), oom) }
         }
     }
 }

@@ -115,6 +115,8 @@ pub struct Runtime {
     opening: Mutex<()>,
     step: AtomicI64,
     ooms: AtomicU64,
+    /// The first OOMs' ops and sizes, for `oomscope fit`'s result.
+    failed: Mutex<Vec<oomscope_format::fit::FailedRequest>>,
     /// OOMs past the dump budget since the last line said so, and when that line was.
     undumped: AtomicU64,
     undumped_line: Mutex<Option<Instant>>,
@@ -215,6 +217,7 @@ impl Runtime {
             opening: Mutex::new(()),
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
+            failed: Mutex::new(Vec::new()),
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
             dumps_written: AtomicU64::new(0),
@@ -416,6 +419,7 @@ impl Runtime {
             stopped,
             step: self.step.load(Ordering::Relaxed).max(-1),
             ooms: self.ooms.load(Ordering::Relaxed),
+            failed: lock(&self.failed).clone(),
             devices: Vec::new(),
         };
         for s in self.all() {
@@ -838,6 +842,12 @@ impl Runtime {
     /// counted: the caller still gets its message, stderr a line every few seconds.
     fn report_oom(&self, slot: &Slot, mut oom: Oom) -> String {
         let n = self.ooms.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(r) = &oom.dump.oom {
+            let mut failed = lock(&self.failed);
+            if failed.len() < oomscope_format::fit::FAILED_KEPT {
+                failed.push(oomscope_format::fit::FailedRequest { op: r.op.clone().unwrap_or_default(), bytes: r.requested });
+            }
+        }
         if n > self.config.max_dumps {
             return self.count_oom(slot, &oom, n);
         }

@@ -1,11 +1,104 @@
-// The one thing Rust cannot do for PyTorch: throw a C++ exception. PyTorch turns a
-// std::exception thrown by a pluggable allocator's malloc into a Python RuntimeError with
-// the same text, and OOM handlers (accelerate's batch-size finder, users' `except`) look for
-// "CUDA out of memory." in it. `oomscope_torch_malloc` (Rust, `extern "C-unwind"`) calls
-// this after its own work is done, so the exception unwinds only through a frame that
-// allows it.
+// The one thing Rust cannot do for PyTorch: throw a C++ exception. `oomscope_torch_malloc`
+// (Rust, `extern "C-unwind"`) calls this after its own work is done, so the exception unwinds
+// only through a frame that allows it.
+//
+// An OOM is thrown as PyTorch's own allocator throws it, a `c10::OutOfMemoryError`, when the
+// process has PyTorch's libc10 loaded: PyTorch's code catches that type where it can do with
+// less memory (cuDNN's convolutions try another algorithm when a workspace does not fit:
+// `try_all` in Conv_v7.cpp, `try_plans` in Conv_v8.cpp) and Python gets
+// `torch.OutOfMemoryError`. A `std::runtime_error` would end such a program where PyTorch's
+// allocator lets it train. We cannot link against libc10 (any PyTorch version must do), so
+// the exception is made from libc10's exported pieces: c10::Error's constructor, then
+// OutOfMemoryError's vtable and type_info (it adds no members to c10::Error), thrown with
+// __cxa_throw. Anything missing, or no libc10 at all: a std::runtime_error with the same text,
+// which PyTorch turns into a RuntimeError (the Python side raises torch.OutOfMemoryError for
+// it).
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
+#include <string>
+#include <typeinfo>
 
-extern "C" [[noreturn]] void oomscope_cxx_throw(const char* message) {
-    throw std::runtime_error(message ? message : "CUDA out of memory. (oomscope: no message)");
+namespace {
+
+// c10::SourceLocation as c10/util/Exception.h lays it out (unchanged since PyTorch 1.x).
+struct SourceLocation {
+    const char* function;
+    const char* file;
+    uint32_t line;
+};
+
+// c10::Error::Error(SourceLocation, std::string): a member constructor takes `this` first, as
+// a free function with this signature does (Itanium C++ ABI).
+using ErrorCtor = void (*)(void*, SourceLocation, std::string);
+using Dtor = void (*)(void*);
+
+const char* const kCtor[] = {
+    "_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+    "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+};
+const char kTypeInfo[] = "_ZTIN3c1016OutOfMemoryErrorE";
+const char kVtable[] = "_ZTVN3c1016OutOfMemoryErrorE";
+// More than c10::Error's size in any PyTorch (about 200 bytes): the runtime never reads it.
+const size_t kObjectSize = 1024;
+
+struct C10 {
+    ErrorCtor ctor = nullptr;
+    std::type_info* type = nullptr;
+    void** vtable = nullptr;  // the address point: past offset-to-top and the type_info
+    Dtor dtor = nullptr;
+};
+
+void* symbol(void* handle, const char* name) { return handle ? dlsym(handle, name) : nullptr; }
+
+// libc10.so as loaded by PyTorch: Python loads torch's libraries locally (RTLD_LOCAL), so
+// its symbols are not global; a handle to the loaded library finds them.
+int find_c10(struct dl_phdr_info* info, size_t, void* out) {
+    const char* name = info->dlpi_name;
+    size_t n = name ? std::strlen(name) : 0;
+    if (n >= 9 && std::strcmp(name + n - 9, "libc10.so") == 0) {
+        *static_cast<void**>(out) = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+        return 1;
+    }
+    return 0;
+}
+
+C10 load() {
+    C10 c;
+    void* handle = dlopen("libc10.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) dl_iterate_phdr(find_c10, &handle);
+    if (!handle) return c;
+    for (const char* name : kCtor) {
+        if (!c.ctor) c.ctor = reinterpret_cast<ErrorCtor>(symbol(handle, name));
+    }
+    c.type = static_cast<std::type_info*>(symbol(handle, kTypeInfo));
+    void** table = static_cast<void**>(symbol(handle, kVtable));
+    if (table) {
+        c.vtable = table + 2;
+        // std::exception's first virtual function is its destructor: slot 0 is the
+        // complete-object destructor, what __cxa_throw wants.
+        c.dtor = reinterpret_cast<Dtor>(c.vtable[0]);
+    }
+    return c;
+}
+
+}  // namespace
+
+extern "C" [[noreturn]] void oomscope_cxx_throw(const char* message, int oom) {
+    const char* text = message ? message : "CUDA out of memory. (oomscope: no message)";
+    if (oom) {
+        // Looked up at each OOM, not once: libc10 may be loaded after the first.
+        C10 c = load();
+        if (c.ctor && c.type && c.vtable && c.dtor) {
+            void* e = __cxxabiv1::__cxa_allocate_exception(kObjectSize);
+            std::memset(e, 0, kObjectSize);
+            c.ctor(e, SourceLocation{"oomscope_torch_malloc", "liboomscope.so", 0}, std::string(text));
+            *static_cast<void***>(e) = c.vtable;
+            __cxxabiv1::__cxa_throw(e, c.type, c.dtor);
+        }
+    }
+    throw std::runtime_error(text);
 }

@@ -223,12 +223,24 @@ fn host_available() -> Option<u64> {
 /// steps without an OOM.
 fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow), Problem> {
     let out = r.launch.run(batch, &Target::Device { capacity: r.device.capacity }, &r.dir.join(name))?;
-    let fits = out.result.ooms == 0;
+    let fits = trained(&out.result);
     let (peak_allocated, peak_reserved) = measured_peaks(&out);
-    Ok((
-        out.seconds,
-        FitRow { batch: batch.unwrap_or(0), fits, peak_allocated, peak_reserved, how: "measured", failed: None },
-    ))
+    // The request that ended it: the first OOM that was no convolution's workspace.
+    let failed = if fits {
+        None
+    } else {
+        let f = &out.result.failed;
+        f.iter().find(|x| !oomscope_replay::scaled::convolution(&x.op)).or(f.last()).cloned()
+    };
+    Ok((out.seconds, FitRow { batch: batch.unwrap_or(0), fits, peak_allocated, peak_reserved, how: "measured", failed }))
+}
+
+/// Whether a check run trained: without an OOM, or on to its last step past OOMs of
+/// convolutions only (the first ones listed: cuDNN trying algorithm after algorithm may make
+/// many), whose workspaces cuDNN does without ([`oomscope_replay::scaled::convolution`]).
+fn trained(r: &oomscope_format::fit::ProbeResult) -> bool {
+    r.ooms == 0
+        || (r.stopped && !r.failed.is_empty() && r.failed.iter().all(|f| oomscope_replay::scaled::convolution(&f.op)))
 }
 
 /// A run's peaks of allocated and reserved bytes: its allocator's own counters (for a
@@ -448,5 +460,18 @@ mod tests {
         assert_eq!(accumulation(63, 20), Some(Accumulation { micro_batch: 9, steps: 7 }));
         assert_eq!(accumulation(16, 16), None);
         assert_eq!(accumulation(7, 3), Some(Accumulation { micro_batch: 1, steps: 7 }));
+    }
+
+    #[test]
+    fn a_run_trained_past_convolutions_workspaces_only() {
+        use oomscope_format::fit::{FailedRequest, ProbeResult};
+        let failed = |ops: &[&str]| ops.iter().map(|op| FailedRequest { op: op.to_string(), bytes: 1 << 30 }).collect();
+        let run = |stopped, ooms, f| ProbeResult { stopped, ooms, failed: f, ..ProbeResult::default() };
+        assert!(trained(&run(true, 0, Vec::new())));
+        assert!(trained(&run(true, 2, failed(&["R.layer4.0.conv1/ConvolutionBackward0", "R.conv1/conv2d"]))));
+        // Ended by the OOM before its last step, or an OOM of another op: it did not train.
+        assert!(!trained(&run(false, 1, failed(&["R.conv1/conv2d"]))));
+        assert!(!trained(&run(true, 2, failed(&["R.conv1/conv2d", "R.layer4.2.relu/ReluBackward0"]))));
+        assert!(!trained(&run(true, 1, Vec::new())));
     }
 }

@@ -159,6 +159,7 @@ impl Launch {
                 stopped: t.stopped,
                 step: t.steps.max(0),
                 ooms: t.ooms,
+                failed: Vec::new(),
                 devices: Vec::new(),
             });
         }

@@ -64,6 +64,11 @@ pub struct ProbeResult {
     pub step: i64,
     /// Allocations that failed.
     pub ooms: u64,
+    /// The first of them (up to [`FAILED_KEPT`]): their op and size. A run that went on past
+    /// an OOM (cuDNN trying another algorithm when its workspace does not fit) is told apart
+    /// by these.
+    #[serde(default)]
+    pub failed: Vec<FailedRequest>,
     pub devices: Vec<ProbeDevice>,
 }
 
@@ -159,7 +164,10 @@ pub struct FitRow {
     pub failed: Option<FailedRequest>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// How many failed requests a probe's result lists.
+pub const FAILED_KEPT: usize = 64;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailedRequest {
     pub op: String,
     pub bytes: u64,
