@@ -221,7 +221,7 @@ fn host_available() -> Option<u64> {
 
 /// A check run at `batch` on the device: how long it took, and whether it trained its
 /// steps without an OOM.
-fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow), Problem> {
+fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow, String), Problem> {
     let out = r.launch.run(batch, &Target::Device { capacity: r.device.capacity }, &r.dir.join(name))?;
     let fits = trained(&out.result);
     let (peak_allocated, peak_reserved) = measured_peaks(&out);
@@ -232,7 +232,8 @@ fn check(r: &Request, batch: Option<u64>, name: &str) -> Result<(f64, FitRow), P
         let f = &out.result.failed;
         f.iter().find(|x| !oomscope_replay::scaled::convolution(&x.op)).or(f.last()).cloned()
     };
-    Ok((out.seconds, FitRow { batch: batch.unwrap_or(0), fits, peak_allocated, peak_reserved, how: "measured", failed }))
+    let row = FitRow { batch: batch.unwrap_or(0), fits, peak_allocated, peak_reserved, how: "measured", failed };
+    Ok((out.seconds, row, out.output_tail))
 }
 
 /// Whether a check run trained: without an OOM, or on to its last step past OOMs of
@@ -355,19 +356,20 @@ fn checks(r: &Request, out: &mut CommandFit, progress: &mut dyn FnMut(Progress))
     }
     // One run at the answer; the next batch too where that was cheap.
     progress(Progress::Run { what: "check", batch: Some(l), n: 1, of: 1 });
-    let (seconds, measured) = check(r, Some(l), &format!("check-{l}"))?;
+    let (seconds, measured, output) = check(r, Some(l), &format!("check-{l}"))?;
     progress(Progress::Ran { seconds });
     let trained = measured.fits;
     out.batches.push(measured);
     if !trained {
         // The run says otherwise: no batch is answered that a run has refuted.
         out.contradicted = Some(l);
+        out.contradicted_output = Some(output).filter(|o| !o.is_empty());
         out.largest_batch = None;
         out.headroom = None;
         out.accumulation = None;
     } else if l < r.max_batch && seconds <= CHEAP_CHECK_SECONDS {
         progress(Progress::Run { what: "check of the next batch", batch: Some(l + 1), n: 1, of: 1 });
-        let (seconds, measured) = check(r, Some(l + 1), &format!("check-{}", l + 1))?;
+        let (seconds, measured, _) = check(r, Some(l + 1), &format!("check-{}", l + 1))?;
         progress(Progress::Ran { seconds });
         if measured.fits {
             out.at_least = Some(l + 1);

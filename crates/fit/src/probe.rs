@@ -77,6 +77,8 @@ pub struct RunOutcome {
     /// A TensorFlow program's requests, from its allocator's log.
     pub tf: Option<crate::tf::TfRun>,
     pub seconds: f64,
+    /// The run's output (stdout and stderr), the last lines.
+    pub output_tail: String,
 }
 
 impl Launch {
@@ -183,7 +185,8 @@ impl Launch {
             )));
         }
         let tape = dir.join(result.devices.first().map_or("", |d| d.tape.as_str()));
-        Ok(RunOutcome { batch, result, tape, tf, seconds })
+        let output_tail = tail(&log_path, 12);
+        Ok(RunOutcome { batch, result, tape, tf, seconds, output_tail })
     }
 
     /// What a TensorFlow program needs to be probed, harmless to any other: its BFC

@@ -127,6 +127,9 @@ pub struct CommandFit {
     /// `largest_batch` is null, the replay not being this program's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contradicted: Option<u64>,
+    /// The last lines of that run's output (each `  | ` and a line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contradicted_output: Option<String>,
     /// A run at the batch after the answer trained too: the answer is low (the replayed
     /// step lacks requests that only larger batches make), and this batch is known to
     /// train.

@@ -172,6 +172,9 @@ pub fn command(f: &CommandFit, command: &str) -> String {
                     String::new()
                 }
             );
+            if let Some(tail) = &f.contradicted_output {
+                let _ = write!(o, "The run at {l} ended:\n{tail}");
+            }
         }
         None => {
             let _ = writeln!(o, "Nothing fits on {on}: even batch 1 runs out of memory (replayed).");
@@ -324,4 +327,33 @@ pub fn prediction(p: &CommandPrediction, command: &str) -> String {
         if p.device.probes_on == "gpu" { "on the GPU" } else { "emulated on the CPU" }
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oomscope_format::fit::{FailedRequest, FitRow};
+
+    /// A check run that refuted the replay: no answer, the request that ended the run, and
+    /// the run's last lines (what it printed: the user's own traceback).
+    #[test]
+    fn a_refuted_answer_says_how_its_run_ended() {
+        let f = CommandFit {
+            contradicted: Some(1711),
+            contradicted_output: Some("  | torch.OutOfMemoryError: CUDA out of memory.\n".into()),
+            batches: vec![FitRow {
+                batch: 1711,
+                fits: false,
+                peak_allocated: 148_535_143_424,
+                peak_reserved: 149_250_113_536,
+                how: "measured",
+                failed: Some(FailedRequest { op: "ResNet.layer4.2.conv3/ConvolutionBackward0".into(), bytes: 858_511_507 }),
+            }],
+            ..CommandFit::default()
+        };
+        let text = command(&f, "python train.py --batch {batch}");
+        assert!(text.contains("No answer: the replay says batch 1711 fits"), "{text}");
+        assert!(text.contains("The run at 1711 ended:\n  | torch.OutOfMemoryError: CUDA out of memory.\n"), "{text}");
+        assert!(text.contains("measured (fails at 818.74 MiB by ResNet.layer4.2.conv3/ConvolutionBackward0)"), "{text}");
+    }
 }
