@@ -12,7 +12,7 @@ use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
 const SETS: &[&str] =
-    &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth", "messages-fifth"];
+    &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth", "messages-fifth", "messages-sixth"];
 
 /// Every text of the sets: (set/file, text).
 fn texts() -> Vec<(String, String)> {
@@ -254,6 +254,36 @@ fn a_little_memory_outside_the_process_is_not_blamed_unless_a_process_is_listed(
     assert_eq!(verdict(text("7.78 GiB", "")), Others);
     // Listed, the same 0.89 GiB is another process's, and without it the request fits.
     assert_eq!(verdict(text("5.78 GiB", "Process 4242 has 910.00 MiB memory in use. ")), Others);
+}
+
+/// Runtimes beside CUDA's name their device's out-of-memory error in their own words: each is
+/// read as one (without figures: not enough to tell why), and their host-memory errors and a
+/// kernel's shared-memory limit are refused, saying what they are.
+#[test]
+fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() {
+    let oom = [
+        "RuntimeError: HIP error: hipErrorOutOfMemory",
+        "\tInsufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+        "vkAllocateMemory failed -2",
+        "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+        "clEnqueueNDRangeKernel failed: CL_MEM_OBJECT_ALLOCATION_FAILURE",
+        "RuntimeError: level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+        "Could not allocate tensor with 58982400 bytes. There is not enough GPU video memory available!",
+    ];
+    for text in oom {
+        let d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None)
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(d.imported.and_then(|i| i.message).is_some(), "{text}");
+    }
+    let refused = [
+        ("RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)", "host memory"),
+        ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: \
+          101376.", "shared memory per block"),
+    ];
+    for (text, says) in refused {
+        let e = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap_err().to_string();
+        assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(says), "{text}: {e}");
+    }
 }
 
 /// Every out-of-memory error of a paste is reported, each with the verdict of its own figures:

@@ -451,8 +451,9 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         };
     }
     // Figures are printed to two decimals: a request that fits the free memory only within
-    // that rounding is a full device, not fragmentation.
-    let slack = (q / 50).max(16 << 20);
+    // that rounding is a full device, not fragmentation. In GiB that is several MiB a
+    // figure; in MiB, a hundredth of one.
+    let slack = (q / 50).max(if m.fine_figures { 1 << 20 } else { 16 << 20 });
     // The limit the user set is reached. When the live tensors and the request would fit
     // under it packed, the cache's free pieces are what failed: the new segment the request
     // needed passes the limit. Not for a small-pool request ("Tried to allocate" a 2 MiB

@@ -258,6 +258,10 @@ pub struct Message {
     /// as printed: no framework prints them, so the text was edited or garbled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The free memory and the cache's free memory are printed in MiB or finer (PyTorch
+    /// switches units by size): their rounding is a hundredth of a MiB, not of a GiB.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fine_figures: bool,
 }
 
 /// Another out-of-memory error in the same paste.

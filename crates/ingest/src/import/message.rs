@@ -96,6 +96,21 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("is more than total mem size", MessageFormat::DeviceRuntime),
     ("Not enough space to allocate", MessageFormat::DeviceRuntime),
     ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
+    // Vulkan (ggml's backend, vulkan-hpp, vulkano) and DirectML.
+    ("Device memory allocation of size", MessageFormat::DeviceRuntime),
+    ("ErrorOutOfDeviceMemory", MessageFormat::DeviceRuntime),
+    ("VK_ERROR_OUT_OF_DEVICE_MEMORY", MessageFormat::DeviceRuntime),
+    ("OomError(OutOfDeviceMemory)", MessageFormat::DeviceRuntime),
+    ("not enough GPU video memory available", MessageFormat::DeviceRuntime),
+    // ncnn's Vulkan: -2 is VK_ERROR_OUT_OF_DEVICE_MEMORY.
+    ("vkAllocateMemory failed -2", MessageFormat::DeviceRuntime),
+    // Metal (Apple GPUs), Intel's Level Zero and unified runtime, OpenCL.
+    ("kIOGPUCommandBufferCallbackErrorOutOfMemory", MessageFormat::DeviceRuntime),
+    ("UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", MessageFormat::DeviceRuntime),
+    ("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", MessageFormat::DeviceRuntime),
+    ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
+    // HIP's name for CUDA's cudaErrorMemoryAllocation.
+    ("hipErrorOutOfMemory", MessageFormat::CudaRuntime),
     // PyTorch's old form with its head cut off (`Tried to allocate 7.93 GiB (GPU 2; 22.38 GiB
     // total capacity; ...)`).
     ("total capacity;", MessageFormat::TorchCapacity),
@@ -289,6 +304,42 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          the CPU, to see the failing check",
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    (
+        "out of resource: shared memory",
+        "a Triton kernel whose tiles need more shared memory per block than the GPU has (a kernel's block sizes \
+         or num_stages), found when launching it: a limit of the kernel, not device memory",
+    ),
+    (
+        "PI_ERROR_OUT_OF_HOST_MEMORY",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "UR_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "VK_ERROR_OUT_OF_HOST_MEMORY",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "workers are out of shared memory",
+        "the DataLoader's worker processes running out of shared memory (/dev/shm, host RAM that carries their \
+         batches): the GPU's memory is not involved. Raise the limit (docker run --shm-size), or use fewer \
+         workers",
+    ),
+    (
+        "maxMemoryUsageInMB limit exceeded",
+        "a WebAssembly heap reaching its limit (TensorFlow.js's WASM backend, in host memory): no GPU is involved",
+    ),
+    (
+        "CUDA memory allocation failed; attempting to free up memory",
+        "CUDA.jl's warning that an allocation failed: its pool then frees memory and tries again, and raises an \
+         error only if that fails too. Not a failure by itself",
+    ),
     (
         "ggml_backend_cpu_buffer_type_alloc_buffer",
         "llama.cpp (ggml) failing to allocate a buffer in host memory (RAM, its CPU backend): the GPU's memory is \
@@ -874,6 +925,14 @@ fn leading_figure(s: &str) -> Option<u64> {
     parse_figure(&s[..num_end + unit_start + unit_len])
 }
 
+/// Whether the figure `s` starts with is printed in MiB or a finer unit (`127.31 MiB`,
+/// `512.00 KiB`, `0 bytes`), not in GiB or beyond.
+fn fine_unit(s: &str) -> bool {
+    let s = s.trim_start();
+    let rest = s.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.').trim_start();
+    rest.len() < s.len() && ["MiB", "KiB", "MB", "KB", "B", "bytes", "byte"].iter().any(|u| rest.starts_with(u))
+}
+
 /// An accelerator runtime's allocator, in its words. Returns the request.
 fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     let number = |key: &str| after(body, key).map(str::trim_start).and_then(leading_u64);
@@ -896,6 +955,11 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
         m.free = number("free: ");
         m.largest_free = number("largest free block: ");
         return per_bank.or_else(|| leading_u64(rest));
+    }
+    // ggml's Vulkan backend: `Device memory allocation of size N failed`; DirectML: `Could not
+    // allocate tensor with N bytes. There is not enough GPU video memory available!`.
+    if let Some(n) = number("Device memory allocation of size ").or_else(|| number("Could not allocate tensor with ")) {
+        return Some(n);
     }
     // Sophon: `bm_alloc_gmem failed, dev_id = 0, size = 0x639c00`.
     let hex = after(body, "bm_alloc_gmem failed")
@@ -1022,6 +1086,8 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         .iter()
         .find_map(|d| after(body, &format!("({d} ")).filter(|r| leading_u64(r).is_some()).map(|r| (*d, r)));
     if let Some((kind, rest)) = old_form {
+        // Which of free, cached, reserved and allocated were printed in MiB or finer.
+        let (mut free_fine, mut cached_fine, mut reserved_fine, mut allocated_fine) = (false, false, false, false);
         // ≤ 2.0: `(GPU 0; 10.92 GiB total capacity; 9.87 GiB already allocated; 1.44 MiB free; ...)`.
         m.device = leading_u64(rest).map(|n| format!("{kind} {n}"));
         let inside = rest.split(')').next().unwrap_or(rest);
@@ -1042,17 +1108,22 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
                 m.total = v;
             } else if p.ends_with("already allocated") {
                 m.allocated = v;
+                allocated_fine = fine_unit(p);
             } else if p.ends_with(" free") {
                 m.free = v;
+                free_fine = fine_unit(p);
             } else if p.ends_with(" allowed") {
                 m.allowed = v;
             } else if p.ends_with("reserved in total by PyTorch") {
                 m.reserved = v;
+                reserved_fine = fine_unit(p);
             } else if p.ends_with(" cached") {
                 // Cached = reserved minus allocated.
                 m.reserved = v.and_then(|c| Some(c + m.allocated?));
+                cached_fine = fine_unit(p);
             }
         }
+        m.fine_figures = free_fine && (cached_fine || (reserved_fine && allocated_fine));
     } else {
         // 2.1+: sentences.
         m.device = after(body, "out of memory. Tried to allocate ")
@@ -1062,6 +1133,8 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         m.total =
             after(body, "total capacty of ").or_else(|| after(body, "total capacity of ")).and_then(leading_figure);
         m.free = after(body, " of which ").and_then(leading_figure);
+        m.fine_figures = after(body, " of which ").is_some_and(fine_unit)
+            && after(body, " is allocated by PyTorch, and ").is_some_and(fine_unit);
         m.process = after(body, "this process has ").and_then(leading_figure);
         m.allowed = figure_before(body, " allowed;");
         m.allocated = after(body, "Of the allocated memory ").and_then(leading_figure);

@@ -136,7 +136,13 @@ fn unmark_trimmed(line: &str) -> (String, bool, bool) {
     }
     let t = l.trim_start();
     if t.starts_with("```") || t.starts_with("~~~") {
-        return (String::new(), quoted, true);
+        // A fence's info string is one word (`python`, `text`); text glued to the fence
+        // (```RuntimeError: CUDA out of memory. ...) is the paste's first line.
+        let rest = t.trim_start_matches(['`', '~']);
+        if rest.trim().is_empty() || !rest.trim().contains(char::is_whitespace) {
+            return (String::new(), quoted, true);
+        }
+        l = rest.to_string();
     }
     let before = l.len();
     // Bold (`**`) is no framework's; Python's `**kwargs` in a traceback's code loses nothing
