@@ -440,6 +440,12 @@ impl Runtime {
                 peak_reserved: stats.peak_pool_bytes,
                 total: info.total,
                 free: free_at_start.iter().find(|(d, _)| *d == s.device).map_or(info.total, |(_, f)| *f),
+                // (A free of 0 is the driver's query failing: nothing is known then.)
+                outside_at_end: if info.free == 0 {
+                    0
+                } else {
+                    info.total.saturating_sub(info.free).saturating_sub(stats.pool_bytes)
+                },
             });
         }
         let path = dir.join(format!("result-{pid}.json"));

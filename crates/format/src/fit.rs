@@ -82,6 +82,10 @@ pub struct ProbeDevice {
     /// The device's memory, and what was free when the process first used it.
     pub total: u64,
     pub free: u64,
+    /// At the end: the device's used memory that is not this allocator's (the CUDA context,
+    /// libraries loaded since the first use: cuDNN, cuBLAS; other processes).
+    #[serde(default)]
+    pub outside_at_end: u64,
 }
 
 /// `oomscope fit -- CMD ... {batch} ...`: the answer, and every figure behind it, as
