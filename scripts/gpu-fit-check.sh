@@ -35,6 +35,10 @@ left() { echo $((deadline - SECONDS)); }
     "$py" -c 'import torch, transformers, torchvision
 print("torch", torch.__version__, "cuda", torch.version.cuda,
       "transformers", transformers.__version__, "torchvision", torchvision.__version__)'
+    # Whether an OOM reaches PyTorch as its own c10::OutOfMemoryError (cuDNN's fallback).
+    OOMSCOPE_DEVICE=sim:1GiB "$py" -c 'import ctypes, sys, torch
+print("c10 OutOfMemoryError available:", ctypes.CDLL(sys.argv[1]).oomscope_c10_oom_available())' \
+        "$(dirname "$bin")/liboomscope.so"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt" | tee -a "$log"
 

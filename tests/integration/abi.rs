@@ -269,6 +269,22 @@ fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
         "{out}"
     );
     assert!(out.contains("caught std::runtime_error: oomscope could not allocate: a negative size"), "{out}");
+    // In Python, which loads torch's libraries locally: the pieces are found once torch is
+    // imported, and not before.
+    let check = "import ctypes, sys\n\
+                 lib = ctypes.CDLL(sys.argv[1])\n\
+                 before = lib.oomscope_c10_oom_available()\n\
+                 import torch\n\
+                 print(before, lib.oomscope_c10_oom_available())\n";
+    let o = Command::new(&py)
+        .args(["-c", check])
+        .arg(library())
+        .env("OOMSCOPE_DEVICE", "sim:1GiB")
+        .env("OOMSCOPE_QUIET", "1")
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(out.trim(), "0 1", "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -21,6 +21,7 @@
 //! int    oomscope_stats(int device, struct oomscope_stats* out);  // 0 on success
 //! size_t oomscope_last_error(char* buf, size_t len);  // this thread's last error; its length
 //! const char* oomscope_version(void);
+//! int    oomscope_c10_oom_available(void);    // 1: an OOM reaches PyTorch as c10::OutOfMemoryError
 //! ```
 //!
 //! Settings come from the environment (`oomscope_core::config`). Every entry point catches panics and
@@ -92,6 +93,16 @@ unsafe extern "C-unwind" {
     /// `throw.cpp`: throws PyTorch's `c10::OutOfMemoryError` for an OOM (`oom` not 0) when
     /// the process has PyTorch, else `std::runtime_error(message)`.
     fn oomscope_cxx_throw(message: *const c_char, oom: c_int) -> !;
+    /// `throw.cpp`: 1 when PyTorch's libc10 is loaded with every piece an OOM is made of.
+    fn oomscope_cxx_c10_available() -> c_int;
+}
+
+/// 1 when an OOM would reach PyTorch now as its own `c10::OutOfMemoryError` (the process has
+/// PyTorch's libc10, with every piece the exception is made of), else 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_c10_oom_available() -> c_int {
+    // SAFETY: looks symbols up in loaded libraries; no argument, no exception.
+    guard(0, || unsafe { oomscope_cxx_c10_available() })
 }
 
 /// [`oomscope_malloc`] for PyTorch: on an OOM it throws what PyTorch's allocator throws, a

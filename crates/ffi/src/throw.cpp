@@ -87,6 +87,13 @@ C10 load() {
 
 }  // namespace
 
+// 1 when an OOM would be thrown as c10::OutOfMemoryError now (PyTorch's libc10 is loaded and
+// has every piece), else 0: for tests and `oomscope run`'s diagnostics.
+extern "C" int oomscope_cxx_c10_available(void) {
+    C10 c = load();
+    return c.ctor && c.type && c.vtable && c.dtor ? 1 : 0;
+}
+
 extern "C" [[noreturn]] void oomscope_cxx_throw(const char* message, int oom) {
     const char* text = message ? message : "CUDA out of memory. (oomscope: no message)";
     if (oom) {
