@@ -11,8 +11,16 @@ use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
-const SETS: &[&str] =
-    &["messages", "messages-heldout", "messages-fresh", "messages-unseen", "messages-fourth", "messages-fifth", "messages-sixth"];
+const SETS: &[&str] = &[
+    "messages",
+    "messages-heldout",
+    "messages-fresh",
+    "messages-unseen",
+    "messages-fourth",
+    "messages-fifth",
+    "messages-sixth",
+    "messages-seventh",
+];
 
 /// Every text of the sets: (set/file, text).
 fn texts() -> Vec<(String, String)> {

@@ -181,6 +181,9 @@ pub enum Cause {
     /// A request more than any GPU has (or than the limit the log names), from a log without
     /// the rest of the allocator's figures.
     BeyondAnyGpu { request: Request, limit: Option<u64> },
+    /// TensorFlow's first pool regions, sized from the memory the device reported, were more
+    /// than any GPU has (`first`, backed off to `last`): the device's figure is wrong.
+    DeviceMisreported { first: u64, last: u64 },
     /// One tensor is larger than all the memory the process could ever have free.
     SingleTensor {
         request: Request,
@@ -239,7 +242,10 @@ impl Cause {
             }
             Cause::PartialUsage { .. } | Cause::PartialRequest { .. } => VerdictKind::Undetermined,
             Cause::PartialFull { .. } => VerdictKind::Peak,
-            Cause::SingleTensor { .. } | Cause::PartialEmpty { .. } | Cause::BeyondAnyGpu { .. } => {
+            Cause::SingleTensor { .. }
+            | Cause::PartialEmpty { .. }
+            | Cause::BeyondAnyGpu { .. }
+            | Cause::DeviceMisreported { .. } => {
                 VerdictKind::SingleTensor
             }
             Cause::Growth { .. } | Cause::GrowingNoOom { .. } | Cause::ManyOfOneSize { .. } => VerdictKind::Growth,
@@ -281,6 +287,8 @@ pub enum Fix {
     ShrinkTensor { below: u64 },
     /// A request no device holds: find the shape that makes it.
     FindShape { request: u64 },
+    /// The device reported memory no GPU has: check the driver and runtime, or set the limit.
+    CheckDeviceMemory,
     /// The live tensors filled the allocator: shrink them (by `need` when the log says the
     /// request and the limit), and give the whole log for what they were.
     ShrinkWorkingSet { need: Option<u64> },
@@ -562,6 +570,15 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
     let o = d.oom.as_ref();
     let refused: Vec<u64> = d.refusals.iter().filter(|r| !r.outside).map(|r| r.bytes).collect();
     let card = d.allocator.limit;
+    if let (Some(&first), Some(&last)) = (refused.first(), refused.last())
+        && first > message::LARGEST_GPU
+    {
+        return StateDiagnosis {
+            cause: Cause::DeviceMisreported { first, last },
+            fix: Fix::CheckDeviceMemory,
+            breakdown: b,
+        };
+    }
     if let Some(&last) = refused.last() {
         // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
         // after the last logged one is the one the device gave.

@@ -216,14 +216,16 @@ pub enum Contradiction {
     ProcessBelowCache { process: u64, reserved: u64 },
     /// The cache (`reserved`) is less than its live tensors (`allocated`).
     ReservedBelowAllocated { reserved: u64, allocated: u64 },
-    /// A figure no device has (more than 1 EiB).
+    /// A figure no device has (16 TiB or more: beyond any GPU with all of a host's memory
+    /// that Windows lends it).
     Absurd { figure: u64 },
     /// Figures that are not sizes, as printed (`-2.00 GiB`, `nan GiB`, `1e308 GiB`).
     NotSizes { figures: Vec<String> },
 }
 
-/// Bytes no device has: 1 EiB.
-const NO_DEVICE: u64 = 1 << 60;
+/// Bytes no device has: 16 TiB (PaddlePaddle once printed 127.99 TB allocated on an 11 GB
+/// card).
+const NO_DEVICE: u64 = 1 << 44;
 
 /// The contradiction among a message's figures, if any. Figures printed to two decimals
 /// may disagree by their rounding; more than that is a contradiction. (Windows reports

@@ -191,6 +191,19 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             )],
         ),
         Cause::BeyondAnyGpu { request, limit } => beyond_any_gpu_words(request, limit),
+        Cause::DeviceMisreported { first, last } => (
+            format!(
+                "TensorFlow asked the device for a first pool region of {}, more than any GPU has (the largest \
+                 hold 288 GB): it sizes that region from the memory the device reports, so that figure is wrong",
+                human(*first)
+            ),
+            vec![format!(
+                "the device refused {} and each smaller try down to {}: a driver or runtime (CUDA, ROCm) that \
+                 misreads this GPU, not memory in use",
+                human(*first),
+                human(*last)
+            )],
+        ),
         Cause::PartialRequest { request } => (
             format!(
                 "{} could not be allocated; the log shows neither the limit nor what else was in use",
@@ -330,6 +343,10 @@ fn fix(f: &Fix) -> String {
             "even one row of this tensor ({}) does not fit: make the sample smaller (resolution, sequence length) or use float16",
             human(*row)
         ),
+        Fix::CheckDeviceMemory => "check that the driver and the runtime support this GPU (nvidia-smi or rocm-smi \
+             should show its real memory), or give TensorFlow a limit of your own: \
+             tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=MB)])"
+            .to_string(),
         Fix::FindShape { request } => format!(
             "find the shape that makes this {} request: print the shapes going into the failing op (an uninitialized \
              or negative size, an overflow, a broadcast of two large dimensions make requests like it)",

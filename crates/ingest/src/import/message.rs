@@ -111,6 +111,12 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
     // HIP's name for CUDA's cudaErrorMemoryAllocation.
     ("hipErrorOutOfMemory", MessageFormat::CudaRuntime),
+    // CuPy's memory pool: `Out of memory allocating 25,600,000 bytes (allocated so far:
+    // 3,635,267,072 bytes).`
+    ("bytes (allocated so far:", MessageFormat::CudaRuntime),
+    // The CUDA driver API's result 2 (CUDA_ERROR_OUT_OF_MEMORY) as a library prints it.
+    ("CUresult error  result=2 ", MessageFormat::CudaRuntime),
+    ("CUresult error result=2 ", MessageFormat::CudaRuntime),
     // PyTorch's old form with its head cut off (`Tried to allocate 7.93 GiB (GPU 2; 22.38 GiB
     // total capacity; ...)`).
     ("total capacity;", MessageFormat::TorchCapacity),
@@ -118,9 +124,13 @@ const MARKERS: &[(&str, MessageFormat)] = &[
 
 /// A line that says a CUDA allocation ran out of memory in no words above (an engine's own
 /// log: `CUDA q8 cache alloc failed (64.00 MiB): out of memory`), read when nothing else is.
-fn cuda_out_of_memory(line: &str) -> bool {
+/// `before`: the two lines above it, which may name CUDA for it (a C++ exception's `what():`
+/// with its source file, then `error: out of memory`).
+fn cuda_out_of_memory(line: &str, before: &str) -> bool {
+    let cuda = |s: &str| s.contains("CUDA") || s.contains("cuda");
+    let named = |s: &str| s.to_ascii_lowercase().contains("cuda");
     line.contains("out of memory")
-        && (line.contains("CUDA") || line.contains("cuda"))
+        && (cuda(line) || ((named(before) || named(line)) && line.contains("error: out of memory")))
         && (line.contains("failed") || line.contains("rror"))
         && !line.trim_start().starts_with("If ")
         && !PINNED.iter().any(|p| line.contains(p))
@@ -182,7 +192,10 @@ fn find(text: &str) -> Option<Found> {
                 break;
             }
         }
-        if best.is_none() && cuda_out_of_memory(l) {
+        if best.is_none()
+            && l.contains("out of memory")
+            && cuda_out_of_memory(l, &lines[line.saturating_sub(2)..line].join(" "))
+        {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
@@ -299,6 +312,14 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "Assertion `",
+        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
+         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
+         the CPU, to see the failing check",
+    ),
+    (
+        // A kernel's failed check as CUDA prints it, `block: [31,0,0], thread: [116,0,0]
+        // Assertion ...`, its condition's backticks lost where a paste broke the line.
+        "] Assertion",
         "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
          >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
          the CPU, to see the failing check",
@@ -506,6 +527,12 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "NCCL WARN",
         "an NCCL (multi-GPU communication) failure: a network, shared-memory or setup problem between processes, \
          not a lack of GPU memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "NCCL failure",
+        "an NCCL (multi-GPU communication) failure: a CUDA call or a system call inside NCCL failed (a driver, \
+         topology or peer-access problem), with nothing that shows a lack of GPU memory. Rerun with \
+         NCCL_DEBUG=INFO for the cause",
     ),
     (
         "NCCL Error",
@@ -771,7 +798,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             request = exact_bytes_before(&body, " bytes) from device")
                 .or_else(|| after(&body, "Failed to CUDA calloc ").and_then(leading_u64))
                 .or_else(|| after(text, "Requested amount of GPU memory (").and_then(leading_u64))
-                .or_else(|| after(text, "Requested amount of memory (").and_then(leading_u64));
+                .or_else(|| after(text, "Requested amount of memory (").and_then(leading_u64))
+                // CuPy: `Out of memory allocating 25,600,000 bytes`.
+                .or_else(|| after(text, "Out of memory allocating ").and_then(grouped_u64));
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
             let line = lines[found.line];
@@ -923,6 +952,12 @@ fn leading_figure(s: &str) -> Option<u64> {
     let unit_start = rest.len() - rest.trim_start().len();
     let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
     parse_figure(&s[..num_end + unit_start + unit_len])
+}
+
+/// A whole number at the start of `s` with its thousands grouped by commas (`25,600,000`).
+fn grouped_u64(s: &str) -> Option<u64> {
+    let digits: String = s.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').filter(|c| *c != ',').collect();
+    digits.parse().ok()
 }
 
 /// Whether the figure `s` starts with is printed in MiB or a finer unit (`127.31 MiB`,

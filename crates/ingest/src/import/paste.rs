@@ -264,7 +264,10 @@ fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
         words.extend(l.split_whitespace().map(norm));
     }
     let phrases = super::message::phrases().chain(WORDS.iter().copied());
-    words.extend(phrases.flat_map(str::split_whitespace).chain(COMMON.iter().copied()).map(norm));
+    // The messages' own words, without the text's (a cut word's halves are the text's).
+    let dictionary: std::collections::HashSet<String> =
+        phrases.flat_map(str::split_whitespace).chain(COMMON.iter().copied()).map(norm).collect();
+    words.extend(dictionary.iter().cloned());
     let known = |w: &str| {
         let w = norm(w);
         !w.is_empty() && (words.contains(&w) || w.parse::<f64>().is_ok())
@@ -274,10 +277,22 @@ fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
         let (Some(a), Some(b)) = (l.split(' ').next_back(), n.split(' ').next()) else { return false };
         !a.is_empty() && !b.is_empty() && known(a) && known(b) && !known(&format!("{a}{b}"))
     };
+    // A word cut in two where each half is no word and the whole is one (`fre` / `e;`): a
+    // terminal's break, even where it is the text's only one.
+    let one_word = |i: usize| {
+        let (l, n) = (&lines[i].0, &lines[i + 1].0);
+        let (Some(a), Some(b)) = (l.split(' ').next_back(), n.split(' ').next()) else { return false };
+        let word = |w: &str| dictionary.contains(&norm(w));
+        let halves_words = word(a) && word(b);
+        !a.is_empty() && !b.is_empty() && !halves_words && word(&format!("{a}{b}"))
+    };
     let mid_word = breaks.len() >= 2
         && breaks.iter().filter(|b| b.1).count() * 5 >= breaks.len() * 4
         && !breaks.iter().any(|b| clause(b.0))
         && breaks.iter().filter(|b| two_words(b.0)).count() * 3 <= breaks.len();
+    // Each break: where, and whether it is joined as a terminal's (without a space).
+    let breaks: Vec<(usize, bool)> =
+        breaks.iter().map(|b| (b.0, b.2 || (mid_word && b.1) || (b.1 && one_word(b.0)))).collect();
     let mut out: Vec<(String, usize)> = Vec::with_capacity(lines.len());
     let mut joins = breaks.iter().peekable();
     let mut join: Option<bool> = None;
@@ -295,7 +310,7 @@ fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
             }
             None => out.push((l, o)),
         }
-        join = joins.next_if(|b| b.0 == i).map(|b| b.2 || (mid_word && b.1));
+        join = joins.next_if(|b| b.0 == i).map(|b| b.1);
     }
     *lines = out;
     Some(PasteDamage::Wrapped { width: width as u32, mid_word })

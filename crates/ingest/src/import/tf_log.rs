@@ -237,7 +237,13 @@ pub fn severity(line: &str) -> Option<u8> {
 /// A `ran out of memory trying to allocate` line that starts an OOM report (not the
 /// warning TF gives when an allocation that may fail did).
 pub fn is_oom_header(line: &str) -> bool {
-    line.contains("ran out of memory trying to allocate") && !line.contains(NOT_A_FAILURE)
+    line.contains("ran out of memory trying to allocate") && !not_a_failure(line)
+}
+
+/// TF's warning that an allocation allowed to fail did: its words, or its `with
+/// freed_by_count=` clause, which only that warning prints (a paste may cut the words).
+fn not_a_failure(line: &str) -> bool {
+    line.contains(NOT_A_FAILURE) || line.contains(" with freed_")
 }
 
 /// True when the text holds TensorFlow's (or XLA's BFC) allocator report, its `OOM when
@@ -824,7 +830,7 @@ impl Log {
         let Some(rest) = p.strip_prefix("Allocator (") else { return false };
         let Some(close) = rest.find(')') else { return false };
         let Some(tail) = after(rest, "trying to allocate ") else { return false };
-        if p.contains(NOT_A_FAILURE) {
+        if not_a_failure(p) {
             return false;
         }
         let header = if after(tail, "requested by op").is_some() {
