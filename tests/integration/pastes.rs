@@ -277,16 +277,30 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         "clEnqueueNDRangeKernel failed: CL_MEM_OBJECT_ALLOCATION_FAILURE",
         "RuntimeError: level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
         "Could not allocate tensor with 58982400 bytes. There is not enough GPU video memory available!",
+        // No runtime oomscope knows: a device, memory that ran out, a failure.
+        "Error: failed to allocate 4294967296 bytes on device 0 (out of memory)",
+        "terminate called after throwing an instance of 'std::runtime_error'\n  what():  [mylib] device_buffer.cpp:42\n\
+         error: out of memory",
     ];
     for text in oom {
         let d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None)
             .unwrap_or_else(|e| panic!("{text}: {e}"));
         assert!(d.imported.and_then(|i| i.message).is_some(), "{text}");
     }
+    let d = import::import(Path::new("paste.txt"), oom[7].as_bytes(), None, None).unwrap();
+    assert_eq!(d.oom.map(|o| o.requested), Some(4_294_967_296));
+    for text in &oom[7..] {
+        let d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap();
+        let m = d.imported.and_then(|i| i.message).unwrap();
+        assert_eq!(m.format, oomscope_format::MessageFormat::DeviceRuntime, "{text}");
+    }
     let refused = [
         ("RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)", "host memory"),
         ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: \
           101376.", "shared memory per block"),
+        ("Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space", "Java virtual machine"),
+        // No runtime oomscope knows, in the host's memory.
+        ("fatal: mmap: failed to allocate 8589934592 bytes of host memory", "host's memory (RAM)"),
     ];
     for (text, says) in refused {
         let e = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap_err().to_string();

@@ -181,6 +181,10 @@ fn find(text: &str) -> Option<Found> {
             if *format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
                 continue;
             }
+            // Java's heap is the host's.
+            if *marker == "OutOfMemoryError" && l.contains("java.lang.OutOfMemoryError") {
+                continue;
+            }
             // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
             if *marker == "Ran out of memory in memory space" && !joined.contains("memory space hbm") {
                 continue;
@@ -210,6 +214,9 @@ fn find(text: &str) -> Option<Found> {
     let warning_only = best.is_some_and(|(_, f)| lines[f.line].contains(TORCH_OOM_WARNING))
         && !text.contains("out of memory. Tried to allocate")
         && !text.contains("OutOfMemoryError");
+    if best.is_none() && not_an_oom(text).is_none() {
+        return generic(&lines);
+    }
     best.filter(|_| !warning_only).map(|(_, f)| f)
 }
 
@@ -325,6 +332,11 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          the CPU, to see the failing check",
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    (
+        "java.lang.OutOfMemoryError",
+        "the Java virtual machine running out of its heap (host memory, RAM; -Xmx sets it): the GPU's memory is \
+         not involved",
+    ),
     (
         "out of resource: shared memory",
         "a Triton kernel whose tiles need more shared memory per block than the GPU has (a kernel's block sizes \
@@ -579,7 +591,7 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
     let broken: Vec<&(&str, &str)> =
         LOOK_ALIKES.iter().filter(|(marker, _)| unbroken.contains(longest_word(marker))).collect();
     if broken.is_empty() {
-        return None;
+        return host_memory(text);
     }
     for (i, pair) in text.lines().collect::<Vec<_>>().windows(2).enumerate() {
         let joined = format!("{}{}", pair[0].trim_end(), pair[1].trim_start());
@@ -589,7 +601,21 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
             }
         }
     }
-    None
+    host_memory(text)
+}
+
+/// A line in no look-alike's words above that says the host's memory ran out (memory ran
+/// out and failed, with the host named and no device): a runtime oomscope has not met.
+fn host_memory(text: &str) -> Option<LookAlike> {
+    let has = |l: &str, words: &[&str]| words.iter().any(|w| l.contains(w));
+    let line = text.lines().position(|l| {
+        let l = l.to_ascii_lowercase();
+        has(&l, RAN_OUT) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
+    })?;
+    Some(LookAlike {
+        line: line + 1,
+        what: "the host's memory (RAM) running out, as the line says: the GPU's memory is not involved",
+    })
 }
 
 /// Other out-of-memory errors of one paste that are listed beside the first, at the most.
@@ -999,8 +1025,53 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     // Sophon: `bm_alloc_gmem failed, dev_id = 0, size = 0x639c00`.
     let hex = after(body, "bm_alloc_gmem failed")
         .and_then(|r| after(r, "size = 0x"))
-        .map(|h| h.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap_or(""))?;
-    u64::from_str_radix(hex, 16).ok()
+        .map(|h| h.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap_or(""));
+    if let Some(hex) = hex {
+        return u64::from_str_radix(hex, 16).ok();
+    }
+    // Any other runtime: a count of bytes on the failing line (`allocate 1048576 bytes`).
+    let line = body.lines().next().unwrap_or("");
+    let at = line.find(" bytes")?;
+    let digits: String =
+        line[..at].chars().rev().take_while(|c| c.is_ascii_digit() || *c == ',').collect::<String>().chars().rev().collect();
+    grouped_u64(&digits)
+}
+
+/// Words that say memory ran out, in any runtime's spelling.
+const RAN_OUT: &[&str] = &[
+    "out of memory",
+    "outofmemory",
+    "out_of_memory",
+    "out of device memory",
+    "outofdevicememory",
+    "not enough memory",
+    "insufficient memory",
+    "failed to allocate",
+    "memory allocation failed",
+    "cannot allocate",
+    "could not allocate",
+];
+/// Words that put it on a device.
+const ON_A_DEVICE: &[&str] =
+    &["gpu", "cuda", "device", "vram", "video memory", "hbm", "npu", "xpu", "rocm", "hip", "metal", "vulkan", "opencl"];
+/// Words that put it in the host's memory instead.
+const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
+/// Words of a failure (not a log's note that it retried).
+const FAILED: &[&str] = &["error", "fail", "exception", "panic", "abort", "fatal", "could not", "cannot", "unable"];
+
+/// A line in no runtime's words above that still says a device ran out of memory and failed
+/// (a runtime oomscope has not met): read as an accelerator runtime's, without figures but
+/// its request where the line counts bytes. Never where a look-alike's words are.
+fn generic(lines: &[&str]) -> Option<Found> {
+    let has = |l: &str, words: &[&str]| words.iter().any(|w| l.contains(w));
+    let line = (0..lines.len()).find(|&i| {
+        let l = lines[i].to_ascii_lowercase();
+        // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
+        // `error: out of memory`).
+        let around = lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
+        has(&l, RAN_OUT) && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE)) && has(&l, FAILED) && !has(&l, ON_THE_HOST)
+    })?;
+    Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
 }
 
 /// `part` (`6.83 GiB rese`) with its words completed to the one of `words` they begin, when
