@@ -252,13 +252,17 @@ fn a_little_memory_outside_the_process_is_not_blamed_unless_a_process_is_listed(
              PyTorch but unallocated."
         )
     };
-    let verdict = |t: String| {
+    let read = |t: String| {
         let mut d = import::import(Path::new("paste.txt"), t.as_bytes(), None, None).unwrap();
         oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
-        d.verdict.unwrap().kind
+        d.verdict.unwrap()
     };
+    let verdict = |t: String| read(t).kind;
     use oomscope_format::VerdictKind::{Others, Peak};
-    assert_eq!(verdict(text("5.78 GiB", "")), Peak);
+    let v = read(text("5.78 GiB", ""));
+    assert_eq!(v.kind, Peak);
+    // Said, not hidden: it is what the request lacked.
+    assert!(v.evidence.iter().any(|e| e.contains("without it the request would just fit")), "{:?}", v.evidence);
     assert_eq!(verdict(text("7.78 GiB", "")), Others);
     // Listed, the same 0.89 GiB is another process's, and without it the request fits.
     assert_eq!(verdict(text("5.78 GiB", "Process 4242 has 910.00 MiB memory in use. ")), Others);

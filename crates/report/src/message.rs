@@ -703,7 +703,17 @@ fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>)
         evidence.push(format!("of the live memory, {} is in CUDA graphs' private pools", s(p)));
     }
     if let Some(o) = b.others.filter(|&o| o > 0) {
-        evidence.push(format!("other processes hold {}; even without them it would not fit", s(o)));
+        if b.request <= b.usable_free() + b.cached + o && b.listed.iter().all(|p| p.this) {
+            // Not blamed (under what a display or a small process takes, and none listed),
+            // though it is what the request lacked.
+            evidence.push(format!(
+                "{} of the device is held outside this process, none of it listed: without it the request would \
+                 just fit, but that much is what a display or another small process takes (nvidia-smi tells)",
+                s(o)
+            ));
+        } else {
+            evidence.push(format!("other processes hold {}; even without them it would not fit", s(o)));
+        }
     }
     if let Some(c) = b.context.filter(|&c| c > 0) {
         evidence.push(format!(
