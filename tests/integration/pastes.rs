@@ -20,6 +20,7 @@ const SETS: &[&str] = &[
     "messages-fifth",
     "messages-sixth",
     "messages-seventh",
+    "messages-eighth",
 ];
 
 /// Every text of the sets: (set/file, text).

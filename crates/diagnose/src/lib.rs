@@ -579,6 +579,17 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             breakdown: b,
         };
     }
+    // One refusal, and nothing else: no figure shows what held the device (another process
+    // starting beside it, or TF's own estimate of the free memory): the request is all that
+    // is known.
+    if let ([only], 0, None) = (refused.as_slice(), card, o) {
+        let request = Some(Request { requested: *only, rounded: *only, ..Request::default() });
+        return StateDiagnosis {
+            cause: Cause::PartialRequest { request },
+            fix: Fix::WholeLog { split: None, state_first: false },
+            breakdown: b,
+        };
+    }
     if let Some(&last) = refused.last() {
         // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
         // after the last logged one is the one the device gave.

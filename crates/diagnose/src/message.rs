@@ -297,7 +297,7 @@ impl Budget {
     }
 }
 
-pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagnosis {
+pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDiagnosis {
     let request = d.oom.as_ref().map(Request::of);
     let site = m.site.as_ref().map(ToString::to_string);
     let without = |b: Vec<KindBytes>| MessageDiagnosis {
@@ -339,7 +339,14 @@ pub(super) fn analyze(d: &Dump, m: &Message, b: Vec<KindBytes>) -> MessageDiagno
         };
     }
     if matches!(m.format, MessageFormat::XlaRuntime | MessageFormat::XlaHbm) {
-        return xla(d, m, b).unwrap_or_else(&without);
+        match xla(d, m, b) {
+            Ok(v) => return v,
+            // Without the program's account, a request beyond any GPU is still one tensor
+            // too large (below): four times any GPU, as XLA on unified memory may be given
+            // that much of the host's (AlphaFold's XLA_PYTHON_CLIENT_MEM_FRACTION=4.0).
+            Err(b) if request.as_ref().is_none_or(|r| r.requested <= 4 * LARGEST_GPU) => return without(b),
+            Err(back) => b = back,
+        }
     }
     // Figures that are not sizes, or no device's: no verdict is built on them, not even "one
     // tensor too large". (Figures that disagree among themselves are checked after it: a

@@ -114,6 +114,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // CuPy's memory pool: `Out of memory allocating 25,600,000 bytes (allocated so far:
     // 3,635,267,072 bytes).`
     ("bytes (allocated so far:", MessageFormat::CudaRuntime),
+    // CuPy 5 and before: `out of memory to allocate 163840000 bytes (total 1673061376 bytes)`.
+    ("out of memory to allocate ", MessageFormat::CudaRuntime),
     // The CUDA driver API's result 2 (CUDA_ERROR_OUT_OF_MEMORY) as a library prints it.
     ("CUresult error  result=2 ", MessageFormat::CudaRuntime),
     ("CUresult error result=2 ", MessageFormat::CudaRuntime),
@@ -333,6 +335,16 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
     (
+        "GPU memory usage is close to the limit",
+        "Colab's notice that the GPU's memory is nearly all in use (JAX and TensorFlow take most of it up \
+         front): a warning, nothing failed",
+    ),
+    (
+        "CUDA error: invalid argument",
+        "an invalid argument to a CUDA call (a pinned host buffer larger than the driver takes, a bad device or \
+         stream), not a lack of device memory",
+    ),
+    (
         "java.lang.OutOfMemoryError",
         "the Java virtual machine running out of its heap (host memory, RAM; -Xmx sets it): the GPU's memory is \
          not involved",
@@ -408,6 +420,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "due to insufficient memory on requested size",
+        "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than its workspace allows: \
+         it chose another, so it is not an error. A larger workspace (IBuilderConfig::setMemoryPoolLimit) may give \
+         a faster engine",
+    ),
+    (
+        // TensorRT 8 spells it so.
+        "due to insuficient memory on requested size",
         "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than its workspace allows: \
          it chose another, so it is not an error. A larger workspace (IBuilderConfig::setMemoryPoolLimit) may give \
          a faster engine",
@@ -629,7 +648,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let clean = without_ansi(text);
     // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
     // "could not be allocated" is not a failure unless the build then failed.
-    if clean.contains("due to insufficient memory on requested size")
+    if (clean.contains("due to insufficient memory on requested size")
+        || clean.contains("due to insuficient memory on requested size"))
         && !clean.contains("Could not find any implementation")
     {
         return Err(InputError {
@@ -826,7 +846,8 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                 .or_else(|| after(text, "Requested amount of GPU memory (").and_then(leading_u64))
                 .or_else(|| after(text, "Requested amount of memory (").and_then(leading_u64))
                 // CuPy: `Out of memory allocating 25,600,000 bytes`.
-                .or_else(|| after(text, "Out of memory allocating ").and_then(grouped_u64));
+                .or_else(|| after(text, "Out of memory allocating ").and_then(grouped_u64))
+                .or_else(|| after(text, "out of memory to allocate ").and_then(grouped_u64));
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
             let line = lines[found.line];
@@ -1029,9 +1050,10 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     if let Some(hex) = hex {
         return u64::from_str_radix(hex, 16).ok();
     }
-    // Any other runtime: a count of bytes on the failing line (`allocate 1048576 bytes`).
+    // Any other runtime: a count of bytes on the failing line (`allocate 1048576 bytes`,
+    // `of 4004bytes`).
     let line = body.lines().next().unwrap_or("");
-    let at = line.find(" bytes")?;
+    let at = line.find(" bytes").or_else(|| line.find("bytes").filter(|&i| i > 0 && line.as_bytes()[i - 1].is_ascii_digit()))?;
     let digits: String =
         line[..at].chars().rev().take_while(|c| c.is_ascii_digit() || *c == ',').collect::<String>().chars().rev().collect();
     grouped_u64(&digits)
@@ -1050,6 +1072,7 @@ const RAN_OUT: &[&str] = &[
     "memory allocation failed",
     "cannot allocate",
     "could not allocate",
+    "unable to allocate",
 ];
 /// Words that put it on a device.
 const ON_A_DEVICE: &[&str] =
@@ -1168,6 +1191,14 @@ fn exact_bytes_before(s: &str, key: &str) -> Option<u64> {
 
 /// PyTorch's caching allocator, every era. Returns the request.
 fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
+    // R's torch (lantern) and hand-retyped messages spell it `Pytorch`.
+    let respelled;
+    let body = if body.contains("by Pytorch") {
+        respelled = body.replace("by Pytorch", "by PyTorch");
+        respelled.as_str()
+    } else {
+        body
+    };
     m.format = if body.contains("total capacty") {
         MessageFormat::TorchCapacty
     } else if body.contains("total capacity of") || body.contains("reserved by PyTorch but unallocated") {
