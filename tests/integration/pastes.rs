@@ -21,6 +21,7 @@ const SETS: &[&str] = &[
     "messages-sixth",
     "messages-seventh",
     "messages-eighth",
+    "messages-ninth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -579,11 +579,15 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             breakdown: b,
         };
     }
-    // One refusal, and nothing else: no figure shows what held the device (another process
-    // starting beside it, or TF's own estimate of the free memory): the request is all that
-    // is known.
-    if let ([only], 0, None) = (refused.as_slice(), card, o) {
-        let request = Some(Request { requested: *only, rounded: *only, ..Request::default() });
+    // One refusal, or refusals that grow (a pool growing on demand asks for what it needs, not
+    // TF backing off from its first region by a tenth each time), and nothing else: no
+    // figure shows what held the device (another process starting beside it, or TF's own
+    // estimate of the free memory): the request is all that is known.
+    // (The same size refused again and again is a library's retry beside a pool that took
+    // the device: cuBLAS's workspace after its handle failed. That story stays.)
+    let growing = refused.len() == 1 || refused.iter().any(|&r| r > refused[0]);
+    if let (true, 0, None, Some(&first)) = (growing, card, o, refused.first()) {
+        let request = Some(Request { requested: first, rounded: first, ..Request::default() });
         return StateDiagnosis {
             cause: Cause::PartialRequest { request },
             fix: Fix::WholeLog { split: None, state_first: false },

@@ -82,6 +82,10 @@ pub enum MessageCause {
     KvCache { needed: u64, available: u64, max_len: Option<u64> },
     /// vLLM's check in tokens: one sequence of `max_len` tokens, `fits` in the KV cache.
     KvCacheTokens { max_len: u64, fits: u64 },
+    /// vLLM's profile at start-up: the weights, other memory and the activation peak take
+    /// `used` of the `budget` gpu_memory_utilization allows (of `total`): no room for any KV
+    /// cache.
+    NoKvRoom { used: u64, budget: u64, total: Option<u64> },
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
     WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
@@ -94,7 +98,10 @@ impl MessageCause {
             MessageCause::TooLarge { .. } => VerdictKind::SingleTensor,
             MessageCause::Others { .. } => VerdictKind::Others,
             MessageCause::CacheInPieces { .. } => VerdictKind::Fragmentation,
-            MessageCause::Peak { .. } | MessageCause::KvCache { .. } | MessageCause::KvCacheTokens { .. } => {
+            MessageCause::Peak { .. }
+            | MessageCause::KvCache { .. }
+            | MessageCause::KvCacheTokens { .. }
+            | MessageCause::NoKvRoom { .. } => {
                 VerdictKind::Peak
             }
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
@@ -158,6 +165,9 @@ pub enum MessageFix {
     VllmKvCache { fits: Option<u64>, short: u64 },
     /// vLLM's check in tokens: `fits` tokens fit in the KV cache.
     VllmKvCacheTokens { fits: u64 },
+    /// vLLM with no room for a KV cache: a larger share of the GPU (`short` more at least), a
+    /// smaller model, or the model shared over GPUs.
+    VllmNoKvRoom { short: u64 },
     /// What to run to find out.
     FindOut { format: MessageFormat, framework: Framework },
 }
@@ -328,6 +338,15 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         return MessageDiagnosis {
             cause: MessageCause::KvCacheTokens { max_len, fits },
             fix: MessageFix::VllmKvCacheTokens { fits },
+            breakdown: b,
+        };
+    }
+    if let (MessageFormat::VllmKvCache, None, Some(used), Some(budget)) = (m.format, &request, m.allocated, m.allowed)
+        && used >= budget
+    {
+        return MessageDiagnosis {
+            cause: MessageCause::NoKvRoom { used, budget, total: m.total },
+            fix: MessageFix::VllmNoKvRoom { short: used - budget },
             breakdown: b,
         };
     }

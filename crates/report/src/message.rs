@@ -113,6 +113,21 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
             ),
             vec![format!("{max_len} tokens needed > {fits} that fit: short by {}", max_len.saturating_sub(*fits))],
         ),
+        MessageCause::NoKvRoom { used, budget, total } => (
+            format!(
+                "vLLM has no room for its KV cache: the weights, the memory outside PyTorch and the activation peak \
+                 take {} of the {} gpu_memory_utilization allows{}",
+                torch(*used),
+                torch(*budget),
+                total.map_or(String::new(), |t| format!(" (of the GPU's {})", torch(t)))
+            ),
+            vec![format!(
+                "{} used > {} allowed: the KV cache would get {}",
+                torch(*used),
+                torch(*budget),
+                if used > budget { format!("-{}", torch(used - budget)) } else { "0 bytes".to_string() }
+            )],
+        ),
         MessageCause::Others { budget: b, short } => others_cause(b, short),
         MessageCause::CacheInPieces { budget: b }
             if matches!(b.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) =>
@@ -476,6 +491,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              at least {} more, or make the cache smaller (kv_cache_dtype=fp8) or share it over more GPUs \
              (tensor_parallel_size)",
             fits.map_or(String::new(), |f| format!(" to {f} or less (vLLM's estimate of what fits)")),
+            torch(*short)
+        ),
+        MessageFix::VllmNoKvRoom { short } => format!(
+            "raise gpu_memory_utilization so that it allows at least {} more and then some for the KV cache, or serve \
+             a smaller or quantized model, or share it over more GPUs (tensor_parallel_size); a shorter max_model_len or \
+             fewer max_num_seqs lower the activation peak",
             torch(*short)
         ),
         MessageFix::VllmKvCacheTokens { fits } => format!(

@@ -84,6 +84,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("larger than the available KV cache memory", MessageFormat::VllmKvCache),
     // vLLM 0.4 to 0.6: the same check in tokens.
     ("larger than the maximum number of tokens that can be stored in KV cache", MessageFormat::VllmKvCache),
+    // vLLM 0.6 to 0.8's profile at start-up, when nothing is left for the KV cache.
+    ("the rest of the memory reserved for KV Cache is -", MessageFormat::VllmKvCache),
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
@@ -343,6 +345,11 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "CUDA error: invalid argument",
         "an invalid argument to a CUDA call (a pinned host buffer larger than the driver takes, a bad device or \
          stream), not a lack of device memory",
+    ),
+    (
+        "not enough space: expected",
+        "ONNX Runtime's check that an output buffer the caller gave is as large as the output (a shape that \
+         differs from the one the buffer was sized for), not a device allocation",
     ),
     (
         "java.lang.OutOfMemoryError",
@@ -822,6 +829,26 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // The tokens form: `max seq len (32768) is larger than the maximum number of
             // tokens that can be stored in KV cache (7344)`.
             m.kv_tokens = after(&around, "can be stored in KV cache (").and_then(leading_u64);
+            // The profile: `the current vLLM instance can use total_gpu_memory (8.00GiB) x
+            // gpu_memory_utilization (0.70) = 5.60GiB` above `model weights take 5.20GiB;
+            // non_torch_memory takes 0.03GiB; PyTorch activation peak memory takes 1.42GiB;
+            // the rest of the memory reserved for KV Cache is -1.05GiB.`: the budget as the
+            // limit, what the three take as the live memory.
+            if lines[found.line].contains("reserved for KV Cache is -") {
+                let line = lines[found.line];
+                let took = |key: &str| after(line, key).and_then(leading_figure);
+                if let (Some(w), Some(n), Some(a)) = (
+                    took("model weights take "),
+                    took("non_torch_memory takes "),
+                    took("activation peak memory takes "),
+                ) {
+                    m.allocated = Some(w + n + a);
+                }
+                m.total = after(text, "total_gpu_memory (").and_then(leading_figure);
+                m.allowed = after(text, "total_gpu_memory (")
+                    .and_then(|r| after(r, ") = "))
+                    .and_then(leading_figure);
+            }
         }
         MessageFormat::Paddle => {
             // `Cannot allocate 98.000244MB memory on GPU 0, 6.000000GB memory has been allocated and
