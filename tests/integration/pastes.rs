@@ -22,6 +22,7 @@ const SETS: &[&str] = &[
     "messages-seventh",
     "messages-eighth",
     "messages-ninth",
+    "messages-tenth",
 ];
 
 /// Every text of the sets: (set/file, text).

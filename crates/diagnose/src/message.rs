@@ -36,6 +36,10 @@ use oomscope_format::{Dump, Framework, KindBytes, Message, MessageFormat, Proces
 /// cuBLAS and cuDNN workspaces, NCCL (0.3 to 1.5 GiB).
 const CONTEXT_ALLOWANCE: u64 = 3 << 29;
 
+/// What a CUDA context with lazily loaded kernels takes beside cudaMallocAsync's pool, at
+/// most, where the pool is inferred from memory neither live nor free.
+const ASYNC_CONTEXT: u64 = 1 << 29;
+
 /// Memory outside the cache beyond a context's that is taken for other processes' when the
 /// message lists none: less is within what a context, libraries and the display may take.
 const INFERRED_OTHERS: u64 = 512 << 20;
@@ -500,7 +504,11 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     // context, libraries and a display may take: less could be the desktop's own.
     let listed = budget.listed.iter().any(|p| !p.this);
     let other = budget.others.filter(|&o| listed || budget.others_inferred || o >= CONTEXT_ALLOWANCE).unwrap_or(0);
-    let others_hold = !budget.limited() && other > 0 && q <= free_now + cached + other;
+    // Others inferred (none listed, no process figure) are blamed only where they alone would
+    // make room: the cache's free pieces did not serve the request, and whether they would
+    // have without others is not known.
+    let room = if budget.others_inferred { free_now + other } else { free_now + cached + other };
+    let others_hold = !budget.limited() && other > 0 && q <= room;
     // Other processes holding more than this process's whole cache are the cause even when
     // the cache's free pieces would have done for this one request.
     if others_hold && other >= budget.reserved() {
@@ -541,8 +549,14 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
         // may be this process's own, what is well beyond it others' (or, with cudaMallocAsync,
         // the driver's pool keeping what was freed: it keeps all).
         let outside = total.saturating_sub(free).saturating_sub(live + cached);
-        if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
-            if matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) {
+        let async_pool = matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync);
+        // cudaMallocAsync's pool keeps what was freed: beyond half a GiB for a context (lazy
+        // loading keeps it small), what holds the request is the pool's.
+        if async_pool && outside >= ASYNC_CONTEXT + r.requested && outside < CONTEXT_ALLOWANCE + INFERRED_OTHERS {
+            cached = outside - ASYNC_CONTEXT;
+            pool_inferred = true;
+        } else if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {
+            if async_pool {
                 cached = outside - CONTEXT_ALLOWANCE;
                 pool_inferred = true;
             } else {

@@ -98,6 +98,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("is more than total mem size", MessageFormat::DeviceRuntime),
     ("Not enough space to allocate", MessageFormat::DeviceRuntime),
     ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
+    // MatConvNet: `getWorkspace [out of memory error]`.
+    ("[out of memory error]", MessageFormat::DeviceRuntime),
     // Vulkan (ggml's backend, vulkan-hpp, vulkano) and DirectML.
     ("Device memory allocation of size", MessageFormat::DeviceRuntime),
     ("ErrorOutOfDeviceMemory", MessageFormat::DeviceRuntime),
@@ -1281,7 +1283,7 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
             } else if p.ends_with("reserved in total by PyTorch") {
                 m.reserved = v;
                 reserved_fine = fine_unit(p);
-            } else if p.ends_with(" cached") {
+            } else if p.ends_with(" cached") || p.ends_with(" cache") {
                 // Cached = reserved minus allocated.
                 m.reserved = v.and_then(|c| Some(c + m.allocated?));
                 cached_fine = fine_unit(p);

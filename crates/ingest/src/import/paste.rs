@@ -135,6 +135,16 @@ fn unmark_trimmed(line: &str) -> (String, bool, bool) {
         quoted = true;
     }
     let t = l.trim_start();
+    // A pager's or terminal's position (`[35/1118]`), alone on its line, is no text's.
+    let position = t.trim_end();
+    if position.len() > 4
+        && position.starts_with('[')
+        && position.ends_with(']')
+        && position[1..position.len() - 1].split('/').count() == 2
+        && position[1..position.len() - 1].split('/').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return (String::new(), quoted, true);
+    }
     if t.starts_with("```") || t.starts_with("~~~") {
         // A fence's info string is one word (`python`, `text`); text glued to the fence
         // (```RuntimeError: CUDA out of memory. ...) is the paste's first line.
