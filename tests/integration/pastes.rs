@@ -23,6 +23,7 @@ const SETS: &[&str] = &[
     "messages-eighth",
     "messages-ninth",
     "messages-tenth",
+    "messages-eleventh",
 ];
 
 /// Every text of the sets: (set/file, text).

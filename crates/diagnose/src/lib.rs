@@ -529,10 +529,20 @@ fn complete_log(d: &Dump) -> bool {
 /// what is in use was free in its pool, and the request found no piece that large: the free
 /// memory was in pieces. None otherwise.
 fn stats_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
+    if !d.regions.is_empty() {
+        return None;
+    }
+    pool_in_pieces(d, b)
+}
+
+/// [`stats_in_pieces`] whatever chunks the log lists: for a log whose chunks did not show the
+/// pieces (a paste cut inside them), where the `Stats:` still say the request fitted under
+/// the limit.
+fn pool_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
     let o = d.oom.as_ref()?;
     let limit = d.allocator.limit;
     let tf = d.imported.as_ref().is_some_and(|i| i.from == ImportedFrom::TfLog);
-    if !tf || !d.regions.is_empty() || !d.has(Section::Stats) || limit == 0 || !d.refusals.is_empty() {
+    if !tf || !d.has(Section::Stats) || limit == 0 || !d.refusals.is_empty() {
         return None;
     }
     let in_use = d.stats.bytes_in_use;
@@ -941,6 +951,13 @@ fn first_dim(o: &OomRecord) -> Option<u64> {
 fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let cap = capacity(o);
     let need = o.bytes_in_use + asked(o);
+    // What is needed fits what can be had: no peak, whatever else the log lacks. A TF log's
+    // `Stats:` then say the pool's free memory was in pieces.
+    if need <= cap
+        && let Some(v) = pool_in_pieces(d, &b)
+    {
+        return v;
+    }
     let fixed = fixed_bytes(&b);
     let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
     // Activations, inputs, the backward pass's tensors and temporaries scale with the

@@ -78,7 +78,15 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Failed to allocate memory for requested buffer of size", MessageFormat::OnnxArena),
     ("cudaMalloc failed: out of memory", MessageFormat::CudaRuntime),
     ("Allocation on device", MessageFormat::TorchAsync),
+    // CuPy (its error is `cupy...OutOfMemoryError` too: read before PyTorch's word)
+    // CuPy's memory pool: `Out of memory allocating 25,600,000 bytes (allocated so far:
+    // 3,635,267,072 bytes).`
+    ("bytes (allocated so far:", MessageFormat::CudaRuntime),
+    // CuPy 5 and before: `out of memory to allocate 163840000 bytes (total 1673061376 bytes)`.
+    ("out of memory to allocate ", MessageFormat::CudaRuntime),
     ("OutOfMemoryError", MessageFormat::TorchCapacity),
+    // Theano's libgpuarray.
+    ("device memory (out of memory)", MessageFormat::DeviceRuntime),
     ("failed to allocate memory", MessageFormat::TfTensor),
     ("ran out of memory when allocating", MessageFormat::TfTensor),
     ("larger than the available KV cache memory", MessageFormat::VllmKvCache),
@@ -115,11 +123,6 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
     // HIP's name for CUDA's cudaErrorMemoryAllocation.
     ("hipErrorOutOfMemory", MessageFormat::CudaRuntime),
-    // CuPy's memory pool: `Out of memory allocating 25,600,000 bytes (allocated so far:
-    // 3,635,267,072 bytes).`
-    ("bytes (allocated so far:", MessageFormat::CudaRuntime),
-    // CuPy 5 and before: `out of memory to allocate 163840000 bytes (total 1673061376 bytes)`.
-    ("out of memory to allocate ", MessageFormat::CudaRuntime),
     // The CUDA driver API's result 2 (CUDA_ERROR_OUT_OF_MEMORY) as a library prints it.
     ("CUresult error  result=2 ", MessageFormat::CudaRuntime),
     ("CUresult error result=2 ", MessageFormat::CudaRuntime),
@@ -283,7 +286,8 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          driver fault), not a lack of memory",
     ),
     (
-        "no kernel image is available for execution on the device",
+        // (Also as some builds word it: `... for execution this device`.)
+        "no kernel image is available",
         "a build without kernels for this GPU's architecture: install a build of the framework compiled for \
          this GPU",
     ),
@@ -1126,6 +1130,24 @@ fn generic(lines: &[&str]) -> Option<Found> {
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
 }
 
+/// The old form's clauses.
+const OLD_FORM_LABELS: &[&str] =
+    &["total capacity", "already allocated", " free", " allowed", "reserved in total by PyTorch", " cached", " cache"];
+
+/// `part` (`3.66 GiB reserved i n total by PyTorch`) with the one space removed that a line
+/// break mid-word left where a paste's repair joined the halves with one, when that makes it
+/// end in a clause of the old form; else as it is.
+fn mended(part: &str) -> String {
+    if OLD_FORM_LABELS.iter().any(|l| part.ends_with(l)) {
+        return part.to_string();
+    }
+    let figure = leading_figure(part);
+    part.match_indices(' ')
+        .map(|(i, _)| format!("{}{}", &part[..i], &part[i + 1..]))
+        .find(|c| OLD_FORM_LABELS.iter().any(|l| c.ends_with(l)) && leading_figure(c) == figure)
+        .unwrap_or_else(|| part.to_string())
+}
+
 /// `part` (`6.83 GiB rese`) with its words completed to the one of `words` they begin, when
 /// they begin one (at least three letters); else as it is.
 fn completed(part: &str, words: &[&str]) -> String {
@@ -1267,7 +1289,7 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
             let p = if cut {
                 completed(p, &["reserved in total by PyTorch", "cached", "free", "already allocated"])
             } else {
-                p.to_string()
+                mended(p)
             };
             let p = p.as_str();
             if p.ends_with("total capacity") {
