@@ -191,6 +191,11 @@ fn a_bad_setting_fails_every_allocation_with_the_reason() {
 /// Builds `tests/abi/SOURCE` with `compiler` (gcc and g++ build the library's C++ helper, so
 /// they are installed) and runs it on the library, on a simulated device, quietly.
 fn caller(dir: &Path, compiler: &str, source: &str, libs: &[&str]) -> Output {
+    caller_with(dir, compiler, source, libs, &[])
+}
+
+/// [`caller`], the program given `args` after the library.
+fn caller_with(dir: &Path, compiler: &str, source: &str, libs: &[&str], args: &[&str]) -> Output {
     let exe = dir.join(source.split('.').next().unwrap());
     let built = Command::new(compiler)
         .arg(root().join("tests/abi").join(source))
@@ -202,6 +207,7 @@ fn caller(dir: &Path, compiler: &str, source: &str, libs: &[&str]) -> Output {
     assert!(built.status.success(), "{}", text(&built).1);
     Command::new(&exe)
         .arg(library())
+        .args(args)
         .env("OOMSCOPE_DEVICE", "sim:1GiB")
         .env("OOMSCOPE_QUIET", "1")
         .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
@@ -244,23 +250,7 @@ fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
     let c10 = text(&o).0.trim().to_string();
     assert!(Path::new(&c10).is_file(), "{c10}: PyTorch's libc10.so");
     let dir = temp_dir("abi-c10");
-    let exe = dir.join("throw_c10_check");
-    let built = Command::new("g++")
-        .arg(root().join("tests/abi/throw_c10_check.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-ldl")
-        .output()
-        .unwrap_or_else(|e| panic!("g++ runs: {e}"));
-    assert!(built.status.success(), "{}", text(&built).1);
-    let o = Command::new(&exe)
-        .arg(library())
-        .arg(&c10)
-        .env("OOMSCOPE_DEVICE", "sim:1GiB")
-        .env("OOMSCOPE_QUIET", "1")
-        .env("OOMSCOPE_DUMP_DIR", dir.join("dumps"))
-        .output()
-        .unwrap();
+    let o = caller_with(&dir, "g++", "throw_c10_check.cpp", &["-ldl"], &[&c10]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert_eq!(

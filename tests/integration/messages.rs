@@ -265,42 +265,33 @@ fn held_out_texts_are_read_as_labelled() {
     let (ok, n, look_ok, look, misses) = score("messages-fresh");
     assert!(n >= 30 && look >= 8, "the set has {n} OOMs and {look} look-alikes");
     assert!(ok * 100 >= n * 90 && look_ok * 10 >= look * 9, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The third, read first after the paste repair: what it read right stays right.
-    let (ok, n, look_ok, look, misses) = score("messages-unseen");
-    assert!(n >= 50 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 51 && look_ok >= 15, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The fourth, read first as it came (40 of 46 and 10 of 14), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-fourth");
-    assert!(n >= 45 && look >= 14, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 44 && look_ok >= 14, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The fifth, read first as it came (33 of 44 and 12 of 16), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-fifth");
-    assert!(n >= 44 && look >= 16, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 42 && look_ok >= 16, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The sixth, read first as it came (30 of 37 and 9 of 12), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-sixth");
-    assert!(n >= 37 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 35 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The seventh, read first as it came (27 of 35 and 10 of 12), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-seventh");
-    assert!(n >= 35 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 33 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The eighth, read first as it came (32 of 37 and 9 of 13), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-eighth");
-    assert!(n >= 37 && look >= 13, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 37 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The ninth, read first as it came (30 of 33 and 11 of 12), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-ninth");
-    assert!(n >= 33 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 32 && look_ok >= 12, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The tenth, read first as it came (32 of 42 and 11 of 12), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-tenth");
-    assert!(n >= 42 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 36 && look_ok >= 11, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
-    // The eleventh, read first as it came (30 of 35 and 10 of 12), then what it showed fixed.
-    let (ok, n, look_ok, look, misses) = score("messages-eleventh");
-    assert!(n >= 35 && look >= 12, "the set has {n} OOMs and {look} look-alikes");
-    assert!(ok >= 33 && look_ok >= 11, "{ok} of {n}, {look_ok} of {look}:\n{}", misses.join("\n"));
+    // The later sets, each read first as it came (the first reading is in a comment and in
+    // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
+    // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
+    let floors: [(&str, usize, usize, usize, usize); 9] = [
+        // Read first after the paste repair.
+        ("messages-unseen", 50, 12, 51, 15),
+        // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
+        // 27 of 35 and 10 of 12; 32 of 37 and 9 of 13; 30 of 33 and 11 of 12; 32 of 42 and 11
+        // of 12; 30 of 35 and 10 of 12.
+        ("messages-fourth", 45, 14, 44, 14),
+        ("messages-fifth", 44, 16, 42, 16),
+        ("messages-sixth", 37, 12, 35, 12),
+        ("messages-seventh", 35, 12, 33, 12),
+        ("messages-eighth", 37, 13, 37, 12),
+        ("messages-ninth", 33, 12, 32, 12),
+        ("messages-tenth", 42, 12, 36, 11),
+        ("messages-eleventh", 35, 12, 33, 11),
+    ];
+    for (set, has_n, has_look, at_least, looks_at_least) in floors {
+        let (ok, n, look_ok, look, misses) = score(set);
+        assert!(n >= has_n && look >= has_look, "{set} has {n} OOMs and {look} look-alikes");
+        assert!(
+            ok >= at_least && look_ok >= looks_at_least,
+            "{set}: {ok} of {n}, {look_ok} of {look}:\n{}",
+            misses.join("\n")
+        );
+    }
 }
 
 /// Each class of text the rules once got wrong, with the figures that decide it.

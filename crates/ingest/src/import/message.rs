@@ -252,6 +252,19 @@ pub struct LookAlike {
     pub what: &'static str,
 }
 
+/// What a device-side assert is, whichever words show it.
+const DEVICE_ASSERT: &str = "a device-side assert: a kernel's check failed, most often an index out of range (a \
+     class label >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, \
+     or on the CPU, to see the failing check";
+
+/// A runtime's own error for host memory (Intel's, Vulkan's).
+const RUNTIME_HOST_MEMORY: &str =
+    "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved";
+
+/// TensorRT's builder skipping a tactic: `... due to insufficient memory on requested size
+/// of N detected for tactic T` (TensorRT 8 spells it `insuficient`).
+const TRT_TACTIC_SKIPPED: &str = "memory on requested size";
+
 /// Failures users take for OOMs, and what they are. Checked only when no OOM is found.
 const LOOK_ALIKES: &[(&str, &str)] = &[
     (
@@ -261,9 +274,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "device-side assert triggered",
-        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
-         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
-         the CPU, to see the failing check",
+        DEVICE_ASSERT,
     ),
     (
         "misaligned address",
@@ -329,17 +340,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "Assertion `",
-        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
-         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
-         the CPU, to see the failing check",
+        DEVICE_ASSERT,
     ),
     (
         // A kernel's failed check as CUDA prints it, `block: [31,0,0], thread: [116,0,0]
         // Assertion ...`, its condition's backticks lost where a paste broke the line.
         "] Assertion",
-        "a device-side assert: a kernel's check failed, most often an index out of range (a class label \
-         >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, or on \
-         the CPU, to see the failing check",
+        DEVICE_ASSERT,
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
     (
@@ -369,19 +376,19 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "PI_ERROR_OUT_OF_HOST_MEMORY",
-        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+        RUNTIME_HOST_MEMORY,
     ),
     (
         "UR_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+        RUNTIME_HOST_MEMORY,
     ),
     (
         "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+        RUNTIME_HOST_MEMORY,
     ),
     (
         "VK_ERROR_OUT_OF_HOST_MEMORY",
-        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+        RUNTIME_HOST_MEMORY,
     ),
     (
         "workers are out of shared memory",
@@ -432,14 +439,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          at some cost in speed); if the error followed, give its text",
     ),
     (
-        "due to insufficient memory on requested size",
-        "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than its workspace allows: \
-         it chose another, so it is not an error. A larger workspace (IBuilderConfig::setMemoryPoolLimit) may give \
-         a faster engine",
-    ),
-    (
-        // TensorRT 8 spells it so.
-        "due to insuficient memory on requested size",
+        TRT_TACTIC_SKIPPED,
         "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than its workspace allows: \
          it chose another, so it is not an error. A larger workspace (IBuilderConfig::setMemoryPoolLimit) may give \
          a faster engine",
@@ -639,7 +639,7 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
 /// A line in no look-alike's words above that says the host's memory ran out (memory ran
 /// out and failed, with the host named and no device): a runtime oomscope has not met.
 fn host_memory(text: &str) -> Option<LookAlike> {
-    let has = |l: &str, words: &[&str]| words.iter().any(|w| l.contains(w));
+    let has = any_of;
     let line = text.lines().position(|l| {
         let l = l.to_ascii_lowercase();
         has(&l, RAN_OUT) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
@@ -661,8 +661,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let clean = without_ansi(text);
     // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
     // "could not be allocated" is not a failure unless the build then failed.
-    if (clean.contains("due to insufficient memory on requested size")
-        || clean.contains("due to insuficient memory on requested size"))
+    if clean.contains(TRT_TACTIC_SKIPPED)
         && !clean.contains("Could not find any implementation")
     {
         return Err(InputError {
@@ -1092,6 +1091,11 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     grouped_u64(&digits)
 }
 
+/// Whether `line` holds any of `words`.
+fn any_of(line: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| line.contains(w))
+}
+
 /// Words that say memory ran out, in any runtime's spelling.
 const RAN_OUT: &[&str] = &[
     "out of memory",
@@ -1119,7 +1123,7 @@ const FAILED: &[&str] = &["error", "fail", "exception", "panic", "abort", "fatal
 /// (a runtime oomscope has not met): read as an accelerator runtime's, without figures but
 /// its request where the line counts bytes. Never where a look-alike's words are.
 fn generic(lines: &[&str]) -> Option<Found> {
-    let has = |l: &str, words: &[&str]| words.iter().any(|w| l.contains(w));
+    let has = any_of;
     let line = (0..lines.len()).find(|&i| {
         let l = lines[i].to_ascii_lowercase();
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
