@@ -15,6 +15,9 @@
 #    answer and the next batch run as in 2.
 # 5. Unless SIDE_FITS=0, `oomscope fit --no-check` of ResNet-50 fp32 with --batch 32 and 64
 #    (what the replay says those batches need: OUT_DIR/fit-resnet-bB.json).
+# 6. Where fit's check contradicted its answer: that check again under `oomscope run`, with
+#    PyTorch's cuDNN debugging on (each algorithm that failed, and why): OUT_DIR/repro.log.
+# OWN_FIRST="MODEL:AMP:BATCH ..." runs those with PyTorch's own allocator before anything else.
 # $OOMSCOPE names the oomscope binary (default target/release/oomscope).
 set -u
 cd "$(dirname "$0")/.."
@@ -68,11 +71,24 @@ fit() {
 
 largest() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["largest_batch"] or 0)' "$1" 2>/dev/null || echo 0; }
 
+for spec in ${OWN_FIRST:-}; do
+    IFS=: read -r m a b <<< "$spec"
+    own "$m" "examples/torch/fit_${m%50}.py" "$a" "$b"
+done
+
 fit fit-resnet --batch 128 -- "$py" examples/torch/fit_resnet.py --batch '{batch}'
 l=$(largest "$out/fit-resnet.json")
 if [ "$l" -gt 0 ]; then
     own resnet50 examples/torch/fit_resnet.py fp32 "$l"
     own resnet50 examples/torch/fit_resnet.py fp32 $((l + 1))
+fi
+read -r c cap <<< "$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("contradicted") or 0, d["device"]["capacity"])' "$out/fit-resnet.json" 2>/dev/null || echo 0 0)"
+if [ "$c" -gt 0 ] && [ "$(left)" -gt 60 ]; then
+    note "== repro: the check at $c under oomscope run --limit $cap"
+    TORCH_CUDNN_V8_API_DEBUG=1 PYTHONUNBUFFERED=1 timeout "$(left)" "$bin" run --device cuda --limit "$cap" \
+        --dump-dir "$out/repro-dumps" -- "$py" examples/torch/fit_resnet.py --batch "$c" > "$out/repro.log" 2>&1
+    note "== repro: exit $?"
+    tail -n 40 "$out/repro.log" | tee -a "$log"
 fi
 if [ -n "${GPT2_ANSWER:-}" ]; then
     own gpt2 examples/torch/fit_gpt2.py fp32 "$GPT2_ANSWER"

@@ -52,36 +52,60 @@ struct C10 {
     Dtor dtor = nullptr;
 };
 
-void* symbol(void* handle, const char* name) { return handle ? dlsym(handle, name) : nullptr; }
+// PyTorch's libraries as loaded: Python loads them locally (RTLD_LOCAL), so their symbols
+// are not global; a handle to each loaded library finds them. libc10.so has c10::Error's
+// constructor; OutOfMemoryError's vtable and type_info are weak symbols of whichever
+// libraries construct one (libc10.so in newer releases; libc10_cuda.so, libtorch_cuda.so in
+// older ones, whose OutOfMemoryError only inherits its constructors), so each is looked up
+// in every one of them.
+const size_t kMaxLibraries = 16;
+struct Libraries {
+    const char* names[kMaxLibraries] = {};  // the loader's own strings, as long as loaded
+    void* handles[kMaxLibraries] = {};
+    size_t n = 0;
+};
 
-// libc10.so as loaded by PyTorch: Python loads torch's libraries locally (RTLD_LOCAL), so
-// its symbols are not global; a handle to the loaded library finds them.
-int find_c10(struct dl_phdr_info* info, size_t, void* out) {
+int find_torch(struct dl_phdr_info* info, size_t, void* out) {
+    auto* libs = static_cast<Libraries*>(out);
     const char* name = info->dlpi_name;
-    size_t n = name ? std::strlen(name) : 0;
-    if (n >= 9 && std::strcmp(name + n - 9, "libc10.so") == 0) {
-        *static_cast<void**>(out) = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
-        return 1;
+    if (!name || !*name || libs->n == kMaxLibraries) return 0;
+    const char* slash = std::strrchr(name, '/');
+    const char* base = slash ? slash + 1 : name;
+    if (std::strncmp(base, "libc10", 6) == 0 || std::strncmp(base, "libtorch", 8) == 0) {
+        libs->names[libs->n++] = name;
     }
     return 0;
 }
 
+void* symbol(const Libraries& libs, const char* name) {
+    for (size_t i = 0; i < libs.n; i++) {
+        if (void* p = dlsym(libs.handles[i], name)) return p;
+    }
+    return nullptr;
+}
+
 C10 load() {
     C10 c;
-    void* handle = dlopen("libc10.so", RTLD_LAZY | RTLD_NOLOAD);
-    if (!handle) dl_iterate_phdr(find_c10, &handle);
-    if (!handle) return c;
-    for (const char* name : kCtor) {
-        if (!c.ctor) c.ctor = reinterpret_cast<ErrorCtor>(symbol(handle, name));
+    Libraries libs;
+    dl_iterate_phdr(find_torch, &libs);
+    // Opened after the walk, not in it: the walk holds the loader's lock.
+    size_t opened = 0;
+    for (size_t i = 0; i < libs.n; i++) {
+        if (void* h = dlopen(libs.names[i], RTLD_LAZY | RTLD_NOLOAD)) libs.handles[opened++] = h;
     }
-    c.type = static_cast<std::type_info*>(symbol(handle, kTypeInfo));
-    void** table = static_cast<void**>(symbol(handle, kVtable));
+    libs.n = opened;
+    for (const char* name : kCtor) {
+        if (!c.ctor) c.ctor = reinterpret_cast<ErrorCtor>(symbol(libs, name));
+    }
+    c.type = static_cast<std::type_info*>(symbol(libs, kTypeInfo));
+    void** table = static_cast<void**>(symbol(libs, kVtable));
     if (table) {
         c.vtable = table + 2;
         // std::exception's first virtual function is its destructor: slot 0 is the
         // complete-object destructor, what __cxa_throw wants.
         c.dtor = reinterpret_cast<Dtor>(c.vtable[0]);
     }
+    for (size_t i = 0; i < libs.n; i++) dlclose(libs.handles[i]);
     return c;
 }
 

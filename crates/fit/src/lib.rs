@@ -493,4 +493,38 @@ mod tests {
         assert!(!trained(&run(true, 2, failed(&["R.conv1/conv2d", "R.layer4.2.relu/ReluBackward0"]))));
         assert!(!trained(&run(true, 1, Vec::new())));
     }
+
+    /// A tape recorded on an H200 under oomscope's allocator (ResNet-50, bf16 autocast, batch
+    /// 3290, two steps), replayed here: the peaks PyTorch's own allocator reported for that
+    /// program and batch on that card, in a run without oomscope.
+    #[test]
+    fn a_gpu_tape_replays_to_the_gpus_own_peaks() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/torch-snapshots-h200");
+        let tape = tape::read(&dir.join("resnet50-b3290-bf16.tape.jsonl"), 3290).unwrap();
+        let checks = std::fs::read_to_string(dir.join("fit-checks.jsonl")).unwrap();
+        let own: serde_json::Value = checks
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["model"] == "resnet50" && v["amp"] == "bf16" && v["batch"] == 3290)
+            .expect("the run without oomscope at 3290");
+        let (allocated, reserved) = (own["peak_allocated"].as_u64().unwrap(), own["peak_reserved"].as_u64().unwrap());
+        let step = as_step(&tape).unwrap();
+        // The card's memory, less what was outside PyTorch's cache by the run's end.
+        let (total, others) = (150_109_880_320, 804_061_184);
+        let mut o = oomscope_core::bfc::Options::new(total - others);
+        o.history = 0;
+        let s = Settings {
+            options: o,
+            device_total: total,
+            device_others: others,
+            device_model: "NVIDIA H200".into(),
+            keep_going: false,
+            allocator: oomscope_replay::Allocator::Caching(Box::default()),
+        };
+        let run = step.replay(3290, &s);
+        assert!(run.fits, "{:?}", run.failed);
+        assert_eq!(run.peak_reserved, reserved, "reserved: segments as PyTorch's allocator made them");
+        let off = (run.peak_allocated as f64 - allocated as f64) / allocated as f64;
+        assert!(off.abs() < 1e-4, "allocated {} against {allocated} ({:+.5}%)", run.peak_allocated, off * 100.0);
+    }
 }
