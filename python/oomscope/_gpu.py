@@ -37,6 +37,10 @@ measured effect of each is in docs/torch.md.
   itself). Here a Dataset's construction and a DataLoader's fetch record nothing, what the
   fetch reads is taken off the device, and a batch is allocated when first moved or read
   (`install_data`).
+- A program that names `cuda` itself (`.cuda()`, `device="cuda"`, `.to("cuda:0")`,
+  `torch.autocast("cuda")`, `torch.cuda.set_device`) runs: those name the emulated device,
+  which is the CPU here (`host_devices`, `install_cuda_names`). `torch.cuda.is_available()`
+  stays False, so a program that picks its device runs as it did.
 - Optimizers: on CUDA, `torch.optim` defaults to the `foreach` implementation
   (torch/optim/optimizer.py: `_default_to_fused_or_foreach`, for parameters on CUDA), which
   makes each intermediate for all parameters at once; on the CPU it defaults to the loop
@@ -119,13 +123,55 @@ def _kernel(torch, q, mask):
     return None, dtype
 
 
+def _is_cuda(torch, d):
+    if isinstance(d, str):
+        return d == "cuda" or d.startswith("cuda:")
+    return isinstance(d, torch.device) and d.type == "cuda"
+
+
+def _same(t, *args, **kwargs):
+    return t
+
+
+def host_devices(torch, func, name, args, kwargs):
+    """A program's own `cuda` as the emulated device, the CPU: a factory's or a move's
+    `device="cuda"`, `.to("cuda")` and `.cuda()` (the tensor itself, as `.to("cpu")` gives
+    it), `.pin_memory()` (host memory either way; without CUDA PyTorch refuses it). The
+    function and its arguments to call instead; the move is then recorded as any other."""
+    if name in ("cuda", "pin_memory") and args and torch.is_tensor(args[0]):
+        return _same, args, kwargs
+    if kwargs and _is_cuda(torch, kwargs.get("device")):
+        kwargs = dict(kwargs, device="cpu")
+    if name == "to" and any(_is_cuda(torch, a) for a in args[1:]):
+        args = tuple("cpu" if _is_cuda(torch, a) else a for a in args)
+    return func, args, kwargs
+
+
+def install_cuda_names(torch):
+    """`torch.autocast("cuda", ...)` as CPU autocast (which `upcast` gives CUDA's policy):
+    without CUDA, PyTorch turns a CUDA autocast off with a warning, and the program would run
+    in float32. `torch.cuda.set_device` and `current_device`, which a program that names its
+    GPU calls, answer for the one emulated device."""
+    autocast = torch.amp.autocast_mode.autocast
+    init = autocast.__init__
+
+    def __init__(self, device_type, *args, **kwargs):
+        if device_type == "cuda":
+            device_type = "cpu"
+        init(self, device_type, *args, **kwargs)
+
+    autocast.__init__ = functools.wraps(init)(__init__)
+    torch.cuda.set_device = lambda device: None
+    torch.cuda.current_device = lambda: 0
+
+
 def install(torch, lib):
     """Installs the rules; a rule that cannot be installed leaves the CPU's behaviour."""
     try:
         _install_attention(torch, lib)
     except Exception as e:
         _swallowed("install_attention", e)
-    for rule in (_install_foreach, _install_dropout):
+    for rule in (_install_foreach, _install_dropout, install_cuda_names):
         try:
             rule(torch)
         except Exception as e:

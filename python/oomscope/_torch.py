@@ -1029,7 +1029,9 @@ def _make_function_mode_class(torch):
                 restore = lib.oomscope_kind_set(ACTIVATION)
             try:
                 if _state.place is not None:
-                    # Emulation: CUDA autocast's float32 list (see `_gpu`).
+                    # Emulation: the program's `cuda` is the CPU, and CUDA autocast's float32
+                    # list (see `_gpu`).
+                    func, args, kwargs = _gpu.host_devices(torch, func, name.decode(), args, kwargs)
                     args, kwargs = _gpu.upcast(torch, name.decode(), args, kwargs)
                 out = func(*args, **(kwargs or {}))
                 if _state.emulator is not None and (name in _MOVES or (kwargs and kwargs.get("device") is not None)):

@@ -880,6 +880,41 @@ fn a_scripts_own_memory_calls_answer_with_the_emulated_devices_figures() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A program that names CUDA itself (`.cuda()`, `device="cuda"`, `.to("cuda:0")`,
+/// `torch.autocast("cuda")`, `torch.cuda.set_device`) runs emulated on a machine without CUDA
+/// and allocates what the same program allocates where it picks its device: the same peaks,
+/// bf16 autocast included (CUDA's autocast turned off would make float32 activations).
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch: set OOMSCOPE_TEST_PYTHON to a Python with torch (.ci/run makes one)"
+)]
+fn a_program_that_names_cuda_itself_runs_emulated_as_one_that_picks_its_device() {
+    let py = torch_python();
+    let peaks = |how: &str| -> (u64, u64) {
+        let o = Command::new(env!("CARGO_BIN_EXE_oomscope"))
+            .args(["run", "--device", "sim:1GiB", "--", &py])
+            .arg(tests_python().join("cuda_named.py"))
+            .arg(how)
+            .env("OOMSCOPE_TORCH_EMULATE", "1")
+            .env("OOMSCOPE_QUIET", "1")
+            .env("OOMSCOPE_DUMP_AT_EXIT", "0")
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{how}: {out}\n{err}");
+        let line = out.lines().find(|l| l.starts_with("peak ")).unwrap_or_else(|| panic!("{how}: {out}"));
+        let v: Vec<u64> = line.split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+        (v[0], v[1])
+    };
+    let hard = peaks("hard");
+    let portable = peaks("portable");
+    // The weights alone: 2 × 512 × 2048 floats (8 MiB) and AdamW's two states of them.
+    assert!(portable.0 > 24 << 20, "{portable:?}");
+    assert_eq!(hard, portable, "(allocated, reserved) peaks: naming cuda against picking the device");
+}
+
 /// The emulation's rule for a reduction's staging buffer (`python/oomscope/_scratch.py`,
 /// from `Reduce.cuh`'s `setReduceConfig`) gives the sizes an H100 allocated for the bias
 /// gradients of a transformer (`fixtures/torch-snapshots/default.pickle`: `[tokens, width]`
