@@ -314,6 +314,12 @@ def _oom_error(torch, e):
         return None
     if not getattr(e, "_oomscope_said", False):
         _said(e)
+        try:
+            # An OOM in a convolution, whose report waited for cuDNN to go on without it:
+            # it did not.
+            _state.lib.oomscope_say_held_report()
+        except Exception as e:  # no library, or one without the call: nothing held
+            _swallowed("say_held_report", e)
         _reported(text)
     if isinstance(e, torch.cuda.OutOfMemoryError):
         return None

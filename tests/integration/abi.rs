@@ -278,6 +278,61 @@ fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// An OOM in a convolution, with PyTorch's libc10 in the process, is not reported whole at
+/// once: PyTorch's cuDNN code catches it and tries another algorithm (on an H200, ResNet-50
+/// went on past such OOMs). A line says it then; the report follows when the error reaches
+/// the program (Python's hook says so), and at exit a program that went on is told so.
+#[test]
+#[cfg_attr(
+    oomscope_missing = "torch",
+    ignore = "needs PyTorch (OOMSCOPE_TEST_PYTHON, or python3 with torch; .ci/run installs it)"
+)]
+fn an_oom_in_a_convolution_is_reported_whole_only_when_it_reaches_the_program() {
+    let py = torch_python();
+    let o = Command::new(&py)
+        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"])
+        .output()
+        .unwrap();
+    let c10 = text(&o).0.trim().to_string();
+    let dir = temp_dir("abi-conv-oom");
+    let exe = dir.join("conv_oom_check");
+    let built = Command::new("g++")
+        .arg(root().join("tests/abi/conv_oom_check.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl")
+        .output()
+        .unwrap_or_else(|e| panic!("g++ runs: {e}"));
+    assert!(built.status.success(), "{}", text(&built).1);
+    let run = |how: &str| {
+        let o = Command::new(&exe)
+            .arg(library())
+            .arg(&c10)
+            .arg(how)
+            .env("OOMSCOPE_DEVICE", "sim:1GiB")
+            .env("OOMSCOPE_DUMP_DIR", dir.join(format!("dumps-{how}")))
+            .env_remove("OOMSCOPE_QUIET")
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{how}: {out}\n{err}");
+        err
+    };
+    let caught = run("caught");
+    assert!(
+        caught.contains("oomscope: OOM #1 on GPU 0 in a convolution: ")
+            && caught.contains("cuDNN tries another algorithm"),
+        "{caught}"
+    );
+    assert!(!caught.contains("Verdict:"), "no report for an OOM the program went on past: {caught}");
+    assert!(caught.contains("the program went on past 1 OOM(s) in convolutions"), "{caught}");
+    let escaped = run("escaped");
+    assert_eq!(escaped.matches("Verdict:").count(), 1, "{escaped}");
+    assert!(escaped.contains("ResNet.layer4.2.conv3"), "the report names the convolution: {escaped}");
+    assert!(!escaped.contains("went on past"), "{escaped}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 fn oomscope_run(args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_oomscope"));
     c.arg("run").args(args).current_dir(root());

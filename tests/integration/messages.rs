@@ -541,7 +541,10 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     let v = verdict("messages-ninth", "vllm-13882-rank0-kv-cache-minus-1.05gib-rtx4060.txt");
     assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
     assert!(v.headline.contains("6.65 GiB of the 5.60 GiB gpu_memory_utilization allows"), "{}", v.headline);
-    assert_eq!(verdict("messages-ninth", "sleap-2142-tf-region-4.00g-gc-fence-cut.txt").kind, VerdictKind::Undetermined);
+    assert_eq!(
+        verdict("messages-ninth", "sleap-2142-tf-region-4.00g-gc-fence-cut.txt").kind,
+        VerdictKind::Undetermined
+    );
     refused_as("messages-ninth", &[("model-analyzer-837-ort-not-enough-space-expected-21600.txt", "output buffer")]);
     // What the tenth set showed: cudaMallocAsync's pool beyond half a GiB of context, the old
     // form's `cache`, others inferred blamed only where they alone make room, MatConvNet.

@@ -304,8 +304,11 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
     }
     let refused = [
         ("RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)", "host memory"),
-        ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: \
-          101376.", "shared memory per block"),
+        (
+            "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: \
+          101376.",
+            "shared memory per block",
+        ),
         ("Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space", "Java virtual machine"),
         // No runtime oomscope knows, in the host's memory.
         ("fatal: mmap: failed to allocate 8589934592 bytes of host memory", "host's memory (RAM)"),

@@ -147,9 +147,25 @@ pub fn with_qualified<R>(op: Option<&str>, f: impl FnOnce(Option<&str>) -> R) ->
     }
 }
 
+/// Whether `op` (its last part: `ResNet.layer1.0.conv1/conv2d`, `.../ConvolutionBackward0`)
+/// is a convolution, whose workspace cuDNN can do without: PyTorch's cuDNN convolutions catch
+/// the OOM of a workspace and try the next algorithm (`try_all` in `Conv_v7.cpp`,
+/// `try_plans` and `try_configs` in `Conv_v8.cpp`).
+pub fn convolution(op: &str) -> bool {
+    let last = op.rsplit('/').next().unwrap_or(op);
+    last.to_ascii_lowercase().contains("conv")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn convolutions_are_told_by_the_ops_last_part() {
+        assert!(convolution("ResNet.layer1.0.conv1/ConvolutionBackward0"));
+        assert!(convolution("ResNet.conv1/conv2d") && convolution("cudnn_convolution"));
+        assert!(!convolution("ResNet.conv1/relu") && !convolution("ResNet.conv1/batch_norm"));
+    }
 
     #[test]
     fn scopes_compose_and_unwind() {

@@ -245,9 +245,7 @@ impl Cause {
             Cause::SingleTensor { .. }
             | Cause::PartialEmpty { .. }
             | Cause::BeyondAnyGpu { .. }
-            | Cause::DeviceMisreported { .. } => {
-                VerdictKind::SingleTensor
-            }
+            | Cause::DeviceMisreported { .. } => VerdictKind::SingleTensor,
             Cause::Growth { .. } | Cause::GrowingNoOom { .. } | Cause::ManyOfOneSize { .. } => VerdictKind::Growth,
             Cause::Fragmentation { .. } => VerdictKind::Fragmentation,
             Cause::Peak { .. } => VerdictKind::Peak,

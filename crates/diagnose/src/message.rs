@@ -105,9 +105,7 @@ impl MessageCause {
             MessageCause::Peak { .. }
             | MessageCause::KvCache { .. }
             | MessageCause::KvCacheTokens { .. }
-            | MessageCause::NoKvRoom { .. } => {
-                VerdictKind::Peak
-            }
+            | MessageCause::NoKvRoom { .. } => VerdictKind::Peak,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,

@@ -152,6 +152,17 @@ pub extern "C" fn oomscope_record_stream(ptr: *mut c_void, stream: *mut c_void) 
     })
 }
 
+/// An OOM error reached the program (Python's hook): the report held back at an OOM in a
+/// convolution, which PyTorch's cuDNN code did not catch after all, is written on stderr.
+#[unsafe(no_mangle)]
+pub extern "C" fn oomscope_say_held_report() {
+    guard((), || {
+        if let Ok(rt) = runtime() {
+            rt.say_held_report();
+        }
+    })
+}
+
 /// Waits for the streams memory was held back for and releases it; returns how many
 /// allocations were released (-1 on error).
 #[unsafe(no_mangle)]

@@ -117,6 +117,13 @@ pub struct Runtime {
     ooms: AtomicU64,
     /// The first OOMs' ops and sizes, for `oomscope fit`'s result.
     failed: Mutex<Vec<oomscope_format::fit::FailedRequest>>,
+    /// The whole report was written on stderr (once a process).
+    report_said: AtomicBool,
+    /// The report of an OOM in a convolution, held back: PyTorch's cuDNN code catches it
+    /// and tries another algorithm, and only when it reaches the program
+    /// ([`Runtime::say_held_report`]) is it a failure. With how many were held.
+    held_report: Mutex<Option<String>>,
+    held: AtomicU64,
     /// OOMs past the dump budget since the last line said so, and when that line was.
     undumped: AtomicU64,
     undumped_line: Mutex<Option<Instant>>,
@@ -218,6 +225,9 @@ impl Runtime {
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
             failed: Mutex::new(Vec::new()),
+            report_said: AtomicBool::new(false),
+            held_report: Mutex::new(None),
+            held: AtomicU64::new(0),
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
             dumps_written: AtomicU64::new(0),
@@ -396,6 +406,14 @@ impl Runtime {
         }
         let ooms = self.ooms.load(Ordering::Relaxed);
         let written = self.dumps_written.load(Ordering::Relaxed);
+        let held = self.held.load(Ordering::Relaxed);
+        if lock(&self.held_report).take().is_some() && !self.report_said.load(Ordering::Relaxed) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "oomscope: the program went on past {held} OOM(s) in convolutions: PyTorch's cuDNN took another \
+                 algorithm each time (not failures; the dumps show the memory then)"
+            );
+        }
         if ooms > written {
             let _ = writeln!(std::io::stderr().lock(), "oomscope: {ooms} OOMs in all, {written} dump(s) written");
         }
@@ -851,7 +869,10 @@ impl Runtime {
         if let Some(r) = &oom.dump.oom {
             let mut failed = lock(&self.failed);
             if failed.len() < oomscope_format::fit::FAILED_KEPT {
-                failed.push(oomscope_format::fit::FailedRequest { op: r.op.clone().unwrap_or_default(), bytes: r.requested });
+                failed.push(oomscope_format::fit::FailedRequest {
+                    op: r.op.clone().unwrap_or_default(),
+                    bytes: r.requested,
+                });
             }
         }
         if n > self.config.max_dumps {
@@ -873,21 +894,35 @@ impl Runtime {
         let d = &oom.dump;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
         let message = self.caller_message(slot, &oom, &format!("{verdict} ({where_}; the report is on stderr)"));
+        let mut whole = format!("{report}\n");
+        if let Ok(()) = written {
+            whole.push_str(&format!(
+                "oomscope: dump written to {}\n  look inside: oomscope tui {}\n",
+                path.display(),
+                oomscope_base::shell::quoted(&path.display().to_string())
+            ));
+        }
+        let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
         let mut err = std::io::stderr().lock();
-        if n == 1 && !self.config.quiet {
-            let _ = err.write_all(report.as_bytes());
-            let _ = writeln!(err);
-            if let Ok(()) = written {
-                let _ = writeln!(
-                    err,
-                    "oomscope: dump written to {}\n  look inside: oomscope tui {}",
-                    path.display(),
-                    oomscope_base::shell::quoted(&path.display().to_string())
-                );
-            }
-        } else {
-            let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
+        if self.config.quiet || self.report_said.load(Ordering::Relaxed) {
             let _ = writeln!(err, "oomscope: OOM #{n} on GPU {}: {req}; {where_}", slot.device);
+        } else if slot.caching
+            && d.oom.as_ref().is_some_and(|r| r.op.as_deref().is_some_and(oomscope_core::scope::convolution))
+            && c10()
+        {
+            // cuDNN may well go on with another algorithm: a line now, the report if the
+            // error reaches the program.
+            self.held.fetch_add(1, Ordering::Relaxed);
+            let _ = writeln!(
+                err,
+                "oomscope: OOM #{n} on GPU {} in a convolution: {req}; PyTorch's cuDNN tries another algorithm \
+                 when a workspace does not fit: the report follows if the error reaches the program ({where_})",
+                slot.device
+            );
+            lock(&self.held_report).get_or_insert(whole);
+        } else {
+            self.report_said.store(true, Ordering::Relaxed);
+            let _ = err.write_all(whole.as_bytes());
         }
         if n == self.config.max_dumps {
             let _ = writeln!(
@@ -901,6 +936,15 @@ impl Runtime {
             sampler.oom(std::sync::Arc::from(oom.dump), report);
         }
         message
+    }
+
+    /// The report held back at an OOM in a convolution, now that the error reached the
+    /// program (Python's hook on its way): written on stderr, once.
+    pub fn say_held_report(&self) {
+        let Some(report) = lock(&self.held_report).take() else { return };
+        if !self.report_said.swap(true, Ordering::Relaxed) {
+            let _ = std::io::stderr().lock().write_all(report.as_bytes());
+        }
     }
 
     /// In a job: the other ranks are told at once, before this rank's report is made, that
@@ -1092,6 +1136,11 @@ impl Slot {
         });
         ready.len()
     }
+}
+
+/// Whether PyTorch's code can catch this OOM as its own (`c10::OutOfMemoryError`).
+fn c10() -> bool {
+    crate::oomscope_c10_oom_available() == 1
 }
 
 #[cfg(test)]

@@ -101,20 +101,12 @@ pub struct Scaled {
     pub curves: Vec<Vec<(u64, u64)>>,
 }
 
-/// Whether `op` (a name's last part: `ResNet.layer1.0.conv1/conv2d`,
-/// `.../ConvolutionBackward0`) is a convolution, whose workspace cuDNN can do without:
-/// PyTorch's cuDNN convolutions catch the OOM of a workspace and try the next algorithm
-/// (`try_all` in `Conv_v7.cpp`, `try_plans` and `try_configs` in `Conv_v8.cpp`).
-///
-/// The replay does not skip such a request: the algorithm cuDNN falls back to needs a
-/// workspace of its own, of a size the probes never saw. Replayed as skipped, ResNet-50 in
-/// bf16 on an H200 was answered 3324 where PyTorch's own allocator ran out of memory at
-/// 3324 (3290 trained); replayed as an OOM, 3246, with 3247 training too (said as such).
-pub fn convolution(op: &str) -> bool {
-    let last = op.rsplit('/').next().unwrap_or(op);
-    last.to_ascii_lowercase().contains("conv")
-}
-
+// A convolution's OOM (`oomscope_core::scope::convolution`) is replayed as an OOM, not skipped
+// as cuDNN's fallback: the algorithm cuDNN falls back to needs a workspace of its own, of a
+// size the probes never saw. Replayed as skipped, ResNet-50 in bf16 on an H200 was answered
+// 3324 where PyTorch's own allocator ran out of memory at 3324 (3310 trained); replayed as an
+// OOM, 3246, with 3247 training too (said as such).
+pub use oomscope_core::scope::convolution;
 
 /// Where the probes' tapes part: the first request that differs, said for people.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -595,13 +587,6 @@ mod tests {
             ]
         );
         assert_eq!(s.irregular(), (1, 4000));
-    }
-
-    #[test]
-    fn convolutions_are_told_by_the_ops_last_part() {
-        assert!(convolution("ResNet.layer1.0.conv1/ConvolutionBackward0"));
-        assert!(convolution("ResNet.conv1/conv2d") && convolution("cudnn_convolution"));
-        assert!(!convolution("ResNet.conv1/relu") && !convolution("ResNet.conv1/batch_norm"));
     }
 
     #[test]

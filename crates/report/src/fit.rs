@@ -347,13 +347,19 @@ mod tests {
                 peak_allocated: 148_535_143_424,
                 peak_reserved: 149_250_113_536,
                 how: "measured",
-                failed: Some(FailedRequest { op: "ResNet.layer4.2.conv3/ConvolutionBackward0".into(), bytes: 858_511_507 }),
+                failed: Some(FailedRequest {
+                    op: "ResNet.layer4.2.conv3/ConvolutionBackward0".into(),
+                    bytes: 858_511_507,
+                }),
             }],
             ..CommandFit::default()
         };
         let text = command(&f, "python train.py --batch {batch}");
         assert!(text.contains("No answer: the replay says batch 1711 fits"), "{text}");
         assert!(text.contains("The run at 1711 ended:\n  | torch.OutOfMemoryError: CUDA out of memory.\n"), "{text}");
-        assert!(text.contains("measured (fails at 818.74 MiB by ResNet.layer4.2.conv3/ConvolutionBackward0)"), "{text}");
+        assert!(
+            text.contains("measured (fails at 818.74 MiB by ResNet.layer4.2.conv3/ConvolutionBackward0)"),
+            "{text}"
+        );
     }
 }

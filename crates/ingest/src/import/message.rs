@@ -272,10 +272,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "an illegal memory access: a kernel read or wrote memory it does not own (an index out of range or a bug \
          in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it was",
     ),
-    (
-        "device-side assert triggered",
-        DEVICE_ASSERT,
-    ),
+    ("device-side assert triggered", DEVICE_ASSERT),
     (
         "misaligned address",
         "a misaligned address: a kernel accessed memory at an address its data type does not allow (a bug in a \
@@ -338,10 +335,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
          GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers)",
     ),
-    (
-        "Assertion `",
-        DEVICE_ASSERT,
-    ),
+    ("Assertion `", DEVICE_ASSERT),
     (
         // A kernel's failed check as CUDA prints it, `block: [31,0,0], thread: [116,0,0]
         // Assertion ...`, its condition's backticks lost where a paste broke the line.
@@ -374,22 +368,10 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "a Triton kernel whose tiles need more shared memory per block than the GPU has (a kernel's block sizes \
          or num_stages), found when launching it: a limit of the kernel, not device memory",
     ),
-    (
-        "PI_ERROR_OUT_OF_HOST_MEMORY",
-        RUNTIME_HOST_MEMORY,
-    ),
-    (
-        "UR_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-        RUNTIME_HOST_MEMORY,
-    ),
-    (
-        "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-        RUNTIME_HOST_MEMORY,
-    ),
-    (
-        "VK_ERROR_OUT_OF_HOST_MEMORY",
-        RUNTIME_HOST_MEMORY,
-    ),
+    ("PI_ERROR_OUT_OF_HOST_MEMORY", RUNTIME_HOST_MEMORY),
+    ("UR_RESULT_ERROR_OUT_OF_HOST_MEMORY", RUNTIME_HOST_MEMORY),
+    ("ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY", RUNTIME_HOST_MEMORY),
+    ("VK_ERROR_OUT_OF_HOST_MEMORY", RUNTIME_HOST_MEMORY),
     (
         "workers are out of shared memory",
         "the DataLoader's worker processes running out of shared memory (/dev/shm, host RAM that carries their \
@@ -661,9 +643,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let clean = without_ansi(text);
     // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
     // "could not be allocated" is not a failure unless the build then failed.
-    if clean.contains(TRT_TACTIC_SKIPPED)
-        && !clean.contains("Could not find any implementation")
-    {
+    if clean.contains(TRT_TACTIC_SKIPPED) && !clean.contains("Could not find any implementation") {
         return Err(InputError {
             path: path.to_path_buf(),
             line: 0,
@@ -850,9 +830,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                     m.allocated = Some(w + n + a);
                 }
                 m.total = after(text, "total_gpu_memory (").and_then(leading_figure);
-                m.allowed = after(text, "total_gpu_memory (")
-                    .and_then(|r| after(r, ") = "))
-                    .and_then(leading_figure);
+                m.allowed = after(text, "total_gpu_memory (").and_then(|r| after(r, ") = ")).and_then(leading_figure);
             }
         }
         MessageFormat::Paddle => {
@@ -1035,7 +1013,8 @@ fn leading_figure(s: &str) -> Option<u64> {
 
 /// A whole number at the start of `s` with its thousands grouped by commas (`25,600,000`).
 fn grouped_u64(s: &str) -> Option<u64> {
-    let digits: String = s.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').filter(|c| *c != ',').collect();
+    let digits: String =
+        s.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').filter(|c| *c != ',').collect();
     digits.parse().ok()
 }
 
@@ -1085,9 +1064,17 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     // Any other runtime: a count of bytes on the failing line (`allocate 1048576 bytes`,
     // `of 4004bytes`).
     let line = body.lines().next().unwrap_or("");
-    let at = line.find(" bytes").or_else(|| line.find("bytes").filter(|&i| i > 0 && line.as_bytes()[i - 1].is_ascii_digit()))?;
-    let digits: String =
-        line[..at].chars().rev().take_while(|c| c.is_ascii_digit() || *c == ',').collect::<String>().chars().rev().collect();
+    let at = line
+        .find(" bytes")
+        .or_else(|| line.find("bytes").filter(|&i| i > 0 && line.as_bytes()[i - 1].is_ascii_digit()))?;
+    let digits: String = line[..at]
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .collect::<String>()
+        .chars()
+        .rev()
+        .collect();
     grouped_u64(&digits)
 }
 
@@ -1129,7 +1116,10 @@ fn generic(lines: &[&str]) -> Option<Found> {
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
         // `error: out of memory`).
         let around = lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
-        has(&l, RAN_OUT) && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE)) && has(&l, FAILED) && !has(&l, ON_THE_HOST)
+        has(&l, RAN_OUT)
+            && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE))
+            && has(&l, FAILED)
+            && !has(&l, ON_THE_HOST)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
 }
