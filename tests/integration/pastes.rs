@@ -24,6 +24,8 @@ const SETS: &[&str] = &[
     "messages-ninth",
     "messages-tenth",
     "messages-eleventh",
+    "messages-twelfth",
+    "messages-thirteenth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -146,7 +146,8 @@ pub enum Cause {
     /// The allocator's limit allowed the request, but the device did not have it.
     DeviceRefused { request: Request, limit: u64, limit_headroom: u64, device_free: u64, elsewhere: Elsewhere },
     /// A log that shows the driver refusing TensorFlow's first regions: the pool took all the
-    /// device would give, and other processes held the rest.
+    /// device would give, and other processes held the rest (with the card's size or a
+    /// failure after it; the refusals alone say only that the pool got less).
     PoolTookDevice {
         /// The failed request's op, when the log has one; `outside` when it was for memory
         /// outside the pool (cuDNN's handle).
@@ -237,6 +238,11 @@ impl Cause {
     /// The class a dump's `verdict.kind` names.
     pub fn kind(&self) -> VerdictKind {
         match self {
+            // TF backing off its first region, alone (without the card's size or a failure
+            // after it): it went on with a smaller pool, and what held the rest is not in the
+            // log. (The same size refused again and again is a library beside a pool that took
+            // the device: cuBLAS's workspace after its handle failed.)
+            Cause::PoolTookDevice { card: 0, op: None, refused, .. } if backed_off(refused) => VerdictKind::Undetermined,
             Cause::OutsideRequest { .. } | Cause::DeviceRefused { .. } | Cause::PoolTookDevice { .. } => {
                 VerdictKind::Others
             }
@@ -570,6 +576,11 @@ fn pool_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
         fix: Fix::Reorder { pinning: None, rounded: asked },
         breakdown: b.to_vec(),
     })
+}
+
+/// Sizes that fall at each step: TF backing off its first pool region by a tenth.
+pub fn backed_off(refused: &[u64]) -> bool {
+    refused.len() >= 2 && refused.windows(2).all(|w| w[1] < w[0])
 }
 
 /// What a partial TF log allows: the preallocation story when the device refused regions,

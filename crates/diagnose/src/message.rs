@@ -90,6 +90,9 @@ pub enum MessageCause {
     /// `used` of the `budget` gpu_memory_utilization allows (of `total`): no room for any KV
     /// cache.
     NoKvRoom { used: u64, budget: u64, total: Option<u64> },
+    /// vLLM's profile at start-up left no memory for KV cache blocks, said without its
+    /// figures (`No available memory for the cache blocks`).
+    NoKvBlocks,
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
     WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
@@ -105,7 +108,8 @@ impl MessageCause {
             MessageCause::Peak { .. }
             | MessageCause::KvCache { .. }
             | MessageCause::KvCacheTokens { .. }
-            | MessageCause::NoKvRoom { .. } => VerdictKind::Peak,
+            | MessageCause::NoKvRoom { .. }
+            | MessageCause::NoKvBlocks => VerdictKind::Peak,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,
@@ -170,6 +174,8 @@ pub enum MessageFix {
     /// vLLM with no room for a KV cache: a larger share of the GPU (`short` more at least), a
     /// smaller model, or the model shared over GPUs.
     VllmNoKvRoom { short: u64 },
+    /// vLLM with no room for KV cache blocks, by how much not said.
+    VllmNoKvBlocks,
     /// What to run to find out.
     FindOut { format: MessageFormat, framework: Framework },
 }
@@ -351,6 +357,9 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             fix: MessageFix::VllmNoKvRoom { short: used - budget },
             breakdown: b,
         };
+    }
+    if m.format == MessageFormat::VllmKvCache && request.is_none() && m.free.is_none() && m.kv_tokens.is_none() {
+        return MessageDiagnosis { cause: MessageCause::NoKvBlocks, fix: MessageFix::VllmNoKvBlocks, breakdown: b };
     }
     if let (MessageFormat::VllmKvCache, Some(r), Some(available)) = (m.format, &request, m.free) {
         return MessageDiagnosis {

@@ -321,6 +321,9 @@ pub enum PasteDamage {
     Prefixed,
     /// Lower-cased whole.
     LowerCased,
+    /// A framework's words as a person retyped them (`CUDA out of the memory`): read as the
+    /// framework's.
+    Retyped,
     /// Its last line ends mid-way, inside what was read: what followed is not in it.
     CutShort,
 }

@@ -113,6 +113,12 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
             ),
             vec![format!("{max_len} tokens needed > {fits} that fit: short by {}", max_len.saturating_sub(*fits))],
         ),
+        MessageCause::NoKvBlocks => (
+            "vLLM has no room for its KV cache: the weights, the memory outside PyTorch and the activation peak of \
+             its start-up profile take all that gpu_memory_utilization allows"
+                .to_string(),
+            vec!["vLLM's check found no memory left for one KV cache block (the message gives no figures)".to_string()],
+        ),
         MessageCause::NoKvRoom { used, budget, total } => (
             format!(
                 "vLLM has no room for its KV cache: the weights, the memory outside PyTorch and the activation peak \
@@ -493,6 +499,10 @@ pub(super) fn fix(f: &MessageFix) -> String {
             fits.map_or(String::new(), |f| format!(" to {f} or less (vLLM's estimate of what fits)")),
             torch(*short)
         ),
+        MessageFix::VllmNoKvBlocks => "raise gpu_memory_utilization (its log's profile line says what the weights \
+             and the activation peak take), or serve a smaller or quantized model, or share it over more GPUs \
+             (tensor_parallel_size); a shorter max_model_len or fewer max_num_seqs lower the activation peak"
+            .to_string(),
         MessageFix::VllmNoKvRoom { short } => format!(
             "raise gpu_memory_utilization so that it allows at least {} more and then some for the KV cache, or serve \
              a smaller or quantized model, or share it over more GPUs (tensor_parallel_size); a shorter max_model_len or \

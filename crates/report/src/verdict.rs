@@ -723,7 +723,14 @@ fn pool_took_device_words(
         ));
     }
     let who = op.as_deref().unwrap_or("the run");
-    let headline = if *outside {
+    let headline = if *card == 0 && op.is_none() && oomscope_diagnose::backed_off(refused) {
+        format!(
+            "TensorFlow's pool got less than it asked for: the device refused its first region and gave {}; \
+             the log shows neither the card's memory nor a failure after it, so what held the rest (other \
+             processes, the desktop, the driver's share on Windows) cannot be told",
+            human_bytes_driver(*taken)
+        )
+    } else if *outside {
         format!(
             "{who} could not get memory outside TensorFlow's pool (CUDNN_STATUS_ALLOC_FAILED): the pool had taken everything the device would give, and other processes held the rest"
         )

@@ -94,6 +94,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("larger than the maximum number of tokens that can be stored in KV cache", MessageFormat::VllmKvCache),
     // vLLM 0.6 to 0.8's profile at start-up, when nothing is left for the KV cache.
     ("the rest of the memory reserved for KV Cache is -", MessageFormat::VllmKvCache),
+    // vLLM's check that its profile left some memory for KV cache blocks (from 0.2 on; also
+    // seen in the `raise` line of a traceback cut before the error's own line).
+    ("No available memory for the cache blocks", MessageFormat::VllmKvCache),
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
@@ -517,6 +520,30 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "signal 9: SIGKILL",
         "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
          not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
+        // torchrun's agent: `failed (exitcode: -9) local_rank: 0 (pid: 6914) of binary: ...`,
+        // and its summary's `exitcode  : -9`.
+        "(exitcode: -9)",
+        "a worker torchrun started that ended with exit code -9: killed with SIGKILL, usually by the Linux OOM \
+         killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it; load \
+         less into RAM at once (a checkpoint loaded whole by every rank, DataLoader workers)",
+    ),
+    (
+        "exitcode  : -9",
+        "a worker torchrun started that ended with exit code -9: killed with SIGKILL, usually by the Linux OOM \
+         killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
+        "is killed by signal: Segmentation fault",
+        "a DataLoader worker that crashed (a segmentation fault in the worker process: a library it loads, or \
+         shared memory running out), not an out-of-memory error on the GPU. num_workers=0 shows the error in the \
+         main process",
+    ),
+    (
+        "is killed by signal: Bus error",
+        "a DataLoader worker that ran out of shared memory (/dev/shm, a bus error), host memory the workers pass \
+         batches through: not the GPU's. Give the container more (--shm-size, --ipc=host), or fewer workers",
     ),
     (
         "is killed by signal: Killed",

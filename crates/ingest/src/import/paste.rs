@@ -109,10 +109,21 @@ pub fn undo(text: &str) -> Pasted {
             damage.push(PasteDamage::LowerCased);
         }
     }
+    // A message a person retyped, with a word the framework never prints.
+    for (said, printed) in RETYPED {
+        if text.contains(said) {
+            text = text.replace(said, printed);
+            damage.push(PasteDamage::Retyped);
+            break;
+        }
+    }
     let last = lines.iter().rposition(|(l, _)| !l.trim().is_empty()).unwrap_or(0);
     let cut = lines.get(last).is_some_and(|(l, _)| ends_open(l));
     Pasted { text, origin, undone: damage, cut, last, lines: count }
 }
+
+/// Framework messages as people retype them, and as the framework prints them.
+const RETYPED: &[(&str, &str)] = &[("CUDA out of the memory", "CUDA out of memory")];
 
 /// A line without a quote's `>` marks, a code fence, markdown's emphasis and code marks:
 /// the line, and whether it was quoted or marked up.
@@ -785,6 +796,13 @@ mod tests {
         assert_eq!(lines[2], "done");
         assert!(lines[3].starts_with("2025-01-05 09:48:28.754302: I tensorflow"), "TF's own prefix stays");
         assert_eq!(p.undone, [PasteDamage::Quoted, PasteDamage::Markdown, PasteDamage::Prefixed]);
+    }
+
+    #[test]
+    fn a_retyped_message_is_read_as_the_frameworks() {
+        let p = undo("RuntimeError: CUDA out of the memory. Tried to allocate 360.00 MiB\n");
+        assert_eq!(p.text, "RuntimeError: CUDA out of memory. Tried to allocate 360.00 MiB\n");
+        assert_eq!(p.undone, [PasteDamage::Retyped]);
     }
 
     #[test]
