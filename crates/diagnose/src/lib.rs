@@ -242,7 +242,9 @@ impl Cause {
             // after it): it went on with a smaller pool, and what held the rest is not in the
             // log. (The same size refused again and again is a library beside a pool that took
             // the device: cuBLAS's workspace after its handle failed.)
-            Cause::PoolTookDevice { card: 0, op: None, refused, .. } if backed_off(refused) => VerdictKind::Undetermined,
+            Cause::PoolTookDevice { card: 0, op: None, refused, .. } if backed_off(refused) => {
+                VerdictKind::Undetermined
+            }
             Cause::OutsideRequest { .. } | Cause::DeviceRefused { .. } | Cause::PoolTookDevice { .. } => {
                 VerdictKind::Others
             }

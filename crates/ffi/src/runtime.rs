@@ -117,13 +117,13 @@ pub struct Runtime {
     ooms: AtomicU64,
     /// The first OOMs' ops and sizes, for `oomscope fit`'s result.
     failed: Mutex<Vec<oomscope_format::fit::FailedRequest>>,
-    /// The whole report was written on stderr (once a process).
-    report_said: AtomicBool,
-    /// The report of an OOM in a convolution, held back: PyTorch's cuDNN code catches it
-    /// and tries another algorithm, and only when it reaches the program
-    /// ([`Runtime::say_held_report`]) is it a failure. With how many were held.
-    held_report: Mutex<Option<String>>,
+    /// The last OOM in a convolution, held back: PyTorch's cuDNN code catches it and tries
+    /// another algorithm, and only when it reaches the program ([`Runtime::say_held_report`])
+    /// is it a failure, dumped and reported. With how many were held and not reported.
+    held_oom: Mutex<Option<HeldOom>>,
     held: AtomicU64,
+    /// OOMs reported (each dumped while `OOMSCOPE_MAX_DUMPS` allows).
+    reported: AtomicU64,
     /// OOMs past the dump budget since the last line said so, and when that line was.
     undumped: AtomicU64,
     undumped_line: Mutex<Option<Instant>>,
@@ -225,9 +225,9 @@ impl Runtime {
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
             failed: Mutex::new(Vec::new()),
-            report_said: AtomicBool::new(false),
-            held_report: Mutex::new(None),
+            held_oom: Mutex::new(None),
             held: AtomicU64::new(0),
+            reported: AtomicU64::new(0),
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
             dumps_written: AtomicU64::new(0),
@@ -407,15 +407,16 @@ impl Runtime {
         let ooms = self.ooms.load(Ordering::Relaxed);
         let written = self.dumps_written.load(Ordering::Relaxed);
         let held = self.held.load(Ordering::Relaxed);
-        if lock(&self.held_report).take().is_some() && !self.report_said.load(Ordering::Relaxed) {
+        if held > 0 && !self.config.quiet {
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "oomscope: the program went on past {held} OOM(s) in convolutions: PyTorch's cuDNN took another \
-                 algorithm each time (not failures; the dumps show the memory then)"
+                 algorithm each time (not failures: not dumped)"
             );
         }
-        if ooms > written {
-            let _ = writeln!(std::io::stderr().lock(), "oomscope: {ooms} OOMs in all, {written} dump(s) written");
+        if ooms - held > written {
+            let _ =
+                writeln!(std::io::stderr().lock(), "oomscope: {} OOMs in all, {written} dump(s) written", ooms - held);
         }
         if ooms > 0 {
             self.tell_run(true);
@@ -875,7 +876,13 @@ impl Runtime {
                 });
             }
         }
-        if n > self.config.max_dumps {
+        let in_convolution =
+            oom.dump.oom.as_ref().is_some_and(|r| r.op.as_deref().is_some_and(oomscope_core::scope::convolution));
+        if slot.caching && in_convolution && c10() {
+            return self.hold_oom(slot, oom, n);
+        }
+        let k = self.reported.fetch_add(1, Ordering::Relaxed) + 1;
+        if k > self.config.max_dumps {
             return self.count_oom(slot, &oom, n);
         }
         let path = self.dump_path(slot.device, Moment::Oom(n));
@@ -883,6 +890,26 @@ impl Runtime {
         self.tell_job(slot, &path);
         let oomscope_report::PostMortem { report, written } =
             oomscope_pipeline::at_oom(&mut oom.dump, |d| self.write_dump(&path, d));
+        let message = self.said_oom(slot, &oom.dump, &report, &path, written, n, k);
+        if let Some(sampler) = &*lock(&slot.sampler) {
+            sampler.oom(std::sync::Arc::from(oom.dump), report);
+        }
+        message
+    }
+
+    /// An OOM reported: counted, said on stderr (the whole report the first time, else a
+    /// line), the caller's message made.
+    #[allow(clippy::too_many_arguments)]
+    fn said_oom(
+        &self,
+        slot: &Slot,
+        d: &dump::Dump,
+        report: &str,
+        path: &std::path::Path,
+        written: Result<(), oomscope_base::Problem>,
+        n: u64,
+        k: u64,
+    ) -> String {
         if written.is_ok() {
             self.dumps_written.fetch_add(1, Ordering::Relaxed);
         }
@@ -891,59 +918,75 @@ impl Runtime {
             Ok(()) => format!("dump: {}", path.display()),
             Err(e) => format!("the dump was not written: {e}"),
         };
-        let d = &oom.dump;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
-        let message = self.caller_message(slot, &oom, &format!("{verdict} ({where_}; the report is on stderr)"));
-        let mut whole = format!("{report}\n");
-        if let Ok(()) = written {
-            whole.push_str(&format!(
-                "oomscope: dump written to {}\n  look inside: oomscope tui {}\n",
-                path.display(),
-                oomscope_base::shell::quoted(&path.display().to_string())
-            ));
-        }
-        let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
+        let tail = format!("{verdict} ({where_}; the report is on stderr)");
+        let message = caller_text(slot, d, d.oom.as_ref().map_or(0, |r| r.requested), &tail);
         let mut err = std::io::stderr().lock();
-        if self.config.quiet || self.report_said.load(Ordering::Relaxed) {
-            let _ = writeln!(err, "oomscope: OOM #{n} on GPU {}: {req}; {where_}", slot.device);
-        } else if slot.caching
-            && d.oom.as_ref().is_some_and(|r| r.op.as_deref().is_some_and(oomscope_core::scope::convolution))
-            && c10()
-        {
-            // cuDNN may well go on with another algorithm: a line now, the report if the
-            // error reaches the program.
-            self.held.fetch_add(1, Ordering::Relaxed);
-            let _ = writeln!(
-                err,
-                "oomscope: OOM #{n} on GPU {} in a convolution: {req}; PyTorch's cuDNN tries another algorithm \
-                 when a workspace does not fit: the report follows if the error reaches the program ({where_})",
-                slot.device
-            );
-            lock(&self.held_report).get_or_insert(whole);
+        if k == 1 && !self.config.quiet {
+            let _ = err.write_all(report.as_bytes());
+            let _ = writeln!(err);
+            if written.is_ok() {
+                let _ = writeln!(
+                    err,
+                    "oomscope: dump written to {}\n  look inside: oomscope tui {}",
+                    path.display(),
+                    oomscope_base::shell::quoted(&path.display().to_string())
+                );
+            }
         } else {
-            self.report_said.store(true, Ordering::Relaxed);
-            let _ = err.write_all(whole.as_bytes());
+            let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
+            let _ = writeln!(err, "oomscope: OOM #{n} on GPU {}: {req}; {where_}", slot.device);
         }
-        if n == self.config.max_dumps {
+        if k == self.config.max_dumps {
             let _ = writeln!(
                 err,
                 "oomscope: OOM #{n} was the last to get a dump (OOMSCOPE_MAX_DUMPS={}); later ones are counted",
                 self.config.max_dumps
             );
         }
-        drop(err);
-        if let Some(sampler) = &*lock(&slot.sampler) {
-            sampler.oom(std::sync::Arc::from(oom.dump), report);
-        }
         message
     }
 
-    /// The report held back at an OOM in a convolution, now that the error reached the
-    /// program (Python's hook on its way): written on stderr, once.
+    /// An OOM in a convolution with PyTorch's libc10 in the process: cuDNN's code catches it
+    /// and tries another algorithm (on an H200, ResNet-50 went on past 34 such OOMs in a step
+    /// and trained). Diagnosed now, but dumped and reported only when it reaches the program;
+    /// a line says the first one.
+    fn hold_oom(&self, slot: &Slot, mut oom: Oom, n: u64) -> String {
+        let path = self.dump_path(slot.device, Moment::Oom(n));
+        let oomscope_report::PostMortem { report, .. } = oomscope_pipeline::at_oom(&mut oom.dump, |_| Ok::<(), ()>(()));
+        let d = &oom.dump;
+        let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
+        let message = self.caller_message(slot, &oom, &format!("{verdict} (the report is on stderr)"));
+        if self.held.fetch_add(1, Ordering::Relaxed) == 0 && !self.config.quiet {
+            let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "oomscope: an OOM in a convolution on GPU {}: {req}; PyTorch's cuDNN tries another algorithm when a \
+                 workspace does not fit, so it is reported only if the error reaches the program",
+                slot.device
+            );
+        }
+        *lock(&self.held_oom) = Some(HeldOom { device: slot.device, n, path, dump: oom.dump, report });
+        message
+    }
+
+    /// The OOM held back in a convolution, now that the error reached the program (Python's
+    /// hook on its way): dumped and reported as any other.
     pub fn say_held_report(&self) {
-        let Some(report) = lock(&self.held_report).take() else { return };
-        if !self.report_said.swap(true, Ordering::Relaxed) {
-            let _ = std::io::stderr().lock().write_all(report.as_bytes());
+        let Some(h) = lock(&self.held_oom).take() else { return };
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        let Some(slot) = self.all().into_iter().find(|s| s.device == h.device) else { return };
+        let k = self.reported.fetch_add(1, Ordering::Relaxed) + 1;
+        self.last_oom_ms.store(now_ms(), Ordering::Relaxed);
+        self.tell_job(slot, &h.path);
+        let written = if k > self.config.max_dumps {
+            Err(oomscope_base::problem!("OOMSCOPE_MAX_DUMPS={} dumps were written already", self.config.max_dumps))
+        } else {
+            self.write_dump(&h.path, &h.dump)
+        };
+        let _ = self.said_oom(slot, &h.dump, &h.report, &h.path, written, h.n, k);
+        if let Some(sampler) = &*lock(&slot.sampler) {
+            sampler.oom(std::sync::Arc::from(*h.dump), h.report);
         }
     }
 
@@ -1022,22 +1065,7 @@ impl Runtime {
     /// The allocation's failure in PyTorch's words (the caching allocator's), else TF's
     /// figures, then `tail`.
     fn caller_message(&self, slot: &Slot, oom: &Oom, tail: &str) -> String {
-        let d = &oom.dump;
-        let stats = &d.stats;
-        match render::torch::oom_message(d) {
-            Some(torch) if slot.caching => format!("{torch}\noomscope:{tail}"),
-            _ => format!(
-                "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
-                 {} in use, {} in its pool, and {} in its largest free block.{tail}",
-                human(oom.requested()),
-                oom.requested(),
-                slot.device,
-                human(d.allocator.limit),
-                human(stats.bytes_in_use),
-                human(stats.pool_bytes),
-                human(stats.largest_free_block),
-            ),
-        }
+        caller_text(slot, &oom.dump, oom.requested(), tail)
     }
 
     /// Writes a dump (at an OOM, a step, exit) unless the dump directory already holds its
@@ -1136,6 +1164,35 @@ impl Slot {
         });
         ready.len()
     }
+}
+
+/// The allocation's failure in PyTorch's words (the caching allocator's), else TF's
+/// figures, then `tail`.
+fn caller_text(slot: &Slot, d: &dump::Dump, requested: u64, tail: &str) -> String {
+    let stats = &d.stats;
+    match render::torch::oom_message(d) {
+        Some(torch) if slot.caching => format!("{torch}\noomscope:{tail}"),
+        _ => format!(
+            "CUDA out of memory. Tried to allocate {} ({} bytes) on GPU {}. oomscope's allocator has a limit of {}, \
+             {} in use, {} in its pool, and {} in its largest free block.{tail}",
+            human(requested),
+            requested,
+            slot.device,
+            human(d.allocator.limit),
+            human(stats.bytes_in_use),
+            human(stats.pool_bytes),
+            human(stats.largest_free_block),
+        ),
+    }
+}
+
+/// An OOM in a convolution whose report waits ([`Runtime::hold_oom`]).
+struct HeldOom {
+    device: i32,
+    n: u64,
+    path: PathBuf,
+    dump: Box<dump::Dump>,
+    report: String,
 }
 
 /// Whether PyTorch's code can catch this OOM as its own (`c10::OutOfMemoryError`).
