@@ -26,6 +26,8 @@ const SETS: &[&str] = &[
     "messages-eleventh",
     "messages-twelfth",
     "messages-thirteenth",
+    "messages-fourteenth",
+    "messages-fifteenth",
 ];
 
 /// Every text of the sets: (set/file, text).

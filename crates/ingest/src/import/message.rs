@@ -109,6 +109,11 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("is more than total mem size", MessageFormat::DeviceRuntime),
     ("Not enough space to allocate", MessageFormat::DeviceRuntime),
     ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
+    // MXNet 0.x's GPU pool: `src/storage/./pooled_storage_manager.h:62: Memory allocation failed.`
+    ("pooled_storage_manager.h", MessageFormat::CudaRuntime),
+    // XLA's listing of a program's largest buffers, pasted without its header (`Largest
+    // program allocations in hbm:`): each buffer's `Allocation type: scoped` / `HLO temp`.
+    ("Allocation type: ", MessageFormat::XlaHbm),
     // MatConvNet: `getWorkspace [out of memory error]`.
     ("[out of memory error]", MessageFormat::DeviceRuntime),
     // Vulkan (ggml's backend, vulkan-hpp, vulkano) and DirectML.
@@ -116,6 +121,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("ErrorOutOfDeviceMemory", MessageFormat::DeviceRuntime),
     ("VK_ERROR_OUT_OF_DEVICE_MEMORY", MessageFormat::DeviceRuntime),
     ("OomError(OutOfDeviceMemory)", MessageFormat::DeviceRuntime),
+    // DirectML: `Could not allocate tensor with 9831040 bytes. There is not enough GPU video
+    // memory available!` (the first sentence first: a paste may break the line between them).
+    ("Could not allocate tensor with ", MessageFormat::DeviceRuntime),
     ("not enough GPU video memory available", MessageFormat::DeviceRuntime),
     // ncnn's Vulkan: -2 is VK_ERROR_OUT_OF_DEVICE_MEMORY.
     ("vkAllocateMemory failed -2", MessageFormat::DeviceRuntime),
@@ -626,6 +634,14 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
                        GPU's memory is not involved",
             });
         }
+        if killed_by_exit_code(l) {
+            return Some(LookAlike {
+                line: i + 1,
+                what: "a process that ended with SIGKILL (exit code -9, or 137 from a shell), usually by the Linux \
+                       OOM killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` \
+                       confirms it",
+            });
+        }
     }
     // A marker a paste broke mid-word over two lines (`an illeg` / `al memory access`).
     let unbroken: String = text.lines().map(str::trim).collect();
@@ -643,6 +659,21 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
         }
     }
     host_memory(text)
+}
+
+/// A launcher's or shell's report of a process's exit code -9 (or 137, 128 + 9): SIGKILL.
+/// (`... exits with return code = -9` from DeepSpeed's launcher, torchrun's `exitcode: -9`,
+/// `exit status 137`.)
+fn killed_by_exit_code(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    ["return code", "returncode", "exit code", "exitcode", "exit status"].iter().any(|key| {
+        l.match_indices(key).any(|(at, _)| {
+            let rest = l[at + key.len()..].trim_start_matches([' ', '=', ':', '\t']);
+            ["-9", "137"].iter().any(|code| {
+                rest.strip_prefix(code).is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        })
+    })
 }
 
 /// A line in no look-alike's words above that says the host's memory ran out (memory ran

@@ -97,6 +97,11 @@ pub fn undo(text: &str) -> Pasted {
         text.push('\n');
         origin.push(*o);
     }
+    // A message a person retyped: a word the framework never prints, spaces lost.
+    if let Some(r) = retyped(&text) {
+        text = r;
+        damage.push(PasteDamage::Retyped);
+    }
     // Lower-cased whole, or a message's words lower-cased in a text that has capitals
     // elsewhere (`RuntimeError: cuda out of memory. tried to allocate ...`): read when the
     // words in their case make a message the text did not hold.
@@ -109,21 +114,49 @@ pub fn undo(text: &str) -> Pasted {
             damage.push(PasteDamage::LowerCased);
         }
     }
-    // A message a person retyped, with a word the framework never prints.
-    for (said, printed) in RETYPED {
-        if text.contains(said) {
-            text = text.replace(said, printed);
-            damage.push(PasteDamage::Retyped);
-            break;
-        }
-    }
     let last = lines.iter().rposition(|(l, _)| !l.trim().is_empty()).unwrap_or(0);
     let cut = lines.get(last).is_some_and(|(l, _)| ends_open(l));
     Pasted { text, origin, undone: damage, cut, last, lines: count }
 }
 
 /// Framework messages as people retype them, and as the framework prints them.
-const RETYPED: &[(&str, &str)] = &[("CUDA out of the memory", "CUDA out of memory")];
+const RETYPED: &[(&str, &str)] = &[
+    ("CUDA out of the memory", "CUDA out of memory"),
+    ("cuda out of the memory", "cuda out of memory"),
+    ("out of memory, tried to allocate", "out of memory. tried to allocate"),
+    ("out of memory, Tried to allocate", "out of memory. Tried to allocate"),
+    ("totalcapacity", "total capacity"),
+    ("by Pytorch", "by PyTorch"),
+];
+
+/// `text` with a retyped PyTorch message as PyTorch prints it, when it was retyped: the
+/// words above, and the spaces a person left out in its figures' clause (`50MiB(GPU 0;
+/// 1.96GiB total capacity;1.33GiB already allocated`). None when nothing changes.
+fn retyped(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains("out of") || !lower.contains("memory") {
+        return None;
+    }
+    let mut out = text.to_string();
+    for (said, printed) in RETYPED {
+        out = out.replace(said, printed);
+    }
+    if lower.contains("already allocated") {
+        let mut spaced = String::with_capacity(out.len() + 8);
+        let b = out.as_bytes();
+        for (i, c) in out.char_indices() {
+            spaced.push(c);
+            let next = b.get(i + 1).copied();
+            // `;1.33GiB` and `50MiB(GPU`: a space where PyTorch prints one.
+            let after_unit = c == 'B' && i > 0 && matches!(b[i - 1], b'i' | b' ' | b'0'..=b'9');
+            if (c == ';' && next.is_some_and(|n| n != b' ')) || (after_unit && next == Some(b'(')) {
+                spaced.push(' ');
+            }
+        }
+        out = spaced;
+    }
+    (out != text).then_some(out)
+}
 
 /// A line without a quote's `>` marks, a code fence, markdown's emphasis and code marks:
 /// the line, and whether it was quoted or marked up.
@@ -796,6 +829,22 @@ mod tests {
         assert_eq!(lines[2], "done");
         assert!(lines[3].starts_with("2025-01-05 09:48:28.754302: I tensorflow"), "TF's own prefix stays");
         assert_eq!(p.undone, [PasteDamage::Quoted, PasteDamage::Markdown, PasteDamage::Prefixed]);
+    }
+
+    #[test]
+    fn a_message_retyped_without_its_spaces_gets_them_back() {
+        let p = undo(
+            "cuda out of memory, tried to allocate 50MiB(GPU 0; 1.96GiB totalcapacity;1.33GiB already allocated)\n",
+        );
+        assert!(
+            p.text.contains("Tried to allocate 50MiB (GPU 0; 1.96GiB total capacity; 1.33GiB already"),
+            "{}",
+            p.text
+        );
+        assert!(p.undone.contains(&PasteDamage::Retyped), "{:?}", p.undone);
+        // A message as PyTorch prints it is left alone.
+        let printed = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 7.93 GiB total capacity; 1.00 GiB already allocated)\n";
+        assert!(!undo(printed).undone.contains(&PasteDamage::Retyped));
     }
 
     #[test]
