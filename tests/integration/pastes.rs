@@ -28,6 +28,8 @@ const SETS: &[&str] = &[
     "messages-thirteenth",
     "messages-fourteenth",
     "messages-fifteenth",
+    "messages-sixteenth",
+    "messages-seventeenth",
 ];
 
 /// Every text of the sets: (set/file, text).

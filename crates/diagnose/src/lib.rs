@@ -238,13 +238,11 @@ impl Cause {
     /// The class a dump's `verdict.kind` names.
     pub fn kind(&self) -> VerdictKind {
         match self {
-            // TF backing off its first region, alone (without the card's size or a failure
-            // after it): it went on with a smaller pool, and what held the rest is not in the
-            // log. (The same size refused again and again is a library beside a pool that took
-            // the device: cuBLAS's workspace after its handle failed.)
-            Cause::PoolTookDevice { card: 0, op: None, refused, .. } if backed_off(refused) => {
-                VerdictKind::Undetermined
-            }
+            // Without the card's size, the refusals say only that the device had no more to
+            // give: TF backing off its first region (it went on with a smaller pool), or a
+            // library beside a pool that took the device (cuBLAS's workspace after its handle
+            // failed, often TF's own pool's doing). What held the memory is not in the log.
+            Cause::PoolTookDevice { card: 0, op: None, .. } => VerdictKind::Undetermined,
             Cause::OutsideRequest { .. } | Cause::DeviceRefused { .. } | Cause::PoolTookDevice { .. } => {
                 VerdictKind::Others
             }

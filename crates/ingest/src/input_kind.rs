@@ -74,7 +74,10 @@ pub fn importer(path: &Path, bytes: &[u8]) -> crate::import::From {
 /// Which importer reads a text, its paste damage undone: a message, or a TF log.
 pub(crate) fn text_importer(text: &str) -> crate::import::From {
     use crate::import::From;
-    if !tf_log::has_report(text) && message::recognises(text) { From::Message } else { From::TfLog }
+    // XLA's own account of the program (its rematerialization falling short) says more than
+    // the BFC allocator's lines beside it.
+    let xla = text.contains("by rematerialization; only reduced to");
+    if (xla || !tf_log::has_report(text)) && message::recognises(text) { From::Message } else { From::TfLog }
 }
 
 /// A pickle (protocol 2+ starts with 0x80), or a file named as one.

@@ -709,11 +709,19 @@ fn pool_took_device_words(
     taken: &u64,
     card: &u64,
 ) -> (String, Vec<String>) {
-    let mut evidence = vec![format!(
-        "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
-        driver_sizes(refused),
-        human_bytes_driver(*taken)
-    )];
+    let mut evidence = vec![if oomscope_diagnose::backed_off(refused) || refused.len() < 2 {
+        format!(
+            "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
+            driver_sizes(refused),
+            human_bytes_driver(*taken)
+        )
+    } else {
+        format!(
+            "the device refused {} requests of {}, the same size each time: a library retrying beside the pool, not the pool backing off",
+            refused.len(),
+            human_bytes_driver(refused[0])
+        )
+    }];
     if let (true, Some(&last)) = (*card > 0, refused.last()) {
         evidence.push(format!(
             "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
@@ -723,7 +731,14 @@ fn pool_took_device_words(
         ));
     }
     let who = op.as_deref().unwrap_or("the run");
-    let headline = if *card == 0 && op.is_none() && oomscope_diagnose::backed_off(refused) {
+    let headline = if *card == 0 && op.is_none() && !oomscope_diagnose::backed_off(refused) {
+        format!(
+            "the device refused {} again and again (a library's memory beside TensorFlow's pool, cuBLAS's or \
+             cuDNN's): the pool had taken what the device would give, and the log shows neither the card's memory \
+             nor what else held it (TF's own pool, other processes)",
+            human_bytes_driver(refused.first().copied().unwrap_or(0))
+        )
+    } else if *card == 0 && op.is_none() {
         format!(
             "TensorFlow's pool got less than it asked for: the device refused its first region and gave {}; \
              the log shows neither the card's memory nor a failure after it, so what held the rest (other \

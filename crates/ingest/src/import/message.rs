@@ -55,6 +55,18 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("CUBLAS_STATUS_NOT_INITIALIZED", MessageFormat::Cublas),
     ("CUDNN_STATUS_ALLOC_FAILED", MessageFormat::Cudnn),
     ("CUDNN_STATUS_NOT_INITIALIZED", MessageFormat::Cudnn),
+    // The other CUDA libraries' allocation failures: cuSOLVER, cuFFT, cuSPARSE, nvJPEG.
+    ("CUSOLVER_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
+    ("CUFFT_ALLOC_FAILED", MessageFormat::CudaRuntime),
+    ("CUSPARSE_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
+    ("NVJPEG_STATUS_ALLOCATOR_FAILURE", MessageFormat::CudaRuntime),
+    // TensorRT 8+: `Error Code 2: OutOfMemory (no further information)`.
+    ("Error Code 2: OutOfMemory", MessageFormat::CudaRuntime),
+    // OpenCL's failed buffer allocation; OpenVINO's GPU plugin.
+    ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
+    ("out of GPU resources", MessageFormat::DeviceRuntime),
+    // wgpu (Rust's WebGPU: burn, candle's wgpu backend): a buffer the device would not make.
+    ("Not enough memory left", MessageFormat::DeviceRuntime),
     ("Could not create cudnn handle", MessageFormat::Cudnn),
     ("could not create cuDNN handle", MessageFormat::Cudnn),
     ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
@@ -68,6 +80,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Cuda failure 2 'out of memory'", MessageFormat::CudaRuntime),
     ("cuda runtime error (2) : out of memory", MessageFormat::CudaRuntime),
     ("BufferAssignment OOM Debugging", MessageFormat::XlaRuntime),
+    // XLA's rematerialization could not bring the program under the memory it may have:
+    // `Can't reduce memory use below 67.69GiB (72678595712 bytes) by rematerialization; only
+    // reduced to 95.40GiB (102432320060 bytes)`: what the program needs, and that memory.
+    ("by rematerialization; only reduced to", MessageFormat::XlaRuntime),
     ("BufferAssignment stats:", MessageFormat::XlaRuntime),
     ("Peak buffers:", MessageFormat::XlaRuntime),
     ("Entry Parameter Subshape:", MessageFormat::XlaRuntime),
@@ -76,6 +92,17 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Aborting compilation early because it's unlikely to have enough memory", MessageFormat::XlaHbm),
     ("Out of memory error on GPU", MessageFormat::Paddle),
     ("Failed to allocate memory for requested buffer of size", MessageFormat::OnnxArena),
+    // The same, its sentence cut: `bfc_arena.cc:376 void* onnxruntime::BFCArena::
+    // AllocateRawInternal(...) Failed to alloc`.
+    ("BFCArena::AllocateRawInternal", MessageFormat::OnnxArena),
+    // thrust's device allocator (`thrust::system::detail::bad_alloc`, its `what()` saying
+    // `std::bad_alloc: out of memory`): the GPU's, where a bare std::bad_alloc is the host's.
+    ("thrust::system::detail::bad_alloc", MessageFormat::CudaRuntime),
+    // MLC LLM (TVM): `Insufficient GPU memory error: The available single GPU memory is N MB,
+    // which is less than the sum of model weight size (W MB) and temporary buffer size (T MB).`
+    ("Insufficient GPU memory error", MessageFormat::DeviceRuntime),
+    // mshadow's `CUDA: out of memory` machine-translated into Chinese.
+    ("CUDA:没有记忆", MessageFormat::CudaRuntime),
     ("cudaMalloc failed: out of memory", MessageFormat::CudaRuntime),
     ("Allocation on device", MessageFormat::TorchAsync),
     // CuPy (its error is `cupy...OutOfMemoryError` too: read before PyTorch's word)
@@ -300,7 +327,8 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          configuration problem, not device memory",
     ),
     (
-        "unspecified launch failure",
+        // (`unspecified launch fail` alone: thrust's `what():` cut or run into other words.)
+        "unspecified launch fail",
         "an unspecified launch failure: a kernel crashed (often an out-of-range access, sometimes a hardware or \
          driver fault), not a lack of memory",
     ),
@@ -541,6 +569,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "exitcode  : -9",
         "a worker torchrun started that ended with exit code -9: killed with SIGKILL, usually by the Linux OOM \
          killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
+        // PyTorch's DataLoader: `Unexpected bus error encountered in worker. This might be
+        // caused by insufficient shared memory (shm).`
+        "insufficient shared memory (shm)",
+        "DataLoader workers running out of shared memory (/dev/shm), host memory the workers pass batches \
+         through: not the GPU's. Give the container more (--shm-size, --ipc=host), or fewer workers",
     ),
     (
         "is killed by signal: Segmentation fault",
@@ -835,8 +870,8 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             m.format = MessageFormat::XlaAsync;
         }
         MessageFormat::XlaRuntime => {
-            request = xla_request(&body);
-            m.xla = xla_stats(&lines);
+            request = xla_request(&body).or_else(|| bfc_request(&lines));
+            m.xla = xla_stats(&lines).or_else(|| rematerialized(&lines));
             usage = buffers(&lines);
             m.device = device_ordinal(&body);
         }
@@ -1480,6 +1515,23 @@ fn labeled(lines: &[&str], label: &str) -> Option<u64> {
         let r = field(l, label)?;
         leading_figure(r.trim_start().trim_start_matches(':'))
     })
+}
+
+/// XLA's rematerialization that fell short: the program's need and the memory it was to fit
+/// in (`below 67.69GiB (72678595712 bytes) ...; only reduced to 95.40GiB (102432320060 bytes)`).
+fn rematerialized(lines: &[&str]) -> Option<XlaProgram> {
+    let line = lines.iter().find(|l| l.contains("by rematerialization; only reduced to"))?;
+    let bytes_in = |r: &str| r.find('(').and_then(|i| leading_u64(&r[i + 1..])).or_else(|| leading_figure(r));
+    let capacity = after(line, "reduce memory use below ").and_then(bytes_in)?;
+    let needed = after(line, "only reduced to ").and_then(bytes_in)?;
+    Some(XlaProgram { needed, capacity, ..XlaProgram::default() })
+}
+
+/// The request of XLA's BFC allocator's own line in the same text (`Allocator (GPU_0_bfc) ran
+/// out of memory trying to allocate 95.40GiB (rounded to 102432004352)`).
+fn bfc_request(lines: &[&str]) -> Option<u64> {
+    let r = lines.iter().find_map(|l| after(l, "ran out of memory trying to allocate "))?;
+    after(r, "(rounded to ").and_then(leading_u64).or_else(|| leading_figure(r))
 }
 
 /// XLA's `BufferAssignment` stats, wherever they are in the text.

@@ -56,7 +56,12 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     };
     let from = from.unwrap_or_else(|| crate::input_kind::text_importer(text));
     let read = match from {
-        From::Message => message::parse(path, text).map_err(|e| look_alike(path, text).unwrap_or(e)),
+        From::Message => message::parse(path, text)
+            .and_then(|d| match caching_host(text) {
+                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: CACHING_HOST.into() }),
+                None => Ok(d),
+            })
+            .map_err(|e| look_alike(path, text).unwrap_or(e)),
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
             .and_then(|d| match pinned_host(text) {
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: PINNED_HOST_BFC.into() }),
@@ -140,6 +145,25 @@ fn pinned_host(text: &str) -> Option<usize> {
         first.get_or_insert(i + 1);
     }
     first
+}
+
+const CACHING_HOST: &str = "not an out-of-memory error of the GPU: this is a pinned host memory allocator running \
+     out (PyTorch's CachingHostAllocator, a runtime's page-locked host buffer): RAM for copies to and from the GPU \
+     (`pin_memory=True`, `.pin_memory()`, a host buffer), not the GPU's memory. Pin less at once (fewer DataLoader \
+     workers or a smaller prefetch), or pin_memory=False";
+
+/// The line of an out-of-memory error raised in a pinned host allocator: PyTorch's
+/// (`cuda runtime error (2) : out of memory at .../THCCachingHostAllocator.cpp:296`), when no
+/// other line of the text is a GPU's out-of-memory error; or one whose traceback's frames are
+/// a page-locked host buffer's (AMDGPU.jl's `Mem.HostBuffer`, `hipHostMalloc`).
+fn caching_host(text: &str) -> Option<usize> {
+    let oom = |l: &str| l.contains("out of memory") || l.contains("OutOfMemory");
+    let host = |l: &str| l.contains("CachingHostAllocator");
+    if let Some(i) = text.lines().position(|l| oom(l) && host(l)) {
+        return text.lines().all(|l| !oom(l) || host(l)).then_some(i + 1);
+    }
+    let frame = text.lines().position(|l| l.contains("Mem.HostBuffer(") || l.contains("hipHostMalloc"))?;
+    text.lines().any(oom).then_some(frame + 1)
 }
 
 const TF_CPU_ALLOCATOR: &str = "not an out-of-memory error of the GPU: this is TensorFlow's CPU allocator (`by \

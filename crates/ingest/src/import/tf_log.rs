@@ -792,7 +792,15 @@ impl Log {
                 true
             }
             "[[Node: " | "{{node " | "[[node " | "[Op:" => self.node_line(marker, p),
-            "failed to allocate " => match after(p, "(").and_then(first_int) {
+            // `failed to allocate 1.51G (1617277696 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY`;
+            // ROCm's build prints no bytes, and its error's code in brackets (`failed to
+            // allocate 8.00G from device: hipError_t(1002)`): the size as TF wrote it then.
+            "failed to allocate " => match after(p, "(")
+                .filter(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()).starts_with(" bytes"))
+                .and_then(first_int)
+                .or_else(|| {
+                    after(p, "failed to allocate ").and_then(|r| r.split_whitespace().next()).and_then(parse_human)
+                }) {
                 Some(bytes) if p.contains("from device") => {
                     self.refusals.push(bytes);
                     true
