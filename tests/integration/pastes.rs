@@ -30,6 +30,8 @@ const SETS: &[&str] = &[
     "messages-fifteenth",
     "messages-sixteenth",
     "messages-seventeenth",
+    "messages-eighteenth",
+    "messages-nineteenth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -708,18 +708,33 @@ fn device_buffer_cause(
 
 fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>) {
     let s = |n| size(b.format, n);
+    // Needed within what can be had, by less than the figures' rounding: a full device, said
+    // as such (never `15.25 GiB > 15.26 GiB`).
+    let close = needed <= can_have;
     let mut evidence = vec![format!(
-        "{} live + {} requested = {} > {} free{} + {} in {}'s cache = {}",
+        "{} live + {} requested = {} {} {} free{} + {} in {}'s cache = {}{}",
         s(b.live),
         s(b.request),
         s(*needed),
+        if close { "<=" } else { ">" },
         s(b.usable_free()),
         if b.free_at_most { " at most (the message gives no free figure: the total less the cache)" } else { "" },
         s(b.reserved()),
         framework_name(b.format),
-        s(*can_have)
+        s(*can_have),
+        if close { ", closer than the figures' rounding: the device was full to a few MiB" } else { "" }
     )];
-    if b.cached > 0 && b.format.is_torch_cache() {
+    if close && b.cached > 0 && b.format.is_torch_cache() && b.request <= b.usable_free() + b.cached {
+        evidence.push(format!(
+            "{} requested, {} free + {} cached = {}: {} to spare, less than the figures' rounding and the \
+             device's allocation granularity, so no setting frees room for it",
+            s(b.request),
+            s(b.usable_free()),
+            s(b.cached),
+            s(b.usable_free() + b.cached),
+            s(b.usable_free() + b.cached - b.request)
+        ));
+    } else if b.cached > 0 && b.format.is_torch_cache() {
         evidence.push(format!(
             "{} requested > {} free{} + {} cached = {}: neither freeing the cache nor expandable_segments can \
              make room",
@@ -777,11 +792,12 @@ fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>)
         )
     } else {
         format!(
-            "A true peak: live tensors ({}) and the request ({}) need {}, and this process can have {}",
+            "A true peak: live tensors ({}) and the request ({}) need {}, and this process can have {}{}",
             s(b.live),
             s(b.request),
             s(*needed),
-            s(*can_have)
+            s(*can_have),
+            if close { " (as near as the figures tell: the device was full)" } else { "" }
         )
     };
     (headline, evidence)

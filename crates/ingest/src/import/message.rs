@@ -103,6 +103,24 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Insufficient GPU memory error", MessageFormat::DeviceRuntime),
     // mshadow's `CUDA: out of memory` machine-translated into Chinese.
     ("CUDA:没有记忆", MessageFormat::CudaRuntime),
+    // PaddlePaddle's old preallocating allocator: `Cannot malloc 2048.000000 MB GPU memory.
+    // Please shrink FLAGS_fraction_of_gpu_memory_to_use ...`.
+    ("GPU memory. Please shrink FLAGS_fraction_of_gpu_memory_to_use", MessageFormat::DeviceRuntime),
+    // llama.cpp's SYCL backend: `can't allocate N Bytes of memory on device`. (Its KV cache's
+    // `failed to allocate buffer for kv cache` is no marker: the buffer that failed before it
+    // says whose memory it was, the device's or the host's.)
+    ("Bytes of memory on device", MessageFormat::DeviceRuntime),
+    // SGLang's prefill; DeepSpeed's inference kernels' workspace; bitsandbytes' kernels.
+    ("Prefill out of memory", MessageFormat::DeviceRuntime),
+    ("Workspace can't be allocated, no enough memory", MessageFormat::DeviceRuntime),
+    ("Error out of memory at line", MessageFormat::CudaRuntime),
+    // OpenVINO's GPU plugin: `[GPU] Exceeded max size of memory allocation: Required N bytes,
+    // already occupied : M bytes, but available memory size is A bytes`.
+    ("Exceeded max size of memory allocation", MessageFormat::DeviceRuntime),
+    // DirectML under ONNX Runtime: HRESULT E_OUTOFMEMORY.
+    ("8007000E Not enough memory resources", MessageFormat::DeviceRuntime),
+    // MLX on Apple silicon: `[malloc_or_wait] Unable to allocate N bytes.`
+    ("[malloc_or_wait] Unable to allocate", MessageFormat::DeviceRuntime),
     ("cudaMalloc failed: out of memory", MessageFormat::CudaRuntime),
     ("Allocation on device", MessageFormat::TorchAsync),
     // CuPy (its error is `cupy...OutOfMemoryError` too: read before PyTorch's word)
@@ -503,6 +521,14 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          Pin less at once (a smaller pinned buffer, or pin_memory=False)",
     ),
     (
+        // `Call to cuMemAlloc results in CUDA_ERROR_LAUNCH_FAILED`: the allocation only reports
+        // an earlier kernel's failure (the context is lost).
+        "CUDA_ERROR_LAUNCH_FAILED",
+        "an earlier kernel's launch failure (CUDA_ERROR_LAUNCH_FAILED), reported by the next CUDA call, here an \
+         allocation: a crashed kernel (often an out-of-range access), not a lack of memory. Rerun with \
+         CUDA_LAUNCH_BLOCKING=1 to find the kernel",
+    ),
+    (
         "CUDNN_STATUS_EXECUTION_FAILED",
         "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or an earlier error \
          surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
@@ -524,6 +550,24 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     (
         "Out of memory: Killed process",
         "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
+    ),
+    (
+        // A cgroup's limit (a container's, a Slurm job's): `Memory cgroup out of memory: Killed process`.
+        "Memory cgroup out of memory",
+        "the Linux OOM killer ending a process for host memory (RAM) at a cgroup's limit (a container's or a \
+         job's): the GPU's memory is not involved",
+    ),
+    (
+        // `unable to mmap 1073741824 bytes from file </torch_...>: Cannot allocate memory (12)`.
+        "Cannot allocate memory (12)",
+        "host memory (RAM) refused (ENOMEM), often the shared memory DataLoader workers pass tensors through: \
+         the GPU's memory is not involved. Fewer workers, or more shared memory for a container (--shm-size)",
+    ),
+    (
+        // ONNX Runtime on Windows, std::bad_alloc's words there.
+        "Status Message: bad allocation",
+        "host memory (RAM) running out in C++ (std::bad_alloc, `bad allocation` on Windows): the GPU's memory is \
+         not involved",
     ),
     (
         // Older kernels' words.

@@ -135,10 +135,14 @@ const PINNED_HOST_BFC: &str = "not an out-of-memory error of the GPU: this is Te
 fn pinned_host(text: &str) -> Option<usize> {
     let mut first = None;
     for (i, l) in text.lines().enumerate() {
-        let Some(name) = l.split("Allocator (").nth(1).and_then(|r| r.split(')').next()) else { continue };
-        if !tf_log::is_oom_header(l) {
-            continue;
-        }
+        // The allocator's own header, or the tensor's message (`... by allocator gpu_host_bfc`).
+        let name = match l.split("Allocator (").nth(1).and_then(|r| r.split(')').next()) {
+            Some(name) if tf_log::is_oom_header(l) => name,
+            _ => match l.split(" by allocator ").nth(1).filter(|_| l.contains("OOM when allocating")) {
+                Some(r) => r.split(|c: char| c.is_whitespace() || c == '\'' || c == '"').next().unwrap_or(""),
+                None => continue,
+            },
+        };
         if !name.contains("host_bfc") {
             return None;
         }
