@@ -93,6 +93,9 @@ pub enum MessageCause {
     /// vLLM's profile at start-up left no memory for KV cache blocks, said without its
     /// figures (`No available memory for the cache blocks`).
     NoKvBlocks,
+    /// vLLM at start-up found `free` of the GPU's `total`, less than the `wanted`
+    /// gpu_memory_utilization asks for: other processes hold the rest.
+    VllmStartup { free: u64, total: u64, wanted: u64 },
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
     WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
@@ -110,6 +113,7 @@ impl MessageCause {
             | MessageCause::KvCacheTokens { .. }
             | MessageCause::NoKvRoom { .. }
             | MessageCause::NoKvBlocks => VerdictKind::Peak,
+            MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
             MessageCause::XlaProgram { .. } => VerdictKind::Peak,
@@ -176,6 +180,9 @@ pub enum MessageFix {
     VllmNoKvRoom { short: u64 },
     /// vLLM with no room for KV cache blocks, by how much not said.
     VllmNoKvBlocks,
+    /// vLLM at start-up: the other processes' memory freed, or a gpu_memory_utilization of at
+    /// most `fits` (hundredths) of the GPU.
+    VllmStartupFree { fits: u64 },
     /// What to run to find out.
     FindOut { format: MessageFormat, framework: Framework },
 }
@@ -355,6 +362,17 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         return MessageDiagnosis {
             cause: MessageCause::NoKvRoom { used, budget, total: m.total },
             fix: MessageFix::VllmNoKvRoom { short: used - budget },
+            breakdown: b,
+        };
+    }
+    if let (MessageFormat::VllmKvCache, None, Some(free), Some(total), Some(wanted)) =
+        (m.format, &request, m.free, m.total, m.allowed)
+        && free < wanted
+        && total > 0
+    {
+        return MessageDiagnosis {
+            cause: MessageCause::VllmStartup { free, total, wanted },
+            fix: MessageFix::VllmStartupFree { fits: (free * 100 / total).saturating_sub(1) },
             breakdown: b,
         };
     }

@@ -113,6 +113,22 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
             ),
             vec![format!("{max_len} tokens needed > {fits} that fit: short by {}", max_len.saturating_sub(*fits))],
         ),
+        MessageCause::VllmStartup { free, total, wanted } => (
+            format!(
+                "Other processes hold the GPU: at start-up vLLM found {} free of {}, and gpu_memory_utilization \
+                 asks for {}",
+                torch(*free),
+                torch(*total),
+                torch(*wanted)
+            ),
+            vec![format!(
+                "{} wanted > {} free: {} of the GPU is held before vLLM starts (another vLLM, a notebook, a \
+                 training run; nvidia-smi lists them)",
+                torch(*wanted),
+                torch(*free),
+                torch(total.saturating_sub(*free))
+            )],
+        ),
         MessageCause::NoKvBlocks => (
             "vLLM has no room for its KV cache: the weights, the memory outside PyTorch and the activation peak of \
              its start-up profile take all that gpu_memory_utilization allows"
@@ -498,6 +514,11 @@ pub(super) fn fix(f: &MessageFix) -> String {
              (tensor_parallel_size)",
             fits.map_or(String::new(), |f| format!(" to {f} or less (vLLM's estimate of what fits)")),
             torch(*short)
+        ),
+        MessageFix::VllmStartupFree { fits } => format!(
+            "free the GPU of the other processes (nvidia-smi lists them), or start vLLM with \
+             gpu_memory_utilization={:.2} or less, what is free now",
+            *fits as f64 / 100.0
         ),
         MessageFix::VllmNoKvBlocks => "raise gpu_memory_utilization (its log's profile line says what the weights \
              and the activation peak take), or serve a smaller or quantized model, or share it over more GPUs \

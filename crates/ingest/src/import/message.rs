@@ -142,6 +142,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // vLLM's check that its profile left some memory for KV cache blocks (from 0.2 on; also
     // seen in the `raise` line of a traceback cut before the error's own line).
     ("No available memory for the cache blocks", MessageFormat::VllmKvCache),
+    // vLLM 0.8+: nothing left for one token; and its check at start-up that the GPU has the
+    // memory gpu_memory_utilization asks for.
+    ("not enough GPU memory available to serve even a single token", MessageFormat::VllmKvCache),
+    ("on startup is less than desired GPU memory utilization", MessageFormat::VllmKvCache),
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
@@ -956,6 +960,22 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // non_torch_memory takes 0.03GiB; PyTorch activation peak memory takes 1.42GiB;
             // the rest of the memory reserved for KV Cache is -1.05GiB.`: the budget as the
             // limit, what the three take as the live memory.
+            // `Free memory on device cuda:0 (10.50/79.19 GiB) on startup is less than desired
+            // GPU memory utilization (0.9, 71.27 GiB).`: free and total, and what it wanted.
+            if let Some(r) = after(&around, "on startup is less than desired GPU memory utilization (") {
+                let figures = around.split("Free memory on device ").nth(1).and_then(|f| f.split_once(" ("));
+                if let Some((_, f)) = figures {
+                    let unit = f.split(')').next().unwrap_or("").rsplit(' ').next().unwrap_or("");
+                    let (free, total) = f.split_once('/').unwrap_or(("", ""));
+                    let total = total.split(' ').next().unwrap_or("");
+                    m.free = leading_figure(&format!("{free} {unit}"));
+                    m.total = leading_figure(&format!("{total} {unit}"));
+                }
+                m.allowed = r.split_once(", ").and_then(|(_, w)| leading_figure(w));
+                m.device = after(&around, "Free memory on device ")
+                    .and_then(|d| d.split_whitespace().next())
+                    .map(str::to_string);
+            }
             if lines[found.line].contains("reserved for KV Cache is -") {
                 let line = lines[found.line];
                 let took = |key: &str| after(line, key).and_then(leading_figure);
@@ -1843,6 +1863,52 @@ mod tests {
 
     /// A device of 0 bytes (a size the framework never filled in) is read as no figure, not
     /// as a device every request is larger than.
+    #[test]
+    fn vllms_start_up_check_gives_free_total_and_what_it_wanted() {
+        let m = read(
+            "ValueError: Free memory on device cuda:0 (10.50/79.19 GiB) on startup is less than desired GPU memory \
+             utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other \
+             processes.",
+        );
+        let gib = |x: f64| (x * (1u64 << 30) as f64).round() as u64;
+        assert_eq!((m.free, m.total, m.allowed), (Some(gib(10.50)), Some(gib(79.19)), Some(gib(71.27))));
+        assert_eq!(m.device.as_deref(), Some("cuda:0"));
+    }
+
+    /// Runtimes' own allocation failures, each in the words its source prints, are read as
+    /// out-of-memory errors; host memory's as not the GPU's.
+    #[test]
+    fn libraries_own_allocation_failures_are_read() {
+        for text in [
+            "RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate(handle)`",
+            "RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
+            "RuntimeError: nvjpeg error: NVJPEG_STATUS_ALLOCATOR_FAILURE",
+            "[TRT] [E] 2: [executionContext.cpp::enqueue] Error Code 2: OutOfMemory (no further information)",
+            "RuntimeError: Exception from src/inference/src/infer_request.cpp:223:\n[GPU] out of GPU resources",
+            "Error: Cannot malloc 2048.000000 MB GPU memory. Please shrink FLAGS_fraction_of_gpu_memory_to_use",
+            "ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate 4096 Bytes of memory on device",
+            "RuntimeError: Prefill out of memory. Try to lower your batch size.",
+            "RuntimeError: Workspace can't be allocated, no enough memory.",
+            "Error out of memory at line 417 in file /src/csrc/ops.cu",
+            "[GPU] Exceeded max size of memory allocation: Required 8589934592 bytes, already occupied : 2147483648 \
+             bytes, but available memory size is 6442450944 bytes",
+            "RUNTIME_EXCEPTION : Exception(1) tid(1f2c) 8007000E Not enough memory resources are available to complete \
+             this operation.",
+            "RuntimeError: [malloc_or_wait] Unable to allocate 1073741824 bytes.",
+            "src/storage/./pooled_storage_manager.h:62: Memory allocation failed.",
+        ] {
+            assert!(recognises(text), "{text}");
+        }
+        for text in [
+            "Memory cgroup out of memory: Killed process 4242 (python) total-vm:98765432kB",
+            "RuntimeError: unable to mmap 1073741824 bytes from file </torch_12345_0>: Cannot allocate memory (12)",
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+            "[launch.py:320:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
+        ] {
+            assert!(not_an_oom(text).is_some(), "{text}");
+        }
+    }
+
     #[test]
     fn a_total_of_zero_bytes_is_no_figure() {
         let text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity \
