@@ -68,6 +68,16 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // wgpu (Rust's WebGPU: burn, candle's wgpu backend): a buffer the device would not make.
     ("Not enough memory left", MessageFormat::DeviceRuntime),
     ("Could not create cudnn handle", MessageFormat::Cudnn),
+    // PyTorch when no convolution algorithm's workspace fits (its usual cause), and TF's
+    // cuBLAS that could get no memory beside TF's pool: OOMs in disguise.
+    ("Unable to find a valid cuDNN algorithm to run convolution", MessageFormat::Cudnn),
+    ("Blas GEMM launch failed", MessageFormat::Cublas),
+    // TF: a copy to the GPU whose destination could not be allocated.
+    ("Dst tensor is not initialized", MessageFormat::CudaRuntime),
+    // accelerate's find_executable_batch_size halved down to nothing.
+    ("No executable batch size found, reached zero", MessageFormat::CudaRuntime),
+    // Intel's SYCL runtime (IPEX, PyTorch XPU): `PI_ERROR_OUT_OF_RESOURCES`, its usual OOM.
+    ("PI_ERROR_OUT_OF_RESOURCES", MessageFormat::DeviceRuntime),
     ("could not create cuDNN handle", MessageFormat::Cudnn),
     ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
     ("CUDA error: out of memory", MessageFormat::CudaRuntime),
@@ -536,6 +546,27 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "CUDNN_STATUS_EXECUTION_FAILED",
         "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or an earlier error \
          surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
+    ),
+    (
+        "No execution plans support the graph",
+        "cuDNN's frontend finding no kernel for this operation's configuration (shapes, types, layout), not an \
+         allocation",
+    ),
+    (
+        "operation not permitted when stream is capturing",
+        "a call that a CUDA graph's capture does not allow (a synchronization or an allocation outside the graph's \
+         pool, during torch.cuda.graphs or torch.compile's cudagraphs): not a lack of memory",
+    ),
+    (
+        // (`> 2**32` after it: a paste repair may take its `**` for bold.)
+        "total bytes of NDArray >",
+        "one tensor larger than Metal's limit for a single buffer (4 GiB on this macOS): a limit of one buffer, not \
+         the GPU running out of memory. Split the tensor (a smaller batch or sequence), or a newer macOS",
+    ),
+    (
+        "RuntimeError: Invalid buffer size:",
+        "one tensor larger than the largest buffer Metal allows on this Mac (MPS): a limit of one buffer, not the \
+         GPU running out of memory. Split the tensor (a smaller batch or sequence)",
     ),
     (
         "CUDNN_STATUS_BAD_PARAM",
@@ -1896,6 +1927,12 @@ mod tests {
              this operation.",
             "RuntimeError: [malloc_or_wait] Unable to allocate 1073741824 bytes.",
             "src/storage/./pooled_storage_manager.h:62: Memory allocation failed.",
+            "RuntimeError: Unable to find a valid cuDNN algorithm to run convolution",
+            "InternalError: Blas GEMM launch failed : a.shape=(32, 784), b.shape=(784, 512) [Op:MatMul]",
+            "InternalError: Failed copying input tensor from /job:localhost/replica:0/task:0/device:CPU:0 to \
+             /job:localhost/replica:0/task:0/device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized.",
+            "RuntimeError: No executable batch size found, reached zero.",
+            "RuntimeError: Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)",
         ] {
             assert!(recognises(text), "{text}");
         }
@@ -1904,6 +1941,10 @@ mod tests {
             "RuntimeError: unable to mmap 1073741824 bytes from file </torch_12345_0>: Cannot allocate memory (12)",
             "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
             "[launch.py:320:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
+            "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+            "RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution plans support the graph.",
+            "failed assertion `[MPSNDArray initWithDevice:descriptor:] Error: total bytes of NDArray > 2**32'",
+            "RuntimeError: Invalid buffer size: 12.50 GB",
         ] {
             assert!(not_an_oom(text).is_some(), "{text}");
         }
