@@ -126,6 +126,9 @@ def _kernel(torch, q, mask):
 def _is_cuda(torch, d):
     if isinstance(d, str):
         return d == "cuda" or d.startswith("cuda:")
+    # A bare GPU number (`x.to(local_rank)`, `device=0`) names a CUDA device too.
+    if isinstance(d, int) and not isinstance(d, bool):
+        return True
     return isinstance(d, torch.device) and d.type == "cuda"
 
 
@@ -142,8 +145,9 @@ def host_devices(torch, func, name, args, kwargs):
         return _same, args, kwargs
     if kwargs and _is_cuda(torch, kwargs.get("device")):
         kwargs = dict(kwargs, device="cpu")
-    if name == "to" and any(_is_cuda(torch, a) for a in args[1:]):
-        args = tuple("cpu" if _is_cuda(torch, a) else a for a in args)
+    if name == "to" and len(args) > 1 and _is_cuda(torch, args[1]):
+        # The device comes first after the tensor (`to(device, dtype)`); a dtype is no device.
+        args = (args[0], "cpu") + tuple(args[2:])
     return func, args, kwargs
 
 

@@ -309,17 +309,19 @@ def _oom_error(torch, e):
     `torch.cuda.OutOfMemoryError` with the same text either way, as PyTorch's own allocator
     raises it, its report said once as it passes the first frame. None when there is nothing
     to replace (re-raised as it is)."""
+    if not getattr(e, "_oomscope_said", False):
+        try:
+            # An OOM in a convolution, held while cuDNN might go on without it: an error
+            # reached the program instead (the OOM itself, or cuDNN's "Unable to find a valid
+            # cuDNN algorithm" once every algorithm's workspace failed).
+            _state.lib.oomscope_say_held_report()
+        except Exception as failure:  # no library, or one without the call: nothing held
+            _swallowed("say_held_report", failure)
     text = str(e)
     if not text.startswith("CUDA out of memory."):
         return None
     if not getattr(e, "_oomscope_said", False):
         _said(e)
-        try:
-            # An OOM in a convolution, whose report waited for cuDNN to go on without it:
-            # it did not.
-            _state.lib.oomscope_say_held_report()
-        except Exception as e:  # no library, or one without the call: nothing held
-            _swallowed("say_held_report", e)
         _reported(text)
     if isinstance(e, torch.cuda.OutOfMemoryError):
         return None

@@ -281,8 +281,9 @@ fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
 /// An OOM in a convolution, with PyTorch's libc10 in the process, is not reported or dumped
 /// at once: PyTorch's cuDNN code catches it and tries another algorithm (on an H200,
 /// ResNet-50 went on past 34 such OOMs in a step and trained). A line says the first; the
-/// report and the dump follow when the error reaches the program (Python's hook says so),
-/// and at exit a program that went on is told so.
+/// thread's next allocation shows the program went on (told at exit); an error that reaches
+/// the program (Python's hook says so) gets the report and the dump; one that was the
+/// thread's last allocation is dumped at exit.
 #[test]
 #[cfg_attr(
     oomscope_missing = "torch",
@@ -334,6 +335,12 @@ fn an_oom_in_a_convolution_is_reported_whole_only_when_it_reaches_the_program() 
     assert!(escaped.contains("ResNet.layer4.2.conv3"), "the report names the convolution: {escaped}");
     assert!(!escaped.contains("went on past"), "{escaped}");
     assert_eq!(dumps("escaped"), 1, "its dump: {escaped}");
+    // Ended right after it, with nothing allocated since: dumped at exit, in case it ended
+    // the program (one without Python's hook, a libtorch one).
+    let last = run("last");
+    assert!(last.contains("was its thread's last allocation, nothing allocated after it: dumped to"), "{last}");
+    assert!(!last.contains("went on past") && !last.contains("Verdict:"), "{last}");
+    assert_eq!(dumps("last"), 1, "{last}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -32,6 +32,8 @@ const SETS: &[&str] = &[
     "messages-seventeenth",
     "messages-eighteenth",
     "messages-nineteenth",
+    "messages-twentieth",
+    "messages-twenty-first",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -1,5 +1,5 @@
 """A small training loop written two ways: `hard` names CUDA itself (`torch.cuda.set_device`,
-`.cuda()`, `device=torch.device("cuda", 0)`, `.to("cuda:0")`, `.pin_memory()`,
+`.cuda()`, `device=torch.device("cuda", 0)`, `.to("cuda:0")`, `.to(0)`, `.pin_memory()`,
 `torch.autocast("cuda")`), `portable` picks its device. Emulated on a CPU, both must run and
 allocate the same: it prints the peaks the program's own calls report."""
 import sys
@@ -17,7 +17,7 @@ opt = torch.optim.AdamW(m.parameters())
 for step in range(3):
     if hard:
         x = torch.randn(64, 512).pin_memory().cuda(non_blocking=True)
-        y = torch.randn(64, 512, device=torch.device("cuda", 0)).to("cuda:0")
+        y = torch.randn(64, 512, device=torch.device("cuda", 0)).to("cuda:0").to(0)
     else:
         x = torch.randn(64, 512).to(dev)
         y = torch.randn(64, 512, device=dev)

@@ -376,7 +376,13 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             breakdown: b,
         };
     }
-    if m.format == MessageFormat::VllmKvCache && request.is_none() && m.free.is_none() && m.kv_tokens.is_none() {
+    // (Not the tokens form cut before its figure: its `max seq len (N)` says which check it was.)
+    if m.format == MessageFormat::VllmKvCache
+        && request.is_none()
+        && m.free.is_none()
+        && m.kv_tokens.is_none()
+        && m.max_len.is_none()
+    {
         return MessageDiagnosis { cause: MessageCause::NoKvBlocks, fix: MessageFix::VllmNoKvBlocks, breakdown: b };
     }
     if let (MessageFormat::VllmKvCache, Some(r), Some(available)) = (m.format, &request, m.free) {
@@ -485,6 +491,11 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     // (Not when the figures disagree: free more than the device is unified or shared memory.)
     let can_ever =
         if total > 0 && q > total && free <= total { budget.can_ever().min(total) } else { budget.can_ever() };
+    // MPS: the process's other allocations alone at the watermark leave nothing for any
+    // request, however small: the limit is what ran out, not one tensor too large.
+    if m.format == MessageFormat::TorchMps && can_ever == 0 && budget.limit.is_some() {
+        return peak(budget, m, b);
+    }
     if q > can_ever {
         let share = can_ever as f64 / q as f64;
         return MessageDiagnosis {

@@ -117,11 +117,17 @@ pub struct Runtime {
     ooms: AtomicU64,
     /// The first OOMs' ops and sizes, for `oomscope fit`'s result.
     failed: Mutex<Vec<oomscope_format::fit::FailedRequest>>,
-    /// The last OOM in a convolution, held back: PyTorch's cuDNN code catches it and tries
-    /// another algorithm, and only when it reaches the program ([`Runtime::say_held_report`])
-    /// is it a failure, dumped and reported. With how many were held and not reported.
-    held_oom: Mutex<Option<HeldOom>>,
-    held: AtomicU64,
+    /// OOMs in convolutions held back, the last of each thread: PyTorch's cuDNN code catches
+    /// them and tries another algorithm. The thread's next allocation that succeeds shows it
+    /// went on ([`Runtime::went_on`]); an error that reaches the program shows it did not
+    /// ([`Runtime::say_held_report`]); one still held at exit was its thread's last
+    /// allocation. `holding` is the fast check of the allocation path; `caught` counts those
+    /// the program went on past.
+    held_oom: Mutex<Vec<HeldOom>>,
+    holding: AtomicBool,
+    caught: AtomicU64,
+    /// The line for the first held OOM was said.
+    said_holding: AtomicBool,
     /// OOMs reported (each dumped while `OOMSCOPE_MAX_DUMPS` allows).
     reported: AtomicU64,
     /// OOMs past the dump budget since the last line said so, and when that line was.
@@ -225,8 +231,10 @@ impl Runtime {
             step: AtomicI64::new(NO_STEP),
             ooms: AtomicU64::new(0),
             failed: Mutex::new(Vec::new()),
-            held_oom: Mutex::new(None),
-            held: AtomicU64::new(0),
+            held_oom: Mutex::new(Vec::new()),
+            holding: AtomicBool::new(false),
+            caught: AtomicU64::new(0),
+            said_holding: AtomicBool::new(false),
             reported: AtomicU64::new(0),
             undumped: AtomicU64::new(0),
             undumped_line: Mutex::new(None),
@@ -405,18 +413,40 @@ impl Runtime {
             }
         }
         let ooms = self.ooms.load(Ordering::Relaxed);
-        let written = self.dumps_written.load(Ordering::Relaxed);
-        let held = self.held.load(Ordering::Relaxed);
-        if held > 0 && !self.config.quiet {
+        // An OOM still held was its thread's last allocation: the program may have ended
+        // there (a program without Python's hook, a libtorch one): dumped, and said so.
+        let last = std::mem::take(&mut *lock(&self.held_oom));
+        let caught = self.caught.load(Ordering::Relaxed);
+        if caught > 0 && !self.config.quiet {
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "oomscope: the program went on past {held} OOM(s) in convolutions: PyTorch's cuDNN took another \
+                "oomscope: the program went on past {caught} OOM(s) in convolutions: PyTorch's cuDNN took another \
                  algorithm each time (not failures: not dumped)"
             );
         }
-        if ooms - held > written {
-            let _ =
-                writeln!(std::io::stderr().lock(), "oomscope: {} OOMs in all, {written} dump(s) written", ooms - held);
+        for h in last {
+            let written = self.write_dump(&h.path, &h.dump);
+            if written.is_ok() {
+                self.dumps_written.fetch_add(1, Ordering::Relaxed);
+            }
+            if !self.config.quiet {
+                let p = h.path.display().to_string();
+                let where_ = match written {
+                    Ok(()) => format!("dumped to {p} (oomscope tui {})", oomscope_base::shell::quoted(&p)),
+                    Err(e) => format!("its dump was not written: {e}"),
+                };
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "oomscope: an OOM in a convolution on GPU {} was its thread's last allocation, nothing allocated \
+                     after it: {where_}, in case it is what ended the program",
+                    h.device
+                );
+            }
+        }
+        let ooms = ooms.saturating_sub(caught);
+        let written = self.dumps_written.load(Ordering::Relaxed);
+        if ooms > written {
+            let _ = writeln!(std::io::stderr().lock(), "oomscope: {ooms} OOMs in all, {written} dump(s) written");
         }
         if ooms > 0 {
             self.tell_run(true);
@@ -582,7 +612,12 @@ impl Runtime {
         slot.release_deferred(false);
         let req = Request::new(size as u64).stream(stream as u64);
         match slot.allocator.allocate(&req) {
-            Ok(addr) => Ok(addr),
+            Ok(addr) => {
+                if self.holding.load(Ordering::Relaxed) {
+                    self.went_on();
+                }
+                Ok(addr)
+            }
             Err(oom) => {
                 // Memory other streams still hold back: wait for it once before giving up,
                 // as PyTorch synchronizes before it reports an OOM (the caching allocator
@@ -878,7 +913,7 @@ impl Runtime {
         }
         let in_convolution =
             oom.dump.oom.as_ref().is_some_and(|r| r.op.as_deref().is_some_and(oomscope_core::scope::convolution));
-        if slot.caching && in_convolution && c10() {
+        if slot.caching && in_convolution && !emulating() && c10() {
             return self.hold_oom(slot, oom, n);
         }
         let k = self.reported.fetch_add(1, Ordering::Relaxed) + 1;
@@ -957,24 +992,54 @@ impl Runtime {
         let d = &oom.dump;
         let verdict = d.verdict.as_ref().map_or(String::new(), |v| format!(" {}; fix: {}.", v.headline, v.fix));
         let message = self.caller_message(slot, &oom, &format!("{verdict} (the report is on stderr)"));
-        if self.held.fetch_add(1, Ordering::Relaxed) == 0 && !self.config.quiet {
+        let first = !self.said_holding.swap(true, Ordering::Relaxed);
+        if first && !self.config.quiet {
             let req = d.oom.as_ref().map_or(String::new(), render::summary::request_line);
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "oomscope: an OOM in a convolution on GPU {}: {req}; PyTorch's cuDNN tries another algorithm when a \
-                 workspace does not fit, so it is reported only if the error reaches the program",
+                 workspace does not fit, so it is reported only if the program does not go on",
                 slot.device
             );
         }
-        *lock(&self.held_oom) = Some(HeldOom { device: slot.device, n, path, dump: oom.dump, report });
+        let thread = std::thread::current().id();
+        let mut held = lock(&self.held_oom);
+        held.retain(|h| h.thread != thread);
+        held.push(HeldOom { thread, device: slot.device, n, path, dump: oom.dump, report });
+        self.holding.store(true, Ordering::Relaxed);
         message
     }
 
-    /// The OOM held back in a convolution, now that the error reached the program (Python's
-    /// hook on its way): dumped and reported as any other.
+    /// This thread allocated after an OOM it held: the program went on past that OOM.
+    fn went_on(&self) {
+        let thread = std::thread::current().id();
+        let mut held = lock(&self.held_oom);
+        let before = held.len();
+        held.retain(|h| h.thread != thread);
+        if held.len() < before {
+            self.caught.fetch_add(1, Ordering::Relaxed);
+        }
+        self.holding.store(!held.is_empty(), Ordering::Relaxed);
+    }
+
+    /// An error reached the program (Python's hook on its way): the OOM this thread holds, or
+    /// else the last one held, is its cause (cuDNN ran out of algorithms, or the OOM itself
+    /// came through): dumped and reported as any other.
     pub fn say_held_report(&self) {
-        let Some(h) = lock(&self.held_oom).take() else { return };
-        self.held.fetch_sub(1, Ordering::Relaxed);
+        let thread = std::thread::current().id();
+        let h = {
+            let mut held = lock(&self.held_oom);
+            let i = held.iter().position(|h| h.thread == thread).or(held.len().checked_sub(1));
+            let h = i.map(|i| held.remove(i));
+            self.holding.store(!held.is_empty(), Ordering::Relaxed);
+            h
+        };
+        if let Some(h) = h {
+            self.report_held(h);
+        }
+    }
+
+    fn report_held(&self, h: HeldOom) {
         let Some(slot) = self.all().into_iter().find(|s| s.device == h.device) else { return };
         let k = self.reported.fetch_add(1, Ordering::Relaxed) + 1;
         self.last_oom_ms.store(now_ms(), Ordering::Relaxed);
@@ -1188,11 +1253,18 @@ fn caller_text(slot: &Slot, d: &dump::Dump, requested: u64, tail: &str) -> Strin
 
 /// An OOM in a convolution whose report waits ([`Runtime::hold_oom`]).
 struct HeldOom {
+    thread: std::thread::ThreadId,
     device: i32,
     n: u64,
     path: PathBuf,
     dump: Box<dump::Dump>,
     report: String,
+}
+
+/// PyTorch's kernels run on the CPU, their tensors counted as the simulated GPU's: no cuDNN
+/// to go on past an OOM.
+fn emulating() -> bool {
+    std::env::var(oomscope_core::env::TORCH_EMULATE).is_ok_and(|v| v == "1")
 }
 
 /// Whether PyTorch's code can catch this OOM as its own (`c10::OutOfMemoryError`).

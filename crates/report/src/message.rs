@@ -729,9 +729,54 @@ fn device_buffer_cause(
 
 fn peak_cause(b: &Budget, needed: &u64, can_have: &u64) -> (String, Vec<String>) {
     let s = |n| size(b.format, n);
+    // MPS whose other allocations alone pass the watermark: nothing is left for any request.
+    if let (MessageFormat::TorchMps, Some(other), Some(limit)) = (b.format, b.context, b.limit)
+        && other >= limit
+    {
+        return (
+            format!(
+                "MPS's limit is what ran out: its other allocations ({}) alone pass the {} allowed, before PyTorch's \
+                 own {}",
+                s(other),
+                s(limit),
+                s(b.live)
+            ),
+            vec![format!(
+                "{} other allocations + {} allocated by PyTorch = {} > {} allowed: no request fits, however small ({})",
+                s(other),
+                s(b.live),
+                s(other + b.live),
+                s(limit),
+                s(b.request)
+            )],
+        );
+    }
     // Needed within what can be had, by less than the figures' rounding: a full device, said
-    // as such (never `15.25 GiB > 15.26 GiB`).
-    let close = needed <= can_have;
+    // as such (never `15.25 GiB > 15.26 GiB`). Within a limit by more (the limit's own
+    // branch: the cache already at it), the new segment is what does not fit.
+    let slack = (b.request / 50).max(16 << 20);
+    let close = needed <= can_have && can_have - needed < slack;
+    if needed <= can_have && !close {
+        let mut evidence = vec![format!(
+            "{} live + {} requested = {}, but {}'s cache holds {} of the {} allowed: the new segment this request \
+             needs passes the limit",
+            s(b.live),
+            s(b.request),
+            s(*needed),
+            framework_name(b.format),
+            s(b.reserved()),
+            s(b.limit.unwrap_or(*can_have))
+        )];
+        evidence.extend(site(b));
+        return (
+            format!(
+                "The limit set for this process is what ran out: {} of its cache against the {} allowed",
+                s(b.reserved()),
+                s(b.limit.unwrap_or(*can_have))
+            ),
+            evidence,
+        );
+    }
     let mut evidence = vec![format!(
         "{} live + {} requested = {} {} {} free{} + {} in {}'s cache = {}{}",
         s(b.live),

@@ -709,7 +709,8 @@ fn pool_took_device_words(
     taken: &u64,
     card: &u64,
 ) -> (String, Vec<String>) {
-    let mut evidence = vec![if oomscope_diagnose::backed_off(refused) || refused.len() < 2 {
+    let same = refused.len() >= 2 && refused.iter().all(|&r| r == refused[0]);
+    let mut evidence = vec![if !same {
         format!(
             "the device refused the allocator's first region requests, {}; TF backs off by 10% and logs each refusal, so the pool took the next size, {} ({taken} bytes)",
             driver_sizes(refused),
@@ -731,7 +732,7 @@ fn pool_took_device_words(
         ));
     }
     let who = op.as_deref().unwrap_or("the run");
-    let headline = if *card == 0 && op.is_none() && !oomscope_diagnose::backed_off(refused) {
+    let headline = if *card == 0 && op.is_none() && same {
         format!(
             "the device refused {} again and again (a library's memory beside TensorFlow's pool, cuBLAS's or \
              cuDNN's): the pool had taken what the device would give, and the log shows neither the card's memory \

@@ -65,8 +65,6 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // OpenCL's failed buffer allocation; OpenVINO's GPU plugin.
     ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
     ("out of GPU resources", MessageFormat::DeviceRuntime),
-    // wgpu (Rust's WebGPU: burn, candle's wgpu backend): a buffer the device would not make.
-    ("Not enough memory left", MessageFormat::DeviceRuntime),
     ("Could not create cudnn handle", MessageFormat::Cudnn),
     // PyTorch when no convolution algorithm's workspace fits (its usual cause), and TF's
     // cuBLAS that could get no memory beside TF's pool: OOMs in disguise.
@@ -76,6 +74,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Dst tensor is not initialized", MessageFormat::CudaRuntime),
     // accelerate's find_executable_batch_size halved down to nothing.
     ("No executable batch size found, reached zero", MessageFormat::CudaRuntime),
+    // NVIDIA's NPP (managedCuda's `NPPException: Device allocation error`); a miner's own
+    // `CUDA: failed to alloc memory`.
+    ("Device allocation error", MessageFormat::DeviceRuntime),
+    ("CUDA: failed to alloc memory", MessageFormat::DeviceRuntime),
     // Intel's SYCL runtime (IPEX, PyTorch XPU): `PI_ERROR_OUT_OF_RESOURCES`, its usual OOM.
     ("PI_ERROR_OUT_OF_RESOURCES", MessageFormat::DeviceRuntime),
     ("could not create cuDNN handle", MessageFormat::Cudnn),
@@ -169,7 +171,7 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Not enough space to allocate", MessageFormat::DeviceRuntime),
     ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
     // MXNet 0.x's GPU pool: `src/storage/./pooled_storage_manager.h:62: Memory allocation failed.`
-    ("pooled_storage_manager.h", MessageFormat::CudaRuntime),
+    ("pooled_storage_manager.h:62: Memory allocation failed", MessageFormat::CudaRuntime),
     // XLA's listing of a program's largest buffers, pasted without its header (`Largest
     // program allocations in hbm:`): each buffer's `Allocation type: scoped` / `HLO temp`.
     ("Allocation type: ", MessageFormat::XlaHbm),
@@ -275,9 +277,15 @@ fn find(text: &str) -> Option<Found> {
                 break;
             }
         }
+        // (Also with the line above run into it: a terminal's break inside a word, `cudaMalloc
+        // fail` / `ed: out of memory`, that a prefix on every line kept the repair from joining.)
         if best.is_none()
             && l.contains("out of memory")
-            && cuda_out_of_memory(l, &lines[line.saturating_sub(2)..line].join(" "))
+            && (cuda_out_of_memory(l, &lines[line.saturating_sub(2)..line].join(" "))
+                || line > 0
+                    && lines[line - 1].trim_end().ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && l.trim_start().starts_with(|c: char| c.is_ascii_lowercase())
+                    && cuda_out_of_memory(&format!("{}{}", lines[line - 1].trim_end(), l.trim_start()), ""))
         {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
@@ -548,6 +556,11 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
     ),
     (
+        "Error: buffer is not large enough",
+        "an MPS kernel given a buffer smaller than its shape needs (an assertion in Metal Performance Shaders, \
+         usually a PyTorch MPS bug fixed in a later release): nothing ran out of memory",
+    ),
+    (
         "No execution plans support the graph",
         "cuDNN's frontend finding no kernel for this operation's configuration (shapes, types, layout), not an \
          allocation",
@@ -748,12 +761,20 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
                        GPU's memory is not involved",
             });
         }
-        if killed_by_exit_code(l) {
+        if exit_code(l, &["-9", "137"]) {
             return Some(LookAlike {
                 line: i + 1,
                 what: "a process that ended with SIGKILL (exit code -9, or 137 from a shell), usually by the Linux \
                        OOM killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` \
                        confirms it",
+            });
+        }
+        if exit_code(l, &["-7", "135"]) {
+            return Some(LookAlike {
+                line: i + 1,
+                what: "a process that ended with SIGBUS (exit code -7, or 135 = 128 + 7), most often shared memory \
+                       (/dev/shm) running out under a worker's mapping: host memory, not the GPU's. More shared \
+                       memory for a container (--shm-size), or fewer workers",
             });
         }
     }
@@ -765,25 +786,28 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
         return host_memory(text);
     }
     for (i, pair) in text.lines().collect::<Vec<_>>().windows(2).enumerate() {
-        let joined = format!("{}{}", pair[0].trim_end(), pair[1].trim_start());
-        for &&(marker, what) in &broken {
-            if !pair[0].contains(marker) && !pair[1].contains(marker) && contains_word(&joined, marker) {
-                return Some(LookAlike { line: i + 1, what });
+        // Broken mid-word, or at a space (a forum's wrap the repair did not undo).
+        for gap in ["", " "] {
+            let joined = format!("{}{gap}{}", pair[0].trim_end(), pair[1].trim_start());
+            for &&(marker, what) in &broken {
+                if !pair[0].contains(marker) && !pair[1].contains(marker) && contains_word(&joined, marker) {
+                    return Some(LookAlike { line: i + 1, what });
+                }
             }
         }
     }
     host_memory(text)
 }
 
-/// A launcher's or shell's report of a process's exit code -9 (or 137, 128 + 9): SIGKILL.
-/// (`... exits with return code = -9` from DeepSpeed's launcher, torchrun's `exitcode: -9`,
-/// `exit status 137`.)
-fn killed_by_exit_code(line: &str) -> bool {
+/// A launcher's or shell's report of a process's exit code, one of `codes` (-9 or 137 for
+/// SIGKILL, -7 or 135 for SIGBUS). (`... exits with return code = -9` from DeepSpeed's
+/// launcher, torchrun's `exitcode: -9`, `exit status 137`, `exited with status 135`.)
+fn exit_code(line: &str, codes: &[&str]) -> bool {
     let l = line.to_ascii_lowercase();
-    ["return code", "returncode", "exit code", "exitcode", "exit status"].iter().any(|key| {
+    ["return code", "returncode", "exit code", "exitcode", "exit status", "exited with status"].iter().any(|key| {
         l.match_indices(key).any(|(at, _)| {
             let rest = l[at + key.len()..].trim_start_matches([' ', '=', ':', '\t']);
-            ["-9", "137"].iter().any(|code| {
+            codes.iter().any(|code| {
                 rest.strip_prefix(code).is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_digit()))
             })
         })
@@ -994,7 +1018,8 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // `Free memory on device cuda:0 (10.50/79.19 GiB) on startup is less than desired
             // GPU memory utilization (0.9, 71.27 GiB).`: free and total, and what it wanted.
             if let Some(r) = after(&around, "on startup is less than desired GPU memory utilization (") {
-                let figures = around.split("Free memory on device ").nth(1).and_then(|f| f.split_once(" ("));
+                // (Older releases name no device: `Free memory on device (6.92/8.0 GiB) ...`.)
+                let figures = around.split("Free memory on device ").nth(1).and_then(|f| f.split_once('('));
                 if let Some((_, f)) = figures {
                     let unit = f.split(')').next().unwrap_or("").rsplit(' ').next().unwrap_or("");
                     let (free, total) = f.split_once('/').unwrap_or(("", ""));
@@ -1005,6 +1030,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                 m.allowed = r.split_once(", ").and_then(|(_, w)| leading_figure(w));
                 m.device = after(&around, "Free memory on device ")
                     .and_then(|d| d.split_whitespace().next())
+                    .filter(|d| !d.starts_with('('))
                     .map(str::to_string);
             }
             if lines[found.line].contains("reserved for KV Cache is -") {

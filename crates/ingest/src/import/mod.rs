@@ -159,14 +159,14 @@ const CACHING_HOST: &str = "not an out-of-memory error of the GPU: this is a pin
 /// The line of an out-of-memory error raised in a pinned host allocator: PyTorch's
 /// (`cuda runtime error (2) : out of memory at .../THCCachingHostAllocator.cpp:296`), when no
 /// other line of the text is a GPU's out-of-memory error; or one whose traceback's frames are
-/// a page-locked host buffer's (AMDGPU.jl's `Mem.HostBuffer`, `hipHostMalloc`).
+/// a page-locked host buffer's (AMDGPU.jl's `Mem.HostBuffer`).
 fn caching_host(text: &str) -> Option<usize> {
     let oom = |l: &str| l.contains("out of memory") || l.contains("OutOfMemory");
     let host = |l: &str| l.contains("CachingHostAllocator");
     if let Some(i) = text.lines().position(|l| oom(l) && host(l)) {
         return text.lines().all(|l| !oom(l) || host(l)).then_some(i + 1);
     }
-    let frame = text.lines().position(|l| l.contains("Mem.HostBuffer(") || l.contains("hipHostMalloc"))?;
+    let frame = text.lines().position(|l| l.contains("Mem.HostBuffer("))?;
     text.lines().any(oom).then_some(frame + 1)
 }
 

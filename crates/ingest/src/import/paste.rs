@@ -142,15 +142,22 @@ fn retyped(text: &str) -> Option<String> {
         out = out.replace(said, printed);
     }
     if lower.contains("already allocated") {
+        // Only in the message's own lines (a traceback's `x = f(a);y = g(b)` is code).
         let mut spaced = String::with_capacity(out.len() + 8);
-        let b = out.as_bytes();
-        for (i, c) in out.char_indices() {
-            spaced.push(c);
-            let next = b.get(i + 1).copied();
-            // `;1.33GiB` and `50MiB(GPU`: a space where PyTorch prints one.
-            let after_unit = c == 'B' && i > 0 && matches!(b[i - 1], b'i' | b' ' | b'0'..=b'9');
-            if (c == ';' && next.is_some_and(|n| n != b' ')) || (after_unit && next == Some(b'(')) {
-                spaced.push(' ');
+        for line in out.split_inclusive('\n') {
+            if !line.contains("already allocated") {
+                spaced.push_str(line);
+                continue;
+            }
+            let b = line.as_bytes();
+            for (i, c) in line.char_indices() {
+                spaced.push(c);
+                let next = b.get(i + 1).copied();
+                // `;1.33GiB` and `50MiB(GPU`: a space where PyTorch prints one.
+                let after_unit = c == 'B' && i > 0 && matches!(b[i - 1], b'i' | b' ' | b'0'..=b'9');
+                if (c == ';' && next.is_some_and(|n| n != b' ')) || (after_unit && next == Some(b'(')) {
+                    spaced.push(' ');
+                }
             }
         }
         out = spaced;
@@ -845,6 +852,9 @@ mod tests {
         // A message as PyTorch prints it is left alone.
         let printed = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 7.93 GiB total capacity; 1.00 GiB already allocated)\n";
         assert!(!undo(printed).undone.contains(&PasteDamage::Retyped));
+        // Nor a traceback's code line above it.
+        let code = format!("    out = model(x);loss = crit(out, y)\n{printed}");
+        assert!(!undo(&code).undone.contains(&PasteDamage::Retyped));
     }
 
     #[test]
