@@ -1004,7 +1004,13 @@ impl Runtime {
         }
         let thread = std::thread::current().id();
         let mut held = lock(&self.held_oom);
+        // The thread's OOM held before this one was gone past: cuDNN tried another algorithm,
+        // whose workspace did not fit either.
+        let before = held.len();
         held.retain(|h| h.thread != thread);
+        if held.len() < before {
+            self.caught.fetch_add(1, Ordering::Relaxed);
+        }
         held.push(HeldOom { thread, device: slot.device, n, path, dump: oom.dump, report });
         self.holding.store(true, Ordering::Relaxed);
         message
