@@ -194,8 +194,8 @@ fn caller(dir: &Path, compiler: &str, source: &str, libs: &[&str]) -> Output {
     caller_with(dir, compiler, source, libs, &[])
 }
 
-/// [`caller`], the program given `args` after the library.
-fn caller_with(dir: &Path, compiler: &str, source: &str, libs: &[&str], args: &[&str]) -> Output {
+/// `tests/abi/SOURCE` built with `compiler` into `dir`: the program's path.
+fn built(dir: &Path, compiler: &str, source: &str, libs: &[&str]) -> PathBuf {
     let exe = dir.join(source.split('.').next().unwrap());
     let built = Command::new(compiler)
         .arg(root().join("tests/abi").join(source))
@@ -205,7 +205,23 @@ fn caller_with(dir: &Path, compiler: &str, source: &str, libs: &[&str], args: &[
         .output()
         .unwrap_or_else(|e| panic!("{compiler} runs: {e}"));
     assert!(built.status.success(), "{}", text(&built).1);
-    Command::new(&exe)
+    exe
+}
+
+/// The libc10.so of PyTorch in `py`.
+fn libc10(py: &str) -> String {
+    let o = Command::new(py)
+        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"])
+        .output()
+        .unwrap();
+    let c10 = text(&o).0.trim().to_string();
+    assert!(Path::new(&c10).is_file(), "{c10}: PyTorch's libc10.so");
+    c10
+}
+
+/// [`caller`], the program given `args` after the library.
+fn caller_with(dir: &Path, compiler: &str, source: &str, libs: &[&str], args: &[&str]) -> Output {
+    Command::new(built(dir, compiler, source, libs))
         .arg(library())
         .args(args)
         .env("OOMSCOPE_DEVICE", "sim:1GiB")
@@ -243,12 +259,7 @@ fn torch_malloc_throws_a_runtime_error_with_pytorchs_words() {
 )]
 fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
     let py = torch_python();
-    let o = Command::new(&py)
-        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"])
-        .output()
-        .unwrap();
-    let c10 = text(&o).0.trim().to_string();
-    assert!(Path::new(&c10).is_file(), "{c10}: PyTorch's libc10.so");
+    let c10 = libc10(&py);
     let dir = temp_dir("abi-c10");
     let o = caller_with(&dir, "g++", "throw_c10_check.cpp", &["-ldl"], &[&c10]);
     let (out, err) = text(&o);
@@ -290,22 +301,9 @@ fn torch_malloc_throws_pytorchs_out_of_memory_error_when_pytorch_is_loaded() {
     ignore = "needs PyTorch (OOMSCOPE_TEST_PYTHON, or python3 with torch; .ci/run installs it)"
 )]
 fn an_oom_in_a_convolution_is_reported_whole_only_when_it_reaches_the_program() {
-    let py = torch_python();
-    let o = Command::new(&py)
-        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"])
-        .output()
-        .unwrap();
-    let c10 = text(&o).0.trim().to_string();
+    let c10 = libc10(&torch_python());
     let dir = temp_dir("abi-conv-oom");
-    let exe = dir.join("conv_oom_check");
-    let built = Command::new("g++")
-        .arg(root().join("tests/abi/conv_oom_check.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-ldl")
-        .output()
-        .unwrap_or_else(|e| panic!("g++ runs: {e}"));
-    assert!(built.status.success(), "{}", text(&built).1);
+    let exe = built(&dir, "g++", "conv_oom_check.cpp", &["-ldl"]);
     let run = |how: &str| {
         let o = Command::new(&exe)
             .arg(library())

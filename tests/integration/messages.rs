@@ -320,6 +320,11 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
             assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(what), "{file}: {e}");
         }
     };
+    let kinds = |set: &str, cases: &[(&str, VerdictKind)]| {
+        for (file, kind) in cases {
+            assert_eq!(verdict(set, file).kind, *kind, "{set}/{file}");
+        }
+    };
     // TensorFlow's `Stats:` in the integer form: in use at the limit is a peak; almost nothing
     // in use, a request beyond the limit; the block pasted alone, without its `Stats:` line.
     let v = verdict("messages-heldout", "tf-3304-2016-stats-limit-480mib.txt");
@@ -586,16 +591,17 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     // nothing of what held the rest; a retyped message (`CUDA out of the memory`); vLLM's
     // `No available memory for the cache blocks` in a traceback's `raise` line, cut before
     // the error; a DataLoader worker's crash and torchrun's -9 told apart.
-    assert_eq!(
-        verdict("messages-twelfth", "tensorflow-14231-windows-1080ti-failed-to-allocate-descending-cut.txt").kind,
-        VerdictKind::Undetermined
+    kinds(
+        "messages-twelfth",
+        &[("tensorflow-14231-windows-1080ti-failed-to-allocate-descending-cut.txt", VerdictKind::Undetermined)],
     );
-    for (file, kind) in [
-        ("unet-lits-6-out-of-the-memory-360mib-cut.txt", VerdictKind::Undetermined),
-        ("vllm-27508-gpt-oss-120b-h100-no-available-memory-cache-blocks-cut.txt", VerdictKind::Peak),
-    ] {
-        assert_eq!(verdict("messages-thirteenth", file).kind, kind, "{file}");
-    }
+    kinds(
+        "messages-thirteenth",
+        &[
+            ("unet-lits-6-out-of-the-memory-360mib-cut.txt", VerdictKind::Undetermined),
+            ("vllm-27508-gpt-oss-120b-h100-no-available-memory-cache-blocks-cut.txt", VerdictKind::Peak),
+        ],
+    );
     refused_as(
         "messages-thirteenth",
         &[
@@ -605,17 +611,16 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     );
     // What the fourteenth and fifteenth showed: a message retyped without its spaces, MXNet's
     // pool, XLA's buffer listing without its header, a launcher's `return code = -9`.
-    assert_eq!(
-        verdict("messages-fourteenth", "detectron2-2457-retyped-lowercase-inline.txt").kind,
-        VerdictKind::Fragmentation
+    kinds(
+        "messages-fourteenth",
+        &[
+            ("detectron2-2457-retyped-lowercase-inline.txt", VerdictKind::Fragmentation),
+            ("mxnet-2913-pooled-storage-memory-allocation-failed-cut.txt", VerdictKind::Undetermined),
+        ],
     );
-    assert_eq!(
-        verdict("messages-fourteenth", "mxnet-2913-pooled-storage-memory-allocation-failed-cut.txt").kind,
-        VerdictKind::Undetermined
-    );
-    assert_eq!(
-        verdict("messages-fifteenth", "transformers-3702-torch-xla-tpu-compile-scoped-allocation-no-totals.txt").kind,
-        VerdictKind::Undetermined
+    kinds(
+        "messages-fifteenth",
+        &[("transformers-3702-torch-xla-tpu-compile-scoped-allocation-no-totals.txt", VerdictKind::Undetermined)],
     );
     refused_as("messages-fourteenth", &[("anomalygpt-43-deepspeed-launcher-return-code-minus-9.txt", "SIGKILL")]);
     // What the sixteenth and seventeenth showed: a machine-translated mshadow error, ONNX
@@ -623,32 +628,30 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     // the host's bad_alloc), the device refusing a library's memory again and again with no
     // figure for what held it, XLA's rematerialization falling short (the program's need
     // against its memory: a peak), a pinned host buffer, thrust's launch failure.
-    for (file, kind) in [
-        ("alphapose-493-mshadow-machine-translated-chinese-title.txt", VerdictKind::Undetermined),
-        ("llm-pdf-translator-9-ort-bfcarena-title-cut.txt", VerdictKind::Undetermined),
-        ("mlc-llm-2791-insufficient-gpu-memory-19314mb-contradiction.txt", VerdictKind::Undetermined),
-        ("thrust-1-bad-alloc-bold-process-received-signal.txt", VerdictKind::Undetermined),
-        ("anaconda-cuda-tf-1-tf114-cublas-not-initialized-32m-repeats-cut.txt", VerdictKind::Undetermined),
-    ] {
-        assert_eq!(verdict("messages-sixteenth", file).kind, kind, "{file}");
-    }
-    let v = verdict("messages-seventeenth", "xla-27322-gh200-remat-95.40gib-bfc-bar-cut.txt");
-    assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
+    kinds(
+        "messages-sixteenth",
+        &[
+            ("alphapose-493-mshadow-machine-translated-chinese-title.txt", VerdictKind::Undetermined),
+            ("llm-pdf-translator-9-ort-bfcarena-title-cut.txt", VerdictKind::Undetermined),
+            ("mlc-llm-2791-insufficient-gpu-memory-19314mb-contradiction.txt", VerdictKind::Undetermined),
+            ("thrust-1-bad-alloc-bold-process-received-signal.txt", VerdictKind::Undetermined),
+            ("anaconda-cuda-tf-1-tf114-cublas-not-initialized-32m-repeats-cut.txt", VerdictKind::Undetermined),
+        ],
+    );
+    kinds("messages-seventeenth", &[("xla-27322-gh200-remat-95.40gib-bfc-bar-cut.txt", VerdictKind::Peak)]);
     // What the eighteenth showed: an allocation that only reports an earlier kernel's failure.
     refused_as("messages-eighteenth", &[("numba-4833-cumemalloc-launch-failed.txt", "CUDA_ERROR_LAUNCH_FAILED")]);
     // What the twentieth and twenty-first showed: a miner's and NPP's words; a worker's SIGBUS
     // (exit status 135) and an MPS kernel's buffer assertion told apart; MPS's other
     // allocations alone past its watermark: the limit, not one tensor too large.
-    assert_eq!(
-        verdict("messages-twentieth", "nheqminer-macos-13-equihash-cuda-failed-to-alloc.txt").kind,
-        VerdictKind::Undetermined
+    kinds("messages-twentieth", &[("nheqminer-macos-13-equihash-cuda-failed-to-alloc.txt", VerdictKind::Undetermined)]);
+    kinds(
+        "messages-twenty-first",
+        &[
+            ("managedcuda-8-npp-device-allocation-error.txt", VerdictKind::Undetermined),
+            ("sensevoice-218-mps-other-allocations-over-max-allowed.txt", VerdictKind::Peak),
+        ],
     );
-    for (file, kind) in [
-        ("managedcuda-8-npp-device-allocation-error.txt", VerdictKind::Undetermined),
-        ("sensevoice-218-mps-other-allocations-over-max-allowed.txt", VerdictKind::Peak),
-    ] {
-        assert_eq!(verdict("messages-twenty-first", file).kind, kind, "{file}");
-    }
     refused_as(
         "messages-twenty-first",
         &[

@@ -1006,11 +1006,7 @@ impl Runtime {
         let mut held = lock(&self.held_oom);
         // The thread's OOM held before this one was gone past: cuDNN tried another algorithm,
         // whose workspace did not fit either.
-        let before = held.len();
-        held.retain(|h| h.thread != thread);
-        if held.len() < before {
-            self.caught.fetch_add(1, Ordering::Relaxed);
-        }
+        self.gone_past(&mut held, thread);
         held.push(HeldOom { thread, device: slot.device, n, path, dump: oom.dump, report });
         self.holding.store(true, Ordering::Relaxed);
         message
@@ -1018,14 +1014,18 @@ impl Runtime {
 
     /// This thread allocated after an OOM it held: the program went on past that OOM.
     fn went_on(&self) {
-        let thread = std::thread::current().id();
         let mut held = lock(&self.held_oom);
+        self.gone_past(&mut held, std::thread::current().id());
+        self.holding.store(!held.is_empty(), Ordering::Relaxed);
+    }
+
+    /// `thread`'s held OOM, if any, was gone past: dropped, and counted.
+    fn gone_past(&self, held: &mut Vec<HeldOom>, thread: std::thread::ThreadId) {
         let before = held.len();
         held.retain(|h| h.thread != thread);
         if held.len() < before {
             self.caught.fetch_add(1, Ordering::Relaxed);
         }
-        self.holding.store(!held.is_empty(), Ordering::Relaxed);
     }
 
     /// An error reached the program (Python's hook on its way): the OOM this thread holds, or
