@@ -372,6 +372,12 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         verdict("messages-heldout", "jax-7822-tpu-aborting-compilation-exabytes.txt").kind,
         VerdictKind::SingleTensor
     );
+    // ... but a program a little beyond the largest device is a batch too large (a peak).
+    let text = "W hlo_rematerialization.cc:3282] Can't reduce memory use below 193.77GiB (208055883007 bytes) by \
+                rematerialization; only reduced to 350.36GiB (376197049916 bytes), down from 350.79GiB originally";
+    let mut d = import::import(Path::new("remat.txt"), text.as_bytes(), None, None).unwrap();
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    assert_eq!(d.verdict.unwrap().kind, VerdictKind::Peak);
     let v = read("easydel-142-tpu-gemma.txt").unwrap().verdict.unwrap();
     assert!(v.kind == VerdictKind::SingleTensor && v.headline.starts_with("The arguments alone (15.90G)"), "{v:?}");
     // XLA's cudaMallocAsync allocator, in the words of its log line.

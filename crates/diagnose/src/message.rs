@@ -705,10 +705,14 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<MessageDiagnosis, Vec
         .iter()
         .find(|n| !n.op.starts_with("parameter "))
         .filter(|n| program.needed > 0 && n.bytes * 10 >= program.needed * 4);
-    // One program (or its arguments alone) larger than any device, or than this one: a
-    // smaller batch cannot help when the arguments alone do not fit.
-    let single =
-        single || program.needed > LARGEST_GPU || (program.capacity > 0 && program.parameters > program.capacity);
+    // One buffer (or request) larger than any device, a program several times the largest
+    // device (a shape the code did not mean), or the arguments alone larger than this one: a
+    // smaller batch cannot help. (A program a little beyond any one device is a peak: a smaller
+    // batch, or sharding it, brings it down.)
+    let single = single
+        || largest.max(request.unwrap_or(0)) > LARGEST_GPU
+        || program.needed > ABSURD * LARGEST_GPU
+        || (program.capacity > 0 && program.parameters > program.capacity);
     let donate = program.parameters > 0
         && program.outputs * 10 >= program.parameters * 9
         && program.parameters * 4 >= program.needed;

@@ -81,6 +81,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // Intel's SYCL runtime (IPEX, PyTorch XPU): `PI_ERROR_OUT_OF_RESOURCES`, its usual OOM.
     ("PI_ERROR_OUT_OF_RESOURCES", MessageFormat::DeviceRuntime),
     ("could not create cuDNN handle", MessageFormat::Cudnn),
+    // TF 2.x's error after cuDNN could not start (its handle needs memory TF's pool left no
+    // room for); ONNX Runtime's failed handle, `expr=cudnnCreate(&cudnn_handle_)`.
+    ("because cuDNN failed to initialize", MessageFormat::Cudnn),
+    ("expr=cudnnCreate(", MessageFormat::Cudnn),
     ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
     ("CUDA error: out of memory", MessageFormat::CudaRuntime),
     ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
@@ -124,6 +128,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Bytes of memory on device", MessageFormat::DeviceRuntime),
     // SGLang's prefill; DeepSpeed's inference kernels' workspace; bitsandbytes' kernels.
     ("Prefill out of memory", MessageFormat::DeviceRuntime),
+    // SGLang at start-up: `Not enough memory. Please try to increase --mem-fraction-static.`
+    ("Please try to increase --mem-fraction-static", MessageFormat::DeviceRuntime),
+    // ggml's CUDA pool, the line after its `CUDA error: out of memory` (a paste may start there).
+    ("in function ggml_cuda_pool_malloc", MessageFormat::CudaRuntime),
     ("Workspace can't be allocated, no enough memory", MessageFormat::DeviceRuntime),
     ("Error out of memory at line", MessageFormat::CudaRuntime),
     // OpenVINO's GPU plugin: `[GPU] Exceeded max size of memory allocation: Required N bytes,
@@ -172,6 +180,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("bm_alloc_gmem failed", MessageFormat::DeviceRuntime),
     // MXNet 0.x's GPU pool: `src/storage/./pooled_storage_manager.h:62: Memory allocation failed.`
     ("pooled_storage_manager.h:62: Memory allocation failed", MessageFormat::CudaRuntime),
+    // MXNet 1.x's pool: `Memory allocation failed ` and cudaGetErrorString's words.
+    ("Memory allocation failed out of memory", MessageFormat::CudaRuntime),
     // XLA's listing of a program's largest buffers, pasted without its header (`Largest
     // program allocations in hbm:`): each buffer's `Allocation type: scoped` / `HLO temp`.
     ("Allocation type: ", MessageFormat::XlaHbm),
@@ -223,8 +233,18 @@ const TORCH_OOM_WARNING: &str = "memory allocation failed with OOM on device";
 
 /// Words on a line that make a CUDA allocation failure the host's: pinned (page-locked) host
 /// memory, not the device's.
-const PINNED: &[&str] =
-    &[" on host", "pinned host", "pinned memory", "cudaHostAlloc", "cuMemHostAlloc", "host_malloc", "cudaHostRegister"];
+/// (PaddlePaddle's `pinned_allocator.cc`; PyCUDA's `aligned_malloc`, an aligned host buffer.)
+const PINNED: &[&str] = &[
+    " on host",
+    "pinned host",
+    "pinned memory",
+    "cudaHostAlloc",
+    "cuMemHostAlloc",
+    "host_malloc",
+    "cudaHostRegister",
+    "pinned_allocator",
+    "aligned_malloc",
+];
 
 /// The words of every marker (messages' and look-alikes'), in their case.
 pub(super) fn phrases() -> impl Iterator<Item = &'static str> {
@@ -398,6 +418,22 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          error by itself",
     ),
     ("_ArrayMemoryError", "host memory (RAM) running out, in NumPy: the GPU's memory is not involved"),
+    (
+        "aligned_malloc failed",
+        "PyCUDA failing to allocate an aligned buffer in host memory (RAM): the GPU's memory is not involved",
+    ),
+    (
+        "pinned_allocator",
+        "PaddlePaddle's pinned host allocator failing (page-locked RAM for transfers): host memory, not the \
+         GPU's. Pin less at once (a smaller pinned buffer, fewer DataLoader workers using pinned memory)",
+    ),
+    (
+        // vLLM on the CPU: `Available memory on node 0 (12.50/62.70 GiB) on kv cache allocation
+        // is less than requested memory for kv (...). Reduce CPU memory used by other processes.`
+        "Reduce CPU memory used by other processes",
+        "vLLM's CPU backend finding too little host memory (RAM) for its KV cache: the GPU's memory is not \
+         involved. A smaller VLLM_CPU_KVCACHE_SPACE, or free RAM",
+    ),
     ("MemoryError", "host memory (RAM) running out, in Python: the GPU's memory is not involved"),
     (
         "Out of memory allocating ",
@@ -684,6 +720,72 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "is killed by signal: Killed",
         "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's memory is \
          not involved",
+    ),
+    (
+        "CUDNN_STATUS_INTERNAL_ERROR",
+        "cuDNN reporting an internal error (a cuDNN or driver mismatch, an unsupported input, or an earlier \
+         error surfacing here), not an allocation it names. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
+    ),
+    (
+        "is/are busy or unavailable",
+        "a GPU that would not take this process: another process holds it in exclusive-process mode \
+         (nvidia-smi -c shows the mode), or the driver or device is in a bad state. Not a lack of memory",
+    ),
+    (
+        "Garbage collection: deallocate free memory regions",
+        "TensorFlow's note that it freed its pool's free regions to make a larger one (the device near its \
+         limit): it carries on, so it is not an error. Slower steps at most; a smaller batch makes it stop",
+    ),
+    (
+        "Device memory is insufficient to use tactic",
+        "TensorRT's builder skipping a tactic (a kernel choice) that needed more memory than is free: it chose \
+         another, so it is not an error. A larger workspace or more free memory may give a faster engine",
+    ),
+    (
+        "recommended max working set size",
+        "llama.cpp's (ggml's) warning that its Metal buffers exceed the size macOS recommends for the GPU: a \
+         warning, nothing failed (it may run slowly or fail later; then give that error)",
+    ),
+    (
+        "Possibly too large swap space",
+        "vLLM's warning that its CPU swap space takes much of the host's RAM: a warning about host memory, \
+         nothing failed on the GPU. A smaller --swap-space",
+    ),
+    (
+        "Decode out of memory happened",
+        "SGLang's scheduler retracting requests when its KV cache filled during decoding: it goes on with \
+         fewer requests at once, so it is not an error. A larger --mem-fraction-static, or fewer concurrent \
+         requests, makes it rarer",
+    ),
+    (
+        "allocator cache flushes since last step",
+        "DeepSpeed's warning that PyTorch's allocator had to flush its cache (memory near its limit): slower \
+         steps, nothing failed. A smaller batch, or get_accelerator().empty_cache() on every rank at once",
+    ),
+    (
+        "Exceeded max size of memory object allocation",
+        "one buffer larger than the largest allocation OpenVINO's GPU plugin allows for a single memory object: \
+         a limit of one buffer, not the GPU running out of memory. Split the tensor (a smaller batch or input)",
+    ),
+    (
+        "greater than the maximum allowed buffer size",
+        "one buffer larger than the largest Metal allows on this Mac (MLX): a limit of one buffer, not the GPU \
+         running out of memory. Split the tensor (a smaller batch or sequence)",
+    ),
+    (
+        "is greater than the maximum buffer size",
+        "one buffer larger than the largest the device's WebGPU limits allow (wgpu): a limit of one buffer, not \
+         the GPU running out of memory. Split the tensor, or raise max_buffer_size where the adapter allows it",
+    ),
+    (
+        "GPU device instance has been suspended",
+        "Windows removing or resetting the GPU (DXGI's device removed, 887A0005: a driver timeout (TDR) or a \
+         driver crash), not an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
+    ),
+    (
+        "failed to fit params to free device memory",
+        "llama.cpp giving up fitting its parameters to the free memory (it keeps the settings the user gave): a \
+         notice, not the failure. If loading failed after it, give that error",
     ),
     (
         "NCCL error",
@@ -1322,7 +1424,9 @@ const FAILED: &[&str] = &["error", "fail", "exception", "panic", "abort", "fatal
 
 /// A line in no runtime's words above that still says a device ran out of memory and failed
 /// (a runtime oomscope has not met): read as an accelerator runtime's, without figures but
-/// its request where the line counts bytes. Never where a look-alike's words are.
+/// its request where the line counts bytes. Never where a look-alike's words are. (A KV cache
+/// that could not be allocated counts as the device's: llama.cpp's `failed to allocate buffer
+/// for kv cache` alone; a host buffer's failure before it is a look-alike's words.)
 fn generic(lines: &[&str]) -> Option<Found> {
     let has = any_of;
     let line = (0..lines.len()).find(|&i| {
@@ -1331,7 +1435,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
         // `error: out of memory`).
         let around = lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
         has(&l, RAN_OUT)
-            && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE))
+            && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE) || l.contains("for kv cache"))
             && has(&l, FAILED)
             && !has(&l, ON_THE_HOST)
     })?;
@@ -1959,8 +2063,26 @@ mod tests {
              /job:localhost/replica:0/task:0/device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized.",
             "RuntimeError: No executable batch size found, reached zero.",
             "RuntimeError: Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)",
+            "UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, \
+             so try looking to see if a warning log message was printed above.",
+            "[ONNXRuntimeError] : 1 : FAIL : CUDNN failure 4: CUDNN_STATUS_INTERNAL_ERROR ; GPU=0 ; \
+             file=cuda_execution_provider.cc ; line=170 ; expr=cudnnCreate(&cudnn_handle_);",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+            "  current device: 0, in function ggml_cuda_pool_malloc at ggml/src/ggml-cuda/ggml-cuda.cu:382",
+            "MXNetError: Memory allocation failed out of memory",
+            "llama_kv_cache_init: failed to allocate buffer for kv cache",
         ] {
             assert!(recognises(text), "{text}");
+        }
+        // Host memory in a CUDA library's words: PyCUDA's aligned buffer, Paddle's pinned one.
+        for text in [
+            "pycuda._driver.MemoryError: aligned_malloc failed: out of memory - aligned malloc failed",
+            "ExternalError: CUDA error(2), out of memory. [Hint: 'cudaErrorMemoryAllocation'.] (at \
+             /paddle/paddle/fluid/memory/allocation/pinned_allocator.cc:38)",
+            "llama_kv_cache_init: failed to allocate buffer for kv cache\n\
+             ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 4294967296",
+        ] {
+            assert!(!recognises(text) && not_an_oom(text).is_some(), "{text}");
         }
         for text in [
             "Memory cgroup out of memory: Killed process 4242 (python) total-vm:98765432kB",
@@ -1971,8 +2093,25 @@ mod tests {
             "RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution plans support the graph.",
             "failed assertion `[MPSNDArray initWithDevice:descriptor:] Error: total bytes of NDArray > 2**32'",
             "RuntimeError: Invalid buffer size: 12.50 GB",
+            "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+            "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+            "W bfc_allocator.cc:337] Garbage collection: deallocate free memory regions (i.e., allocations) so that we \
+             can re-allocate a larger region to avoid OOM due to memory fragmentation.",
+            "[TRT] [W] Tactic Device request: 4096MB Available: 2048MB. Device memory is insufficient to use tactic.",
+            "ggml_metal_add_buffer: warning: current allocated size is greater than the recommended max working set size",
+            "WARNING config.py:1234] Possibly too large swap space. 16.00 GiB out of the 31.26 GiB total CPU memory",
+            "WARNING scheduler.py:1012] Decode out of memory happened. #retracted_reqs: 3",
+            "[WARNING] [stage3.py:2941:_post_step] 4 pytorch allocator cache flushes since last step.",
+            "RuntimeError: [GPU] Exceeded max size of memory object allocation: requested 4294967296 bytes",
+            "RuntimeError: [metal::malloc] Attempting to allocate 34359738368 bytes which is greater than the maximum \
+             allowed buffer size of 28991029248 bytes.",
+            "wgpu error: In Device::create_buffer Buffer size 4294967296 is greater than the maximum buffer size",
+            "887A0005 The GPU device instance has been suspended. Use GetDeviceRemovedReason",
+            "common_fit_params: failed to fit params to free device memory: n_gpu_layers already set by user to 99",
+            "ValueError: Available memory on node 0 (12.50/62.70 GiB) on kv cache allocation is less than requested \
+             memory for kv (20.00/40.00 GiB). Reduce CPU memory used by other processes.",
         ] {
-            assert!(not_an_oom(text).is_some(), "{text}");
+            assert!(!recognises(text) && not_an_oom(text).is_some(), "{text}");
         }
     }
 
