@@ -723,7 +723,10 @@ fn pool_took_device_words(
             human_bytes_driver(refused[0])
         )
     }];
-    if let (true, Some(&last)) = (*card > 0, refused.last()) {
+    // The device refused `last` and then gave `taken`: what others held lies between. Only a
+    // back-off (each refusal smaller, the grant below the last) bounds it; mixed sizes do not.
+    let backoff = !same && refused.windows(2).all(|w| w[1] < w[0]);
+    if let (true, Some(&last)) = (*card > 0 && backoff, refused.last().filter(|&&l| l > *taken && l <= *card)) {
         evidence.push(format!(
             "TF's limit was the whole card, {}: so other processes (the desktop) held between {} and {}",
             human(*card),
