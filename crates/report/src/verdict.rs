@@ -877,6 +877,18 @@ mod tests {
     use super::*;
     use oomscope_format::VerdictKind;
 
+    /// What other processes held is bounded by a back-off (refused 8 GiB, then 7.2, then given
+    /// 6.48 of a 10 GiB card: between 2.8 and 3.52 GiB), never by refusals of mixed sizes.
+    #[test]
+    fn others_are_bounded_only_by_a_back_off() {
+        let gib = |x: f64| (x * (1u64 << 30) as f64) as u64;
+        let card = gib(10.0);
+        let (_, e) = pool_took_device_words(&None, &false, &[gib(8.0), gib(7.2)], &gib(6.48), &card);
+        assert!(e.iter().any(|l| l.contains("held between 2.80GiB and 3.52GiB")), "{e:?}");
+        let (_, e) = pool_took_device_words(&None, &false, &[gib(1.0), gib(7.2)], &gib(6.48), &card);
+        assert!(!e.iter().any(|l| l.contains("held between")), "{e:?}");
+    }
+
     /// 7 MiB tensors kept alive on a 1 GiB device: two fit in each 20 MiB segment.
     fn seven_mib_tensors(settings: &str, history: usize) -> Dump {
         use oomscope_core::caching::{Caching, CachingOptions, Settings};
