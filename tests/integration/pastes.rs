@@ -34,6 +34,10 @@ const SETS: &[&str] = &[
     "messages-nineteenth",
     "messages-twentieth",
     "messages-twenty-first",
+    "messages-twenty-second",
+    "messages-twenty-third",
+    "messages-twenty-fourth",
+    "messages-twenty-fifth",
 ];
 
 /// Every text of the sets: (set/file, text).

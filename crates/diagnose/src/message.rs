@@ -63,6 +63,9 @@ pub enum MessageCause {
     Others { budget: Budget, short: u64 },
     /// the framework's cache holds enough free memory, but in pieces.
     CacheInPieces { budget: Budget },
+    /// A memory pool's own limit (CuPy's `set_limit`): what the pool `held` (freed blocks it
+    /// keeps included) and the `request` pass the `limit`.
+    PoolLimit { request: u64, held: u64, limit: u64 },
     /// live tensors and the request need more than this process can have.
     Peak { budget: Budget, needed: u64, can_have: u64 },
     /// A message whose figures say the request should have fit (free memory larger
@@ -109,6 +112,7 @@ impl MessageCause {
             MessageCause::Others { .. } => VerdictKind::Others,
             MessageCause::CacheInPieces { .. } => VerdictKind::Fragmentation,
             MessageCause::Peak { .. }
+            | MessageCause::PoolLimit { .. }
             | MessageCause::KvCache { .. }
             | MessageCause::KvCacheTokens { .. }
             | MessageCause::NoKvRoom { .. }
@@ -156,6 +160,8 @@ pub enum MessageFix {
     /// The limit the user set is what ran out (`set_per_process_memory_fraction`, MPS's
     /// high watermark): raise it, or shrink.
     RaiseLimit { limit: u64, total: u64, format: MessageFormat },
+    /// A memory pool's own limit (CuPy's `set_limit`), counting the freed blocks it keeps.
+    PoolLimit { limit: u64, held: u64 },
     /// From XLA's account: what to shrink or share (`donate`: outputs as large as the
     /// parameters, so the input buffers can be reused; `dominant`: one buffer is most of it).
     XlaShrink {
@@ -470,6 +476,18 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         let free = total.saturating_sub(m.reserved.unwrap_or(live));
         let budget = Budget { free_at_most: true, ..budget_of(m, r, free, live) };
         return peak(budget, m, b);
+    }
+    // A pool's own limit and no device figures (CuPy's `set_limit`: `allocated so far: A
+    // bytes, limit set to: L bytes`): what the pool holds and the request past the limit.
+    if let (Some(r), None, None, Some(held), Some(limit)) = (&request, m.free, m.total, m.allocated, m.allowed)
+        && r.requested <= limit
+        && held.saturating_add(r.requested) > limit
+    {
+        return MessageDiagnosis {
+            cause: MessageCause::PoolLimit { request: r.requested, held, limit },
+            fix: MessageFix::PoolLimit { limit, held },
+            breakdown: b,
+        };
     }
     let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated) else {
         return without(b);

@@ -150,6 +150,21 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 if used > budget { format!("-{}", torch(used - budget)) } else { "0 bytes".to_string() }
             )],
         ),
+        MessageCause::PoolLimit { request, held, limit } => (
+            format!(
+                "The memory pool's limit is what ran out: it held {} and the {} request would pass its {} limit",
+                human(*held),
+                human(*request),
+                human(*limit)
+            ),
+            vec![format!(
+                "{} held by the pool + {} requested = {} > the {} limit set for it (set_limit)",
+                human(*held),
+                human(*request),
+                human(held + request),
+                human(*limit)
+            )],
+        ),
         MessageCause::Others { budget: b, short } => others_cause(b, short),
         MessageCause::CacheInPieces { budget: b }
             if matches!(b.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync) =>
@@ -471,6 +486,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              request fit in the {} free (a batch about {:.0}% smaller)",
             torch(*free),
             (100.0 - pct(*free, *request)).max(1.0).ceil()
+        ),
+        MessageFix::PoolLimit { limit, held } => format!(
+            "return the freed blocks the pool keeps before this step (cupy.get_default_memory_pool().free_all_blocks(): \
+             its {} held counts them), raise its limit above {} (set_limit), or reduce the batch",
+            human(*held),
+            human(*limit)
         ),
         MessageFix::RaiseLimit { limit, total, format } => match format {
             MessageFormat::TorchMps => format!(

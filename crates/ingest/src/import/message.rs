@@ -128,6 +128,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Bytes of memory on device", MessageFormat::DeviceRuntime),
     // SGLang's prefill; DeepSpeed's inference kernels' workspace; bitsandbytes' kernels.
     ("Prefill out of memory", MessageFormat::DeviceRuntime),
+    // Ollama when its runner died loading a model: `llama runner exited, you may not have
+    // enough available memory to run this model`.
+    ("you may not have enough available memory to run this model", MessageFormat::DeviceRuntime),
     // SGLang at start-up: `Not enough memory. Please try to increase --mem-fraction-static.`
     ("Please try to increase --mem-fraction-static", MessageFormat::DeviceRuntime),
     // ggml's CUDA pool, the line after its `CUDA error: out of memory` (a paste may start there).
@@ -282,8 +285,21 @@ fn find(text: &str) -> Option<Found> {
             if *format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
                 continue;
             }
-            // Java's heap is the host's.
-            if *marker == "OutOfMemoryError" && l.contains("java.lang.OutOfMemoryError") {
+            // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed
+            // to allocate N bytes in function 'cv::OutOfMemoryError'`).
+            if *marker == "OutOfMemoryError"
+                && (l.contains("java.lang.OutOfMemoryError") || l.contains("Insufficient memory)"))
+            {
+                continue;
+            }
+            // Pinned host memory named just above (`ggml_vulkan: Failed to allocate pinned memory.`
+            // then the driver's `ErrorOutOfDeviceMemory` for that host-visible buffer, which a
+            // wrap may have put a line lower).
+            if matches!(*format, MessageFormat::CudaRuntime | MessageFormat::DeviceRuntime)
+                && lines[line.saturating_sub(2)..line]
+                    .iter()
+                    .any(|above| ["pinned memory", "pinned host"].iter().any(|p| above.contains(p)))
+            {
                 continue;
             }
             // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
@@ -309,6 +325,11 @@ fn find(text: &str) -> Option<Found> {
         {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
+        // The paste's last line cut inside `cudaMalloc failed` (MXNet's pool: `cudaMalloc fai`):
+        // a failed cudaMalloc is the device's memory refused.
+        if best.is_none() && lines[line + 1..].iter().all(|n| n.trim().is_empty()) && cut_cuda_malloc(l) {
+            best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
+        }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
         if best.is_none() && is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
             best = Some((MARKERS.len(), Found { format: MessageFormat::XlaRuntime, line, at: 0 }));
@@ -325,6 +346,15 @@ fn find(text: &str) -> Option<Found> {
         return generic(&lines);
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
+}
+
+/// `... cudaMalloc fai`: a line that ends inside `cudaMalloc failed`, its words cut.
+fn cut_cuda_malloc(l: &str) -> bool {
+    let t = l.trim_end().trim_end_matches(['`', '*', '"', '\'']);
+    t.rfind("cudaMalloc ").is_some_and(|i| {
+        let rest = &t[i + "cudaMalloc ".len()..];
+        rest.len() >= 2 && ("failed".starts_with(rest) || rest == "failed:")
+    })
 }
 
 /// A marker's longest run without whitespace: any match of the marker, within a line or
@@ -355,6 +385,15 @@ const DEVICE_ASSERT: &str = "a device-side assert: a kernel's check failed, most
      class label >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, \
      or on the CPU, to see the failing check";
 
+const ILLEGAL_ACCESS: &str = "an illegal memory access: a kernel read or wrote memory it does not own (an index \
+     out of range or a bug in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it was";
+
+const CUDNN_INTERNAL: &str = "cuDNN reporting an internal error (a cuDNN or driver mismatch, an unsupported input, or \
+     an earlier error surfacing here), not an allocation it names. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op";
+
+const CUDNN_EXECUTION: &str = "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or \
+     an earlier error surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op";
+
 /// A runtime's own error for host memory (Intel's, Vulkan's).
 const RUNTIME_HOST_MEMORY: &str =
     "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved";
@@ -365,11 +404,7 @@ const TRT_TACTIC_SKIPPED: &str = "memory on requested size";
 
 /// Failures users take for OOMs, and what they are. Checked only when no OOM is found.
 const LOOK_ALIKES: &[(&str, &str)] = &[
-    (
-        "illegal memory access",
-        "an illegal memory access: a kernel read or wrote memory it does not own (an index out of range or a bug \
-         in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it was",
-    ),
+    ("illegal memory access", ILLEGAL_ACCESS),
     ("device-side assert triggered", DEVICE_ASSERT),
     (
         "misaligned address",
@@ -418,6 +453,24 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          error by itself",
     ),
     ("_ArrayMemoryError", "host memory (RAM) running out, in NumPy: the GPU's memory is not involved"),
+    (
+        "(-4:Insufficient memory)",
+        "OpenCV's allocator running out of host memory (RAM; its CUDA module's errors say `Gpu API call`): the \
+         GPU's memory is not involved. Fewer or smaller images held in RAM at once",
+    ),
+    (
+        // Ollama's scheduler: `model requires more system memory (69.0 GiB) than is available (65.6 GiB)`.
+        "requires more system memory",
+        "the model needing more host memory (RAM) than is free, as Ollama checks before loading it: the GPU's \
+         memory is not involved. Free RAM, a smaller model or quantization, or offload more of it to the GPU",
+    ),
+    (
+        // The kernel's report of the process it killed, and its reaper: `Killed process 935
+        // (python) total-vm:113656kB, anon-rss:...`, `oom_reaper: reaped process 935`.
+        "oom_reaper:",
+        "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved",
+    ),
+    ("total-vm:", "the Linux OOM killer ending a process for host memory (RAM): the GPU's memory is not involved"),
     (
         "aligned_malloc failed",
         "PyCUDA failing to allocate an aligned buffer in host memory (RAM): the GPU's memory is not involved",
@@ -586,11 +639,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          allocation: a crashed kernel (often an out-of-range access), not a lack of memory. Rerun with \
          CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     ),
-    (
-        "CUDNN_STATUS_EXECUTION_FAILED",
-        "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or an earlier error \
-         surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
-    ),
+    ("CUDNN_STATUS_EXECUTION_FAILED", CUDNN_EXECUTION),
     (
         "Error: buffer is not large enough",
         "an MPS kernel given a buffer smaller than its shape needs (an assertion in Metal Performance Shaders, \
@@ -721,11 +770,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's memory is \
          not involved",
     ),
-    (
-        "CUDNN_STATUS_INTERNAL_ERROR",
-        "cuDNN reporting an internal error (a cuDNN or driver mismatch, an unsupported input, or an earlier \
-         error surfacing here), not an allocation it names. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op",
-    ),
+    ("CUDNN_STATUS_INTERNAL_ERROR", CUDNN_INTERNAL),
     (
         "is/are busy or unavailable",
         "a GPU that would not take this process: another process holds it in exclusive-process mode \
@@ -841,6 +886,26 @@ fn contains_word(line: &str, marker: &str) -> bool {
 
 /// What a text that holds no OOM is, when it is a failure users take for one.
 pub fn not_an_oom(text: &str) -> Option<LookAlike> {
+    let found = first_look_alike(text)?;
+    // A kernel's bad access or failed check corrupts the context, and cuDNN then reports an
+    // internal or execution error: the access or the assert, wherever it is, is the cause.
+    if CUDNN_SYMPTOMS.contains(&found.what) {
+        for (marker, what) in ROOT_CAUSES {
+            if let Some(i) = text.lines().position(|l| l.contains(marker)) {
+                return Some(LookAlike { line: i + 1, what });
+            }
+        }
+    }
+    Some(found)
+}
+
+/// What cuDNN says when an earlier kernel's failure reaches it.
+const CUDNN_SYMPTOMS: &[&str] = &[CUDNN_INTERNAL, CUDNN_EXECUTION];
+/// Failures that cuDNN's errors are often the symptom of.
+const ROOT_CAUSES: &[(&str, &str)] =
+    &[("illegal memory access", ILLEGAL_ACCESS), ("device-side assert triggered", DEVICE_ASSERT)];
+
+fn first_look_alike(text: &str) -> Option<LookAlike> {
     let candidates: Vec<&(&str, &str)> =
         LOOK_ALIKES.iter().filter(|(marker, _)| text.contains(longest_word(marker))).collect();
     for (i, l) in text.lines().enumerate() {
@@ -1174,6 +1239,12 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                 // CuPy: `Out of memory allocating 25,600,000 bytes`.
                 .or_else(|| after(text, "Out of memory allocating ").and_then(grouped_u64))
                 .or_else(|| after(text, "out of memory to allocate ").and_then(grouped_u64));
+            // CuPy's pool: what it holds (`allocated so far: N bytes`, freed blocks it keeps
+            // included) and a limit the user set (`limit set to: L bytes`).
+            if let Some(a) = after(text, "(allocated so far: ").and_then(grouped_u64) {
+                m.allocated = Some(a);
+                m.allowed = after(text, "limit set to: ").and_then(grouped_u64);
+            }
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
             let line = lines[found.line];
@@ -1402,6 +1473,9 @@ fn any_of(line: &str, words: &[&str]) -> bool {
 /// Words that say memory ran out, in any runtime's spelling.
 const RAN_OUT: &[&str] = &[
     "out of memory",
+    // CUDA.jl: `ERROR: Out of GPU memory`, `OutOfGPUMemoryError`.
+    "out of gpu memory",
+    "outofgpumemory",
     "outofmemory",
     "out_of_memory",
     "out of device memory",

@@ -127,6 +127,11 @@ const RETYPED: &[(&str, &str)] = &[
     ("out of memory, Tried to allocate", "out of memory. Tried to allocate"),
     ("totalcapacity", "total capacity"),
     ("by Pytorch", "by PyTorch"),
+    // A figure's decimals a person wrote as a dash (`512.— MiB`).
+    (".— MiB", ".00 MiB"),
+    (".— GiB", ".00 GiB"),
+    (".– MiB", ".00 MiB"),
+    (".– GiB", ".00 GiB"),
 ];
 
 /// `text` with a retyped PyTorch message as PyTorch prints it, when it was retyped: the
@@ -180,7 +185,12 @@ fn unmark_trimmed(line: &str) -> (String, bool, bool) {
     let mut quoted = false;
     let t = l.trim_start();
     if t.starts_with('>') {
-        let rest = t.trim_start_matches(['>', ' ']);
+        // Each `>` with the one space after it (`> > ` nested): the line's own leading blanks
+        // stay, where a terminal that wrapped it kept the space it cut before.
+        let mut rest = t;
+        while let Some(r) = rest.strip_prefix('>') {
+            rest = r.strip_prefix(' ').unwrap_or(r);
+        }
         // `>>> ` is Python's prompt, which is pasted with the code it ran: kept as a quote's.
         l = rest.to_string();
         quoted = true;
