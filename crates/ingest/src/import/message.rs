@@ -131,6 +131,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // Ollama when its runner died loading a model: `llama runner exited, you may not have
     // enough available memory to run this model`.
     ("you may not have enough available memory to run this model", MessageFormat::DeviceRuntime),
+    // llama.cpp loading a model whose buffers the backend could not allocate.
+    ("unable to allocate backend buffer", MessageFormat::DeviceRuntime),
+    // MindSpore: `Malloc for kernel output failed, Memory isn't enough, node: ...`.
+    ("Malloc for kernel ", MessageFormat::DeviceRuntime),
     // SGLang at start-up: `Not enough memory. Please try to increase --mem-fraction-static.`
     ("Please try to increase --mem-fraction-static", MessageFormat::DeviceRuntime),
     // ggml's CUDA pool, the line after its `CUDA error: out of memory` (a paste may start there).
@@ -268,7 +272,7 @@ fn find(text: &str) -> Option<Found> {
     // short lines took minutes when every marker was sought on every line).
     let candidates: Vec<(usize, &(&str, MessageFormat))> =
         MARKERS.iter().enumerate().filter(|(_, (marker, _))| text.contains(longest_word(marker))).collect();
-    if candidates.is_empty() && !text.contains("Buffer ") && !text.contains("out of memory") {
+    if candidates.is_empty() && !text.contains("Buffer ") && !any_of(&text.to_ascii_lowercase(), RAN_OUT) {
         return None;
     }
     let lines: Vec<&str> = text.lines().collect();
@@ -342,7 +346,8 @@ fn find(text: &str) -> Option<Found> {
     let warning_only = best.is_some_and(|(_, f)| lines[f.line].contains(TORCH_OOM_WARNING))
         && !text.contains("out of memory. Tried to allocate")
         && !text.contains("OutOfMemoryError");
-    if best.is_none() && not_an_oom(text).is_none() {
+    // (A CUDA error in no look-alike's words yields to a line that says memory ran out.)
+    if best.is_none() && not_an_oom(text).is_none_or(|l| l.what == CUDA_OTHER_ERROR) {
         return generic(&lines);
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
@@ -393,6 +398,9 @@ const CUDNN_INTERNAL: &str = "cuDNN reporting an internal error (a cuDNN or driv
 
 const CUDNN_EXECUTION: &str = "a cuDNN kernel that failed while running (a bad input, a driver or hardware fault, or \
      an earlier error surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op";
+
+/// The driver or device not usable, whichever words show it.
+const CUDA_SETUP: &str = "the CUDA driver or device not usable by this process (no GPU visible, a driver that failed to start or is in a bad state after a suspend or an update, CUDA_VISIBLE_DEVICES set wrong): a setup problem, not device memory. nvidia-smi shows whether the driver sees the GPU";
 
 /// A runtime's own error for host memory (Intel's, Vulkan's).
 const RUNTIME_HOST_MEMORY: &str =
@@ -832,6 +840,85 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "llama.cpp giving up fitting its parameters to the free memory (it keeps the settings the user gave): a \
          notice, not the failure. If loading failed after it, give that error",
     ),
+    ("no CUDA-capable device is detected", CUDA_SETUP),
+    ("CUDA driver initialization failed", CUDA_SETUP),
+    ("CUDA unknown error", CUDA_SETUP),
+    ("CUDA error: unknown error", CUDA_SETUP),
+    (") : unknown error", CUDA_SETUP),
+    (
+        "invalid device ordinal",
+        "a GPU index beyond the GPUs this process sees (CUDA_VISIBLE_DEVICES, or a device id or rank larger than the count): a setup problem, not device memory",
+    ),
+    (
+        "the launch timed out and was terminated",
+        "a kernel that ran longer than the driver allows (the Windows display watchdog, TDR, or a GPU that also drives a display): not device memory. Smaller work per kernel, a longer TdrDelay, or a GPU without a display",
+    ),
+    (
+        "an illegal instruction was encountered",
+        "a kernel that executed an illegal instruction (a bug in a kernel or a build for another architecture), not a lack of memory",
+    ),
+    (
+        "uncorrectable ECC error",
+        "an uncorrectable ECC error: a hardware memory fault on the GPU, not a lack of memory. nvidia-smi -q -d ECC shows it; the GPU may need a reset or a replacement",
+    ),
+    ("fallen off the bus", "the GPU dropping off the PCIe bus (Xid 79: power, heat or hardware): not a lack of memory"),
+    (
+        "Memory access fault by GPU",
+        "ROCm's report of a kernel reading or writing memory it does not own (an illegal memory access on an AMD GPU), not a lack of memory",
+    ),
+    (
+        "invalid device function",
+        "a build without kernels for this GPU's architecture (HIP's or CUDA's invalid device function): install a build of the framework compiled for this GPU (HSA_OVERRIDE_GFX_VERSION on ROCm)",
+    ),
+    (
+        "hipErrorNoBinaryForGpu",
+        "a build without kernels for this GPU's architecture: install a build of the framework compiled for this GPU (HSA_OVERRIDE_GFX_VERSION on ROCm)",
+    ),
+    (
+        "device kernel image is invalid",
+        "a build without kernels for this GPU's architecture: install a build of the framework compiled for this GPU",
+    ),
+    (
+        "exited unexpectedly",
+        "a DataLoader worker (or another child process) that died: most often the Linux OOM killer for host memory (RAM) or shared memory (/dev/shm) running out, not the GPU's. num_workers=0 shows the error in the main process; dmesg shows a kill",
+    ),
+    (
+        "Too many open files",
+        "the process reaching its limit of open files (the DataLoader's shared tensors hold one each): not memory. torch.multiprocessing.set_sharing_strategy('file_system') or a higher ulimit -n",
+    ),
+    (
+        "[Errno 12] Cannot allocate memory",
+        "host memory (RAM) refused (ENOMEM, often when a process forks DataLoader workers): the GPU's memory is not involved. Fewer workers, or free RAM",
+    ),
+    (
+        "paging file is too small",
+        "Windows running out of virtual memory (its paging file, for the DLLs and tensors each process loads): host memory, not the GPU's. A larger paging file, or fewer DataLoader workers",
+    ),
+    (
+        "Segmentation fault",
+        "a crash (a segmentation fault: a library or extension read memory it does not own), not an out-of-memory error on the GPU. A traceback (python -X faulthandler) shows where",
+    ),
+    (
+        "Bus error",
+        "a crash with SIGBUS, most often shared memory (/dev/shm) running out under a mapping (DataLoader workers, a container's small /dev/shm): host memory, not the GPU's",
+    ),
+    (
+        "Floating point exception",
+        "a crash with SIGFPE (an integer division by zero in native code), not a lack of memory",
+    ),
+    (
+        "OOMKilled",
+        "a container killed by the Linux OOM killer at its memory limit (host RAM, the pod's or container's limit): the GPU's memory is not involved. A higher memory limit, or less loaded into RAM at once",
+    ),
+    (
+        "with signal SIGKILL",
+        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+    ),
+    (
+        "0xC0000005",
+        "a crash on Windows (0xC0000005, an access violation in native code), not an out-of-memory error on the GPU",
+    ),
+    ("0xC00000FD", "a crash on Windows (0xC00000FD, a stack overflow), not an out-of-memory error on the GPU"),
     (
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
@@ -918,7 +1005,10 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
         // in Chinese locales, also pasted in markdown bold), or in a shell's report of a job
         // it ran (`/bin/bash: line 27:   318 Killed   sh start.sh`: the pid, then the word).
         let words: Vec<&str> = l.split_whitespace().collect();
-        let job = words.windows(2).any(|w| w[1] == "Killed" && w[0].bytes().all(|b| b.is_ascii_digit()))
+        // (zsh: `[1]    12345 killed     python train.py`, `zsh: killed     python train.py`.)
+        let job = words.windows(2).any(|w| {
+            matches!(w[1], "Killed" | "killed") && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
+        })
             // ... or glued to the end of a progress bar (`348/1063 [01:08<02:57, 4.03it/s]Killed`).
             || l.trim_end().trim_end_matches(['`', '*']).ends_with("]Killed");
         if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
@@ -963,8 +1053,41 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
             }
         }
     }
-    host_memory(text)
+    host_memory(text).or_else(|| cuda_error(text))
 }
+
+/// Words of a CUDA or HIP error, a CUDA library's status, or a driver's result code.
+const CUDA_ERROR_WORDS: &[&str] = &[
+    "CUDA error: ",
+    "HIP error: ",
+    "cuda runtime error (",
+    "CUDA_ERROR_",
+    "cudaError",
+    "hipError",
+    "CUBLAS_STATUS_",
+    "CUDNN_STATUS_",
+    "CUSPARSE_STATUS_",
+    "CUSOLVER_STATUS_",
+    "CUDA driver error",
+];
+
+/// A CUDA (or HIP) error in no look-alike's words above: the reader found no out-of-memory
+/// error (an allocation's status would have been one), so it is another failure. Said as one,
+/// with its line, rather than as a text without an error.
+fn cuda_error(text: &str) -> Option<LookAlike> {
+    // (Not a line that says memory ran out: a runtime's OOM in words the reader has not met is
+    // read as one, by the generic reader.)
+    let line = text.lines().position(|l| {
+        CUDA_ERROR_WORDS.iter().any(|w| l.contains(w))
+            && !any_of(&l.to_ascii_lowercase(), RAN_OUT)
+            && !l.contains("ALLOC")
+            && !l.contains("MemoryAllocation")
+    })?;
+    Some(LookAlike { line: line + 1, what: CUDA_OTHER_ERROR })
+}
+
+const CUDA_OTHER_ERROR: &str = "a CUDA (or HIP) error that is not an allocation failure (the line gives the runtime's \
+     words for it): not a lack of device memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the call that failed";
 
 /// A launcher's or shell's report of a process's exit code, one of `codes` (-9 or 137 for
 /// SIGKILL, -7 or 135 for SIGBUS). (`... exits with return code = -9` from DeepSpeed's
@@ -1476,6 +1599,9 @@ const RAN_OUT: &[&str] = &[
     // CUDA.jl: `ERROR: Out of GPU memory`, `OutOfGPUMemoryError`.
     "out of gpu memory",
     "outofgpumemory",
+    // MindSpore: `Device(id:0) memory isn't enough and alloc failed`.
+    "memory isn't enough",
+    "memory is not enough",
     "outofmemory",
     "out_of_memory",
     "out of device memory",
@@ -2145,6 +2271,10 @@ mod tests {
             "  current device: 0, in function ggml_cuda_pool_malloc at ggml/src/ggml-cuda/ggml-cuda.cu:382",
             "MXNetError: Memory allocation failed out of memory",
             "llama_kv_cache_init: failed to allocate buffer for kv cache",
+            "ERROR: CUDA RUN OUT OF MEMORY",
+            "RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/network/Conv2D-op1",
+            "HIP error: out of memory",
+            "llama_model_load: error loading model: unable to allocate backend buffer",
         ] {
             assert!(recognises(text), "{text}");
         }
@@ -2182,6 +2312,22 @@ mod tests {
             "wgpu error: In Device::create_buffer Buffer size 4294967296 is greater than the maximum buffer size",
             "887A0005 The GPU device instance has been suspended. Use GetDeviceRemovedReason",
             "common_fit_params: failed to fit params to free device memory: n_gpu_layers already set by user to 99",
+            "RuntimeError: CUDA error: no CUDA-capable device is detected",
+            "RuntimeError: cuda runtime error (999) : unknown error at /pytorch/aten/src/THC/THCGeneral.cpp:47",
+            "RuntimeError: CUDA error: the launch timed out and was terminated",
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+            "Memory access fault by GPU node-1 (Agent handle: 0x55d3) on address 0x7f. Reason: Page not present",
+            "RuntimeError: HIP error: invalid device function",
+            "RuntimeError: DataLoader worker (pid(s) 12345) exited unexpectedly",
+            "OSError: [WinError 1455] The paging file is too small for this operation to complete.",
+            "Segmentation fault (core dumped)",
+            "    Reason:       OOMKilled",
+            "[1]    12345 killed     python train.py",
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+            "Process finished with exit code -1073741819 (0xC0000005)",
+            // Any other CUDA error: not an allocation's, said as such.
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, ...)`",
+            "RuntimeError: cuDNN error: CUDNN_STATUS_ARCH_MISMATCH",
             "ValueError: Available memory on node 0 (12.50/62.70 GiB) on kv cache allocation is less than requested \
              memory for kv (20.00/40.00 GiB). Reduce CPU memory used by other processes.",
         ] {
