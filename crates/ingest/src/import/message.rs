@@ -1602,6 +1602,17 @@ const RAN_OUT: &[&str] = &[
     // MindSpore: `Device(id:0) memory isn't enough and alloc failed`.
     "memory isn't enough",
     "memory is not enough",
+    // Other runtimes' and applications' words for the same.
+    "insufficient gpu memory",
+    "not enough gpu memory",
+    "not enough vram",
+    "insufficient vram",
+    "out of vram",
+    "out of video memory",
+    "memory exhausted",
+    "allocation failed",
+    "alloc failed",
+    "failed to alloc",
     "outofmemory",
     "out_of_memory",
     "out of device memory",
@@ -2275,6 +2286,9 @@ mod tests {
             "RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/network/Conv2D-op1",
             "HIP error: out of memory",
             "llama_model_load: error loading model: unable to allocate backend buffer",
+            "RuntimeError: Not enough VRAM to load the model on GPU",
+            "fatal: GPU memory exhausted",
+            "ERROR: Out of GPU memory",
         ] {
             assert!(recognises(text), "{text}");
         }
