@@ -128,6 +128,22 @@ fn damaged(text: &str) -> Vec<(&'static str, String)> {
         ("vLLM's prefix", each_line(text, |l| format!("(VllmWorker rank=0 pid=4242) {l}"))),
         ("a logger's prefix", each_line(text, |l| format!("2026-11-27 10:00:00,123 - ERROR - {l}"))),
         ("Docker Compose's prefix", each_line(text, |l| format!("trainer-1  | {l}"))),
+        // A web page's copy: a zero-width space inside every word of twelve letters or more.
+        (
+            "copied with zero-width spaces",
+            each_line(text, |l| {
+                l.split(' ')
+                    .map(|w| {
+                        if w.chars().count() >= 12 {
+                            w.chars().take(6).collect::<String>() + "\u{200B}" + &w.chars().skip(6).collect::<String>()
+                        } else {
+                            w.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+        ),
         ("the last line cut", cut),
         ("lower-cased", text.to_lowercase()),
     ]

@@ -40,7 +40,7 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     // copied from a JSON string keeps its escapes (`\n`, `\"`): they are undone, and so is
     // what pasting did to it (wrapping, quotes, markdown, prefixes, case). The importer is
     // told from the repaired text, undone once.
-    let raw = unescape(&String::from_utf8_lossy(bytes));
+    let raw = paste::normalised(&unescape(&String::from_utf8_lossy(bytes)));
     let pasted = paste::undo(&raw);
     let text = pasted.text.as_str();
     // A look-alike's words are looked for as repaired, then as pasted (a line broken mid-word

@@ -58,6 +58,56 @@ pub fn unmarked(text: &str) -> String {
     out
 }
 
+/// `text` without what a web page's copy puts inside words (zero-width spaces and joiners, soft
+/// hyphens, byte-order marks), with full-width punctuation as ASCII (`（GPU 0； ...）`, an IME's
+/// retype) and a decimal comma in a size as a point (`2,00 GiB`): characters only, so every
+/// line stays where it was.
+pub fn normalised(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}' => {}
+            '（' => out.push('('),
+            '）' => out.push(')'),
+            '；' => out.push(';'),
+            '：' => out.push(':'),
+            '，' => out.push(','),
+            '\u{3000}' => out.push(' '),
+            _ => out.push(c),
+        }
+    }
+    decimal_commas(&out)
+}
+
+/// `2,00 GiB` as `2.00 GiB`: a comma followed by exactly two digits and a size's unit (a
+/// thousands separator is followed by three).
+fn decimal_commas(text: &str) -> String {
+    if !text.contains(',') {
+        return text.to_string();
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (i, _) in text.match_indices(',') {
+        let digit = |j: usize| b.get(j).is_some_and(u8::is_ascii_digit);
+        // (Two ASCII digits after the comma: `i + 3` is a character's boundary.)
+        let unit = || text[i + 3..].trim_start_matches(' ');
+        if i > 0
+            && digit(i - 1)
+            && digit(i + 1)
+            && digit(i + 2)
+            && !digit(i + 3)
+            && ["GiB", "MiB", "KiB", "GB", "MB"].iter().any(|u| unit().starts_with(u))
+        {
+            out.push_str(&text[last..i]);
+            out.push('.');
+            last = i + 1;
+        }
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
 /// Undoes what pasting did to `text`.
 pub fn undo(text: &str) -> Pasted {
     let count = text.lines().count();
@@ -786,6 +836,19 @@ fn ends_open(l: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invisible_characters_full_width_punctuation_and_decimal_commas_are_undone() {
+        assert_eq!(
+            normalised("Tried to allo\u{200B}cate 2,00 GiB（GPU 0； 10,76 GiB total）"),
+            "Tried to allocate 2.00 GiB(GPU 0; 10.76 GiB total)"
+        );
+        // A thousands separator stays.
+        assert_eq!(normalised("allocating 25,600,000 bytes, 1,024 MiB"), "allocating 25,600,000 bytes, 1,024 MiB");
+        assert_eq!(normalised("a\nb\n").lines().count(), 2);
+        // A comma before two digits and a multi-byte character is no figure's (and no panic).
+        assert_eq!(normalised("1,23已"), "1,23已");
+    }
 
     #[test]
     fn wrapped_lines_are_joined_as_they_were() {
