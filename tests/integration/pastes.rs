@@ -38,6 +38,10 @@ const SETS: &[&str] = &[
     "messages-twenty-third",
     "messages-twenty-fourth",
     "messages-twenty-fifth",
+    "messages-twenty-sixth",
+    "messages-twenty-seventh",
+    "messages-twenty-eighth",
+    "messages-twenty-ninth",
 ];
 
 /// Every text of the sets: (set/file, text).

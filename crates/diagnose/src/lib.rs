@@ -661,9 +661,13 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             };
         }
     }
-    // TF's occupancy bar with every cell in use: live tensors filled the pool.
+    // TF's occupancy bar with every cell in use (`*`, or `x`: the rounding of a chunk in use,
+    // which no other request can have): live tensors filled the pool.
     let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
-    if bar.is_some_and(|bar| bar.bytes().all(|c| c == b'*')) && d.usage_by_node.is_empty() {
+    // (Not against `Stats:` that put what is in use well below the limit: a paste of two
+    // reports.)
+    let stats_disagree = limit.is_some() && d.has(Section::Stats);
+    if bar.is_some_and(|bar| !bar.contains('_')) && d.usage_by_node.is_empty() && !stats_disagree {
         return StateDiagnosis {
             cause: Cause::PartialFull { request, in_use: None, limit: None },
             fix: Fix::ShrinkWorkingSet { need: None },

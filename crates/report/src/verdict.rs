@@ -661,7 +661,7 @@ fn partial_full_words(request: &Option<Request>, in_use: &Option<u64>, limit: &O
             human(l.saturating_sub(*u))
         )),
         _ => evidence
-            .push("the allocator's occupancy bar is all in use (`*`): no free chunk was left in its pool".to_string()),
+            .push("the allocator's occupancy bar is all in use (`*`, and `x` for chunks' rounding): no free chunk was left in its pool".to_string()),
     }
     if let Some(r) = request.as_ref().filter(|r| r.requested > 0) {
         evidence.push(format!("{} failed", request_text(r)));

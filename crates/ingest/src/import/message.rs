@@ -47,6 +47,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("Out of memory while trying to allocate", MessageFormat::XlaRuntime),
     ("Failed to allocate request for", MessageFormat::XlaRuntime),
     ("That was not possible. There are", MessageFormat::XlaRuntime),
+    // The same without its free figures (`Attempting to reserve 6.14G at the bottom of memory.
+    // That was not possible.`).
+    ("at the bottom of memory. That was not possible", MessageFormat::XlaRuntime),
+    ("G. That was not possible", MessageFormat::XlaRuntime),
     ("cuMemAllocAsync failed to allocate", MessageFormat::XlaRuntime),
     ("bytes allocatable,", MessageFormat::XlaRuntime),
     ("is reserved by PyTorch but unallocated", MessageFormat::TorchCapacity),
@@ -133,6 +137,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("you may not have enough available memory to run this model", MessageFormat::DeviceRuntime),
     // llama.cpp loading a model whose buffers the backend could not allocate.
     ("unable to allocate backend buffer", MessageFormat::DeviceRuntime),
+    // RAPIDS RMM's device pool (its exception is a `std::bad_alloc`, but of the device's pool).
+    ("Maximum pool size exceeded", MessageFormat::DeviceRuntime),
     // MindSpore: `Malloc for kernel output failed, Memory isn't enough, node: ...`.
     ("Malloc for kernel ", MessageFormat::DeviceRuntime),
     // SGLang at start-up: `Not enough memory. Please try to increase --mem-fraction-static.`
@@ -391,7 +397,8 @@ const DEVICE_ASSERT: &str = "a device-side assert: a kernel's check failed, most
      or on the CPU, to see the failing check";
 
 const ILLEGAL_ACCESS: &str = "an illegal memory access: a kernel read or wrote memory it does not own (an index \
-     out of range or a bug in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it was";
+     out of range or a bug in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it \
+     was";
 
 const CUDNN_INTERNAL: &str = "cuDNN reporting an internal error (a cuDNN or driver mismatch, an unsupported input, or \
      an earlier error surfacing here), not an allocation it names. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op";
@@ -400,7 +407,9 @@ const CUDNN_EXECUTION: &str = "a cuDNN kernel that failed while running (a bad i
      an earlier error surfacing here), not an allocation. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the op";
 
 /// The driver or device not usable, whichever words show it.
-const CUDA_SETUP: &str = "the CUDA driver or device not usable by this process (no GPU visible, a driver that failed to start or is in a bad state after a suspend or an update, CUDA_VISIBLE_DEVICES set wrong): a setup problem, not device memory. nvidia-smi shows whether the driver sees the GPU";
+const CUDA_SETUP: &str = "the CUDA driver or device not usable by this process (no GPU visible, a driver that failed \
+     to start or is in a bad state after a suspend or an update, CUDA_VISIBLE_DEVICES set wrong): a setup problem, not \
+     device memory. nvidia-smi shows whether the driver sees the GPU";
 
 /// A runtime's own error for host memory (Intel's, Vulkan's).
 const RUNTIME_HOST_MEMORY: &str =
@@ -847,32 +856,39 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     (") : unknown error", CUDA_SETUP),
     (
         "invalid device ordinal",
-        "a GPU index beyond the GPUs this process sees (CUDA_VISIBLE_DEVICES, or a device id or rank larger than the count): a setup problem, not device memory",
+        "a GPU index beyond the GPUs this process sees (CUDA_VISIBLE_DEVICES, or a device id or rank larger than the \
+         count): a setup problem, not device memory",
     ),
     (
         "the launch timed out and was terminated",
-        "a kernel that ran longer than the driver allows (the Windows display watchdog, TDR, or a GPU that also drives a display): not device memory. Smaller work per kernel, a longer TdrDelay, or a GPU without a display",
+        "a kernel that ran longer than the driver allows (the Windows display watchdog, TDR, or a GPU that also drives \
+         a display): not device memory. Smaller work per kernel, a longer TdrDelay, or a GPU without a display",
     ),
     (
         "an illegal instruction was encountered",
-        "a kernel that executed an illegal instruction (a bug in a kernel or a build for another architecture), not a lack of memory",
+        "a kernel that executed an illegal instruction (a bug in a kernel or a build for another architecture), not a \
+         lack of memory",
     ),
     (
         "uncorrectable ECC error",
-        "an uncorrectable ECC error: a hardware memory fault on the GPU, not a lack of memory. nvidia-smi -q -d ECC shows it; the GPU may need a reset or a replacement",
+        "an uncorrectable ECC error: a hardware memory fault on the GPU, not a lack of memory. nvidia-smi -q -d ECC \
+         shows it; the GPU may need a reset or a replacement",
     ),
     ("fallen off the bus", "the GPU dropping off the PCIe bus (Xid 79: power, heat or hardware): not a lack of memory"),
     (
         "Memory access fault by GPU",
-        "ROCm's report of a kernel reading or writing memory it does not own (an illegal memory access on an AMD GPU), not a lack of memory",
+        "ROCm's report of a kernel reading or writing memory it does not own (an illegal memory access on an AMD GPU), \
+         not a lack of memory",
     ),
     (
         "invalid device function",
-        "a build without kernels for this GPU's architecture (HIP's or CUDA's invalid device function): install a build of the framework compiled for this GPU (HSA_OVERRIDE_GFX_VERSION on ROCm)",
+        "a build without kernels for this GPU's architecture (HIP's or CUDA's invalid device function): install a \
+         build of the framework compiled for this GPU (HSA_OVERRIDE_GFX_VERSION on ROCm)",
     ),
     (
         "hipErrorNoBinaryForGpu",
-        "a build without kernels for this GPU's architecture: install a build of the framework compiled for this GPU (HSA_OVERRIDE_GFX_VERSION on ROCm)",
+        "a build without kernels for this GPU's architecture: install a build of the framework compiled for this GPU \
+         (HSA_OVERRIDE_GFX_VERSION on ROCm)",
     ),
     (
         "device kernel image is invalid",
@@ -880,27 +896,34 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "exited unexpectedly",
-        "a DataLoader worker (or another child process) that died: most often the Linux OOM killer for host memory (RAM) or shared memory (/dev/shm) running out, not the GPU's. num_workers=0 shows the error in the main process; dmesg shows a kill",
+        "a DataLoader worker (or another child process) that died: most often the Linux OOM killer for host memory \
+         (RAM) or shared memory (/dev/shm) running out, not the GPU's. num_workers=0 shows the error in the main \
+         process; dmesg shows a kill",
     ),
     (
         "Too many open files",
-        "the process reaching its limit of open files (the DataLoader's shared tensors hold one each): not memory. torch.multiprocessing.set_sharing_strategy('file_system') or a higher ulimit -n",
+        "the process reaching its limit of open files (the DataLoader's shared tensors hold one each): not memory. \
+         torch.multiprocessing.set_sharing_strategy('file_system') or a higher ulimit -n",
     ),
     (
         "[Errno 12] Cannot allocate memory",
-        "host memory (RAM) refused (ENOMEM, often when a process forks DataLoader workers): the GPU's memory is not involved. Fewer workers, or free RAM",
+        "host memory (RAM) refused (ENOMEM, often when a process forks DataLoader workers): the GPU's memory is not \
+         involved. Fewer workers, or free RAM",
     ),
     (
         "paging file is too small",
-        "Windows running out of virtual memory (its paging file, for the DLLs and tensors each process loads): host memory, not the GPU's. A larger paging file, or fewer DataLoader workers",
+        "Windows running out of virtual memory (its paging file, for the DLLs and tensors each process loads): host \
+         memory, not the GPU's. A larger paging file, or fewer DataLoader workers",
     ),
     (
         "Segmentation fault",
-        "a crash (a segmentation fault: a library or extension read memory it does not own), not an out-of-memory error on the GPU. A traceback (python -X faulthandler) shows where",
+        "a crash (a segmentation fault: a library or extension read memory it does not own), not an out-of-memory \
+         error on the GPU. A traceback (python -X faulthandler) shows where",
     ),
     (
         "Bus error",
-        "a crash with SIGBUS, most often shared memory (/dev/shm) running out under a mapping (DataLoader workers, a container's small /dev/shm): host memory, not the GPU's",
+        "a crash with SIGBUS, most often shared memory (/dev/shm) running out under a mapping (DataLoader workers, a \
+         container's small /dev/shm): host memory, not the GPU's",
     ),
     (
         "Floating point exception",
@@ -908,11 +931,28 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "OOMKilled",
-        "a container killed by the Linux OOM killer at its memory limit (host RAM, the pod's or container's limit): the GPU's memory is not involved. A higher memory limit, or less loaded into RAM at once",
+        "a container killed by the Linux OOM killer at its memory limit (host RAM, the pod's or container's limit): \
+         the GPU's memory is not involved. A higher memory limit, or less loaded into RAM at once",
+    ),
+    (
+        "with signal SIGSEGV",
+        "a process that crashed with SIGSEGV (a segmentation fault: a library or extension read memory it does not \
+         own), not an out-of-memory error on the GPU. Its own log, or python -X faulthandler, shows where",
+    ),
+    (
+        "with signal SIGBUS",
+        "a process that crashed with SIGBUS, most often shared memory (/dev/shm) running out under a mapping: host \
+         memory, not the GPU's. More shared memory for a container (--shm-size), or fewer workers",
+    ),
+    (
+        "with signal SIGABRT",
+        "a process that aborted (SIGABRT: a failed check or an uncaught C++ exception); its own log says why, and says \
+         out of memory if that was it",
     ),
     (
         "with signal SIGKILL",
-        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+        "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is not \
+         involved. `dmesg | grep -i oom` confirms it",
     ),
     (
         "0xC0000005",
@@ -1018,6 +1058,9 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
                        GPU's memory is not involved",
             });
         }
+        if let Some(what) = vulkan_allocation(l) {
+            return Some(LookAlike { line: i + 1, what });
+        }
         if exit_code(l, &["-9", "137"]) {
             return Some(LookAlike {
                 line: i + 1,
@@ -1069,6 +1112,7 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUSPARSE_STATUS_",
     "CUSOLVER_STATUS_",
     "CUDA driver error",
+    "THCudaCheck FAIL",
 ];
 
 /// A CUDA (or HIP) error in no look-alike's words above: the reader found no out-of-memory
@@ -1088,6 +1132,24 @@ fn cuda_error(text: &str) -> Option<LookAlike> {
 
 const CUDA_OTHER_ERROR: &str = "a CUDA (or HIP) error that is not an allocation failure (the line gives the runtime's \
      words for it): not a lack of device memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the call that failed";
+
+/// `vkAllocateMemory failed N` with a VkResult that is not the device's memory running out
+/// (-2, read as an out-of-memory error): -1 is the host's memory, others another failure.
+fn vulkan_allocation(line: &str) -> Option<&'static str> {
+    let rest = after(line, "vkAllocateMemory failed ")?.trim_start();
+    let code: String = rest.chars().take_while(|c| *c == '-' || c.is_ascii_digit()).collect();
+    match code.as_str() {
+        "" | "-2" => None,
+        "-1" => Some(
+            "Vulkan failing to allocate host memory (VK_ERROR_OUT_OF_HOST_MEMORY): the host's RAM, not the GPU's \
+             memory",
+        ),
+        _ => Some(
+            "Vulkan refusing an allocation for a reason other than memory (its VkResult is not \
+             VK_ERROR_OUT_OF_DEVICE_MEMORY, -2: an invalid handle or a driver fault): not a lack of device memory",
+        ),
+    }
+}
 
 /// A launcher's or shell's report of a process's exit code, one of `codes` (-9 or 137 for
 /// SIGKILL, -7 or 135 for SIGBUS). (`... exits with return code = -9` from DeepSpeed's
@@ -1626,8 +1688,23 @@ const RAN_OUT: &[&str] = &[
     "unable to allocate",
 ];
 /// Words that put it on a device.
-const ON_A_DEVICE: &[&str] =
-    &["gpu", "cuda", "device", "vram", "video memory", "hbm", "npu", "xpu", "rocm", "hip", "metal", "vulkan", "opencl"];
+/// (`thrust::`: thrust's exceptions, `thrust::system::system_error`, are its CUDA backend's.)
+const ON_A_DEVICE: &[&str] = &[
+    "gpu",
+    "cuda",
+    "device",
+    "vram",
+    "video memory",
+    "hbm",
+    "npu",
+    "xpu",
+    "rocm",
+    "hip",
+    "metal",
+    "vulkan",
+    "opencl",
+    "thrust::",
+];
 /// Words that put it in the host's memory instead.
 const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
 /// Words of a failure (not a log's note that it retried).
@@ -2305,7 +2382,8 @@ mod tests {
         for text in [
             "Memory cgroup out of memory: Killed process 4242 (python) total-vm:98765432kB",
             "RuntimeError: unable to mmap 1073741824 bytes from file </torch_12345_0>: Cannot allocate memory (12)",
-            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory \
+             (shm).",
             "[launch.py:320:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
             "RuntimeError: CUDA error: operation not permitted when stream is capturing",
             "RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: No execution plans support the graph.",
@@ -2316,7 +2394,8 @@ mod tests {
             "W bfc_allocator.cc:337] Garbage collection: deallocate free memory regions (i.e., allocations) so that we \
              can re-allocate a larger region to avoid OOM due to memory fragmentation.",
             "[TRT] [W] Tactic Device request: 4096MB Available: 2048MB. Device memory is insufficient to use tactic.",
-            "ggml_metal_add_buffer: warning: current allocated size is greater than the recommended max working set size",
+            "ggml_metal_add_buffer: warning: current allocated size is greater than the recommended max working set \
+             size",
             "WARNING config.py:1234] Possibly too large swap space. 16.00 GiB out of the 31.26 GiB total CPU memory",
             "WARNING scheduler.py:1012] Decode out of memory happened. #retracted_reqs: 3",
             "[WARNING] [stage3.py:2941:_post_step] 4 pytorch allocator cache flushes since last step.",

@@ -278,7 +278,13 @@ fn unmark_trimmed(line: &str) -> (String, bool, bool) {
             l = format!("{}{}", &l[..indent], &t[2..t.len() - 2]);
         }
     }
-    if l.contains("**") {
+    // (Not in TensorFlow's occupancy bar, whose in-use cells may come in pairs: `x**x`; a
+    // wrap may have cut the bar, so any run of ten cells or more is taken for one.)
+    let bar = l
+        .split_whitespace()
+        .next_back()
+        .is_some_and(|w| w.len() >= 10 && w.bytes().all(|b| matches!(b, b'*' | b'x' | b'_')));
+    if l.contains("**") && !bar {
         l = without_pairs(&l, '*');
     }
     // (A CUDA kernel's failed check quotes its condition in backticks.)
@@ -836,6 +842,13 @@ fn ends_open(l: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TensorFlow's occupancy bar keeps its pairs of `*` (markdown's bold is no bar's).
+    #[test]
+    fn an_occupancy_bar_keeps_its_cells() {
+        let bar = format!("W bfc_allocator.cc:319] {}x**x", "*".repeat(96));
+        assert_eq!(undo(&bar).text.trim_end(), bar);
+    }
 
     #[test]
     fn invisible_characters_full_width_punctuation_and_decimal_commas_are_undone() {
