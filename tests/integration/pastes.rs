@@ -42,6 +42,10 @@ const SETS: &[&str] = &[
     "messages-twenty-seventh",
     "messages-twenty-eighth",
     "messages-twenty-ninth",
+    "messages-thirtieth",
+    "messages-thirty-first",
+    "messages-thirty-second",
+    "messages-thirty-third",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -631,7 +631,10 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         };
     }
     let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op.is_some()).map(Request::of);
-    let limit = (card > 0).then_some(card);
+    // A pool of less than 256 MiB is not a card's memory but what TF could get of it (`Created
+    // TensorFlow device ... with 1 MB memory`: the GPU was nearly full when TF started): a
+    // request beyond it says nothing of the tensor.
+    let limit = (card >= 256 << 20).then_some(card);
     if let Some(o) = o.filter(|o| o.requested > message::LARGEST_GPU || limit.is_some_and(|l| o.requested > l)) {
         return StateDiagnosis {
             cause: Cause::BeyondAnyGpu { request: Request::of(o), limit },

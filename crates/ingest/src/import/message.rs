@@ -139,6 +139,18 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("unable to allocate backend buffer", MessageFormat::DeviceRuntime),
     // RAPIDS RMM's device pool (its exception is a `std::bad_alloc`, but of the device's pool).
     ("Maximum pool size exceeded", MessageFormat::DeviceRuntime),
+    // Huawei Ascend (CANN): `Memory_Allocation_Failure(EL0004): Failed to allocate memory
+    // requested by GE module.`, `Call rtMalloc fail, purpose: ..., size:N, device_id:0`.
+    ("Memory_Allocation_Failure(EL0004)", MessageFormat::DeviceRuntime),
+    ("Call rtMalloc fail", MessageFormat::DeviceRuntime),
+    ("aclrtMalloc failed", MessageFormat::DeviceRuntime),
+    // AMD's MIOpen and rocBLAS; NCCL's own buffers.
+    ("miopenStatusAllocFailed", MessageFormat::Cudnn),
+    ("rocblas_status_memory_error", MessageFormat::Cublas),
+    ("Failed to CUDA malloc", MessageFormat::CudaRuntime),
+    // OpenCL's failed buffer allocation as PyOpenCL and Boost.Compute (LightGBM) word it.
+    ("mem object allocation failure", MessageFormat::DeviceRuntime),
+    ("Memory Object Allocation Failure", MessageFormat::DeviceRuntime),
     // MindSpore: `Malloc for kernel output failed, Memory isn't enough, node: ...`.
     ("Malloc for kernel ", MessageFormat::DeviceRuntime),
     // SGLang at start-up: `Not enough memory. Please try to increase --mem-fraction-static.`
@@ -257,6 +269,10 @@ const PINNED: &[&str] = &[
     "cudaHostRegister",
     "pinned_allocator",
     "aligned_malloc",
+    // RMM's and OpenCV's pinned host memory; NCCL's `Failed to CUDA host alloc`.
+    "pinned_memory_resource",
+    "cuda_host_mem",
+    "host alloc",
 ];
 
 /// The words of every marker (messages' and look-alikes'), in their case.
@@ -306,9 +322,10 @@ fn find(text: &str) -> Option<Found> {
             // then the driver's `ErrorOutOfDeviceMemory` for that host-visible buffer, which a
             // wrap may have put a line lower).
             if matches!(*format, MessageFormat::CudaRuntime | MessageFormat::DeviceRuntime)
-                && lines[line.saturating_sub(2)..line]
+                && (lines[line.saturating_sub(2)..line]
                     .iter()
                     .any(|above| ["pinned memory", "pinned host"].iter().any(|p| above.contains(p)))
+                    || lines.get(line + 1).is_some_and(|below| PINNED.iter().any(|p| below.contains(p))))
             {
                 continue;
             }
@@ -960,6 +977,68 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     ("0xC00000FD", "a crash on Windows (0xC00000FD, a stack overflow), not an out-of-memory error on the GPU"),
     (
+        "cuda_host_mem",
+        "OpenCV's pinned host memory (cv::cuda::HostMem, page-locked RAM for transfers) that could not be allocated: \
+         host memory, not the GPU's",
+    ),
+    (
+        "Skipping tactic",
+        "TensorRT's builder skipping a tactic (a kernel choice) it could not use, often for the memory its workspace \
+         needed: it chose another, so it is not an error unless the build then fails (`Could not find any \
+         implementation`)",
+    ),
+    (
+        "Missing system database file",
+        "MIOpen's warning that its tuning database for this GPU is missing: slower kernels at most, nothing failed",
+    ),
+    (
+        "TensileLibrary",
+        "rocBLAS without kernels for this GPU's architecture (its Tensile library has none for it): install a build \
+         for this GPU, or HSA_OVERRIDE_GFX_VERSION to a supported one",
+    ),
+    (
+        "Could not initialize Tensile host",
+        "rocBLAS/hipBLASLt finding no GPU it can use (the device not visible or not supported): a setup problem, not \
+         device memory",
+    ),
+    (
+        "out of host memory",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "Out of Host Memory",
+        "the runtime running out of host memory (RAM), not the device's: the GPU's memory is not involved",
+    ),
+    (
+        "invalid buffer size",
+        "a buffer size the device does not take (larger than its largest single allocation, or zero): a limit of one \
+         buffer, not the GPU running out of memory",
+    ),
+    (
+        "Invalid Buffer Size",
+        "a buffer size the device does not take (larger than its largest single allocation, or zero): a limit of one \
+         buffer, not the GPU running out of memory",
+    ),
+    (
+        "clEnqueueNDRangeKernel failed: out of resources",
+        "an OpenCL kernel launch that asked for more than the device gives one kernel (work-group size, registers, \
+         local memory): a kernel configuration problem, not device memory",
+    ),
+    (
+        "(no temp space); retrying",
+        "faiss's note that its temporary memory was full, after which it allocates and retries: not a failure",
+    ),
+    (
+        "(-216:No CUDA support)",
+        "an OpenCV built without CUDA (its CUDA module has no GPU support in this build): a setup problem, not device \
+         memory",
+    ),
+    (
+        "CUDA Setup failed despite GPU being available",
+        "bitsandbytes not finding the CUDA libraries it was built for (a CUDA version or library path it cannot load): \
+         a setup problem, not device memory",
+    ),
+    (
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
@@ -1113,6 +1192,10 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUSOLVER_STATUS_",
     "CUDA driver error",
     "THCudaCheck FAIL",
+    "CUDA error (code",
+    "HSA_STATUS_ERROR",
+    // OpenCV's CUDA module: `(-217:Gpu API call) unknown error in function 'allocate'`.
+    "Gpu API call",
 ];
 
 /// A CUDA (or HIP) error in no look-alike's words above: the reader found no out-of-memory
@@ -1133,10 +1216,16 @@ fn cuda_error(text: &str) -> Option<LookAlike> {
 const CUDA_OTHER_ERROR: &str = "a CUDA (or HIP) error that is not an allocation failure (the line gives the runtime's \
      words for it): not a lack of device memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the call that failed";
 
-/// `vkAllocateMemory failed N` with a VkResult that is not the device's memory running out
-/// (-2, read as an out-of-memory error): -1 is the host's memory, others another failure.
+/// `vkAllocateMemory failed N` (or another Vulkan call's, ncnn's `vkQueueSubmit failed -4`)
+/// with a VkResult that is not the device's memory running out (-2, read as an out-of-memory
+/// error): -1 is the host's memory, others another failure (-4: the device lost).
 fn vulkan_allocation(line: &str) -> Option<&'static str> {
-    let rest = after(line, "vkAllocateMemory failed ")?.trim_start();
+    let at = line.find(" failed -")?;
+    let call = line[..at].rsplit(|c: char| !c.is_ascii_alphanumeric()).next()?;
+    if !(call.starts_with("vk") && call[2..].starts_with(|c: char| c.is_ascii_uppercase())) {
+        return None;
+    }
+    let rest = &line[at + " failed ".len()..];
     let code: String = rest.chars().take_while(|c| *c == '-' || c.is_ascii_digit()).collect();
     match code.as_str() {
         "" | "-2" => None,
@@ -1191,7 +1280,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let clean = without_ansi(text);
     // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
     // "could not be allocated" is not a failure unless the build then failed.
-    if clean.contains(TRT_TACTIC_SKIPPED) && !clean.contains("Could not find any implementation") {
+    let skipped = clean.contains(TRT_TACTIC_SKIPPED)
+        || clean.contains("Skipping tactic") && clean.contains("could not be allocated");
+    if skipped && !clean.contains("Could not find any implementation") {
         return Err(InputError {
             path: path.to_path_buf(),
             line: 0,
@@ -1704,6 +1795,8 @@ const ON_A_DEVICE: &[&str] = &[
     "vulkan",
     "opencl",
     "thrust::",
+    // OneFlow's exceptions (`oneflow::RuntimeException` ... `what(): Error: out of memory`).
+    "oneflow::",
 ];
 /// Words that put it in the host's memory instead.
 const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
@@ -1724,10 +1817,19 @@ fn generic(lines: &[&str]) -> Option<Found> {
         let around = lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
         has(&l, RAN_OUT)
             && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE) || l.contains("for kv cache"))
-            && has(&l, FAILED)
+            // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
+            // words is the failure; not prose's `the GPU ran out of memory`.)
+            && (has(&l, FAILED) || named_out_of_memory(&l))
             && !has(&l, ON_THE_HOST)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// `... CudaCustomAllocator out of memory`, `GPU out of memory`: the word just before the
+/// words names a device (`l` lower-cased).
+fn named_out_of_memory(l: &str) -> bool {
+    l.match_indices("out of memory")
+        .any(|(at, _)| l[..at].split_whitespace().next_back().is_some_and(|w| any_of(w, ON_A_DEVICE)))
 }
 
 /// The old form's clauses.
@@ -2366,6 +2468,16 @@ mod tests {
             "RuntimeError: Not enough VRAM to load the model on GPU",
             "fatal: GPU memory exhausted",
             "ERROR: Out of GPU memory",
+            "Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.",
+            "Call rtMalloc fail, purpose: page caching, type = 2, size:3221291008, device_id:0",
+            "RuntimeError: miopenStatusAllocFailed",
+            "gpu-node03:40117:40117 [0] include/alloc.h:199 NCCL WARN Failed to CUDA malloc 536870912 bytes",
+            "pyopencl.MemoryError: clCreateBuffer failed: mem object allocation failure",
+            "CudaCustomAllocator out of memory\n [requestedSpace:             148560384 B] .........",
+            "terminate called after throwing an instance of 'oneflow::RuntimeException'\n  what():  Error: out of \
+             memory",
+            "terminate called after throwing an instance of 'thrust::system::system_error'\n  what():  parallel_for \
+             failed: out of memory",
         ] {
             assert!(recognises(text), "{text}");
         }
@@ -2418,6 +2530,19 @@ mod tests {
             "[1]    12345 killed     python train.py",
             "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
             "Process finished with exit code -1073741819 (0xC0000005)",
+            "OpenCV Error: Gpu API call (unknown error) in allocate, file gpu_mat.cu, line 116",
+            "ERROR: CUDA error (code 999, ERROR_UNKNOWN)",
+            "Callback: Queue 0x77ec42100000 aborting with error : HSA_STATUS_ERROR_INVALID_ISA: The instruction set",
+            "vkQueueSubmit failed -4",
+            "vkAllocateMemory failed -1000072003",
+            "process 1 terminated with signal SIGSEGV",
+            "StandardGpuResources: alloc fail type TemporaryMemoryBuffer dev 0 size 805306368 bytes (no temp space); \
+             retrying",
+            "cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda_host_mem.cpp:209: error: (-217:Gpu API call) out \
+             of memory in function 'create'",
+            "NCCL WARN Cuda failure 'out of memory'\nNCCL WARN Failed to CUDA host alloc 33554432 bytes",
+            "MemoryError: std::bad_alloc: out_of_memory: CUDA error at: rmm/mr/host/pinned_memory_resource.hpp:140: \
+             cudaErrorMemoryAllocation out of memory",
             // Any other CUDA error: not an allocation's, said as such.
             "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, ...)`",
             "RuntimeError: cuDNN error: CUDNN_STATUS_ARCH_MISMATCH",

@@ -126,7 +126,9 @@ pub fn undo(text: &str) -> Pasted {
     if marked {
         damage.push(PasteDamage::Markdown);
     }
-    if let Some(w) = unwrap(&mut lines) {
+    // Each line's length as pasted: markdown's marks were there when the forum wrapped it.
+    let pasted: Vec<usize> = text.lines().map(|l| l.trim_end().chars().count()).collect();
+    if let Some(w) = unwrap(&mut lines, &pasted) {
         damage.push(w);
     }
     let mut prefixed = false;
@@ -333,8 +335,9 @@ fn without_pairs(line: &str, c: char) -> String {
 /// (a terminal's column), or where the next line's first word would not have fitted on it (a
 /// forum's), and the next line is not one that starts a line: a log prefix, a traceback's
 /// frame, an indented line, or a line that starts as this one does (a list).
-fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
+fn unwrap(lines: &mut Vec<(String, usize)>, pasted: &[usize]) -> Option<PasteDamage> {
     let width = lines.iter().map(|(l, _)| l.chars().count()).max()?;
+    let pasted_width = pasted.iter().copied().max().unwrap_or(0);
     if width < 40 {
         return None;
     }
@@ -349,8 +352,11 @@ fn unwrap(lines: &mut Vec<(String, usize)>) -> Option<PasteDamage> {
                 return None;
             }
             let first = n.split_whitespace().next().map_or(0, len);
-            // (A short line before a long word is a forum's break too: the word did not fit.)
-            let fold = len(l) + 1 + first > width && (len(l) * 2 >= width || first * 2 > width);
+            // (A short line before a long word is a forum's break too: the word did not fit. The
+            // line as pasted counts too: bold's `**` took room when the forum wrapped it.)
+            let as_pasted = pasted.get(lines[i].1).copied().unwrap_or(0);
+            let fold = (len(l) + 1 + first > width || as_pasted + 1 + first > pasted_width)
+                && (len(l) * 2 >= width || first * 2 > width);
             // A word longer than the line is cut where the line ends, whoever wrapped it.
             let cut_word = terminal && !l.trim().contains(' ');
             (terminal || fold).then_some((i, terminal, cut_word))
