@@ -46,6 +46,10 @@ const SETS: &[&str] = &[
     "messages-thirty-first",
     "messages-thirty-second",
     "messages-thirty-third",
+    "messages-thirty-fourth",
+    "messages-thirty-fifth",
+    "messages-thirty-sixth",
+    "messages-thirty-seventh",
 ];
 
 /// Every text of the sets: (set/file, text).

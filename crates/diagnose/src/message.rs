@@ -88,7 +88,8 @@ pub enum MessageCause {
     /// than the memory `gpu_memory_utilization` leaves after the weights and activations.
     KvCache { needed: u64, available: u64, max_len: Option<u64> },
     /// vLLM's check in tokens: one sequence of `max_len` tokens, `fits` in the KV cache.
-    KvCacheTokens { max_len: u64, fits: u64 },
+    /// `fits` is None where the paste cut the message before its figure.
+    KvCacheTokens { max_len: u64, fits: Option<u64> },
     /// vLLM's profile at start-up: the weights, other memory and the activation peak take
     /// `used` of the `budget` gpu_memory_utilization allows (of `total`): no room for any KV
     /// cache.
@@ -180,7 +181,7 @@ pub enum MessageFix {
     /// KV cache shared or made smaller.
     VllmKvCache { fits: Option<u64>, short: u64 },
     /// vLLM's check in tokens: `fits` tokens fit in the KV cache.
-    VllmKvCacheTokens { fits: u64 },
+    VllmKvCacheTokens { fits: Option<u64> },
     /// vLLM with no room for a KV cache: a larger share of the GPU (`short` more at least), a
     /// smaller model, or the model shared over GPUs.
     VllmNoKvRoom { short: u64 },
@@ -355,7 +356,11 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             breakdown: b,
         };
     }
-    if let (MessageFormat::VllmKvCache, Some(max_len), Some(fits)) = (m.format, m.max_len, m.kv_tokens) {
+    // (The tokens form cut before its figure still says which check failed: the KV cache holds
+    // less than one sequence at the model's max length.)
+    if let (MessageFormat::VllmKvCache, Some(max_len), fits) = (m.format, m.max_len, m.kv_tokens)
+        && (fits.is_some() || request.is_none() && m.free.is_none())
+    {
         return MessageDiagnosis {
             cause: MessageCause::KvCacheTokens { max_len, fits },
             fix: MessageFix::VllmKvCacheTokens { fits },
@@ -594,7 +599,7 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
     let mut others = if nvml_blind { None } else { m.others() };
     let mut others_inferred = false;
     let mut unattributed = None;
-    let context = process.map(|p| p.saturating_sub(live + cached));
+    let mut context = process.map(|p| p.saturating_sub(live + cached));
     // Three figures rounded to two decimals leave a few MiB that are nobody's.
     others = others.filter(|&o| !m.processes.is_empty() || o >= ROUNDING);
     let mut pool_inferred = false;
@@ -616,9 +621,15 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
             } else {
                 others = Some(outside - CONTEXT_ALLOWANCE);
                 others_inferred = true;
+                context = Some(CONTEXT_ALLOWANCE);
             }
-        } else if outside >= 1 << 30 {
-            unattributed = Some(outside);
+        } else if !async_pool {
+            if outside >= 1 << 30 {
+                unattributed = Some(outside);
+            }
+            // Up to a context's worth outside the cache is this process's own (its CUDA context,
+            // cuDNN's and cuBLAS's workspaces): no request can have it.
+            context = Some(outside.min(CONTEXT_ALLOWANCE));
         }
     }
     Budget {

@@ -106,12 +106,19 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(needed.saturating_sub(*available))
             )],
         ),
-        MessageCause::KvCacheTokens { max_len, fits } => (
+        MessageCause::KvCacheTokens { max_len, fits: Some(fits) } => (
             format!(
                 "vLLM's KV cache does not fit: one sequence at the model's max length needs {max_len} tokens of KV \
                  cache, and what is left after the weights within gpu_memory_utilization holds {fits}"
             ),
             vec![format!("{max_len} tokens needed > {fits} that fit: short by {}", max_len.saturating_sub(*fits))],
+        ),
+        MessageCause::KvCacheTokens { max_len, fits: None } => (
+            format!(
+                "vLLM's KV cache does not fit: one sequence at the model's max length needs {max_len} tokens of KV \
+                 cache, more than what is left after the weights within gpu_memory_utilization holds"
+            ),
+            vec!["the paste ends before the number of tokens the KV cache holds".to_string()],
         ),
         MessageCause::VllmStartup { free, total, wanted } => (
             format!(
@@ -552,9 +559,10 @@ pub(super) fn fix(f: &MessageFix) -> String {
             torch(*short)
         ),
         MessageFix::VllmKvCacheTokens { fits } => format!(
-            "lower max_model_len to {fits} or less (the KV cache holds that many tokens), or raise \
-             gpu_memory_utilization so the KV cache gets more, or make the cache smaller (kv_cache_dtype=fp8) or \
-             share it over more GPUs (tensor_parallel_size)"
+            "lower max_model_len{} (the KV cache holds no more), or raise gpu_memory_utilization so the KV cache \
+             gets more, or make the cache smaller (kv_cache_dtype=fp8) or share it over more GPUs \
+             (tensor_parallel_size)",
+            fits.map_or(String::new(), |f| format!(" to {f} or less"))
         ),
         MessageFix::FindOut { format, framework } => find_out(*format, *framework),
     }

@@ -62,6 +62,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // The other CUDA libraries' allocation failures: cuSOLVER, cuFFT, cuSPARSE, nvJPEG.
     ("CUSOLVER_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
     ("CUFFT_ALLOC_FAILED", MessageFormat::CudaRuntime),
+    // (Its words, as CUDA.jl's CUFFTError prints them.)
+    ("cuFFT failed to allocate GPU or CPU memory", MessageFormat::CudaRuntime),
     ("CUSPARSE_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
     ("NVJPEG_STATUS_ALLOCATOR_FAILURE", MessageFormat::CudaRuntime),
     // TensorRT 8+: `Error Code 2: OutOfMemory (no further information)`.
@@ -139,6 +141,12 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("unable to allocate backend buffer", MessageFormat::DeviceRuntime),
     // RAPIDS RMM's device pool (its exception is a `std::bad_alloc`, but of the device's pool).
     ("Maximum pool size exceeded", MessageFormat::DeviceRuntime),
+    // Stable Diffusion web UI's own check before its split attention: `Not enough memory, use
+    // lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB free`.
+    ("Not enough memory, use lower resolution", MessageFormat::DeviceRuntime),
+    // TensorRT 7's builder: `GPU memory allocation error during getBestTactic` (a failure only
+    // where no implementation was then found).
+    ("memory allocation error during getBestTactic", MessageFormat::CudaRuntime),
     // Huawei Ascend (CANN): `Memory_Allocation_Failure(EL0004): Failed to allocate memory
     // requested by GE module.`, `Call rtMalloc fail, purpose: ..., size:N, device_id:0`.
     ("Memory_Allocation_Failure(EL0004)", MessageFormat::DeviceRuntime),
@@ -1039,6 +1047,26 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          a setup problem, not device memory",
     ),
     (
+        "unhandled system error",
+        "an NCCL (multi-GPU communication) error: a system call failed between processes (sockets, shared memory), not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        "is killed by signal: Terminated",
+        "a DataLoader worker ended by SIGTERM (the job cancelled or preempted, or its parent shutting down), not an out-of-memory error on the GPU",
+    ),
+    (
+        "is killed by signal: ",
+        "a DataLoader worker that died by a signal (a crash in a library it loads, or host memory or shared memory running out), not an out-of-memory error on the GPU. num_workers=0 shows the error in the main process",
+    ),
+    (
+        "memory allocation error during getBestTactic",
+        "TensorRT's builder finding no memory for one tactic's workspace while it chose kernels: it tries others, so it is not an error unless the build then fails (`could not find any implementation`)",
+    ),
+    (
+        "Fail to alloc memory of ",
+        "PaddlePaddle's host allocator failing (host memory, RAM; its GPU allocator's words are `Out of memory error on GPU`): the GPU's memory is not involved. Smaller inputs or batches on the CPU, or free RAM",
+    ),
+    (
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
@@ -1281,8 +1309,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     // TensorRT's builder trying a tactic whose workspace does not fit, then skipping it: its
     // "could not be allocated" is not a failure unless the build then failed.
     let skipped = clean.contains(TRT_TACTIC_SKIPPED)
-        || clean.contains("Skipping tactic") && clean.contains("could not be allocated");
-    if skipped && !clean.contains("Could not find any implementation") {
+        || clean.contains("Skipping tactic") && clean.contains("could not be allocated")
+        || clean.contains("memory allocation error during getBestTactic");
+    if skipped && !clean.contains("ould not find any implementation") {
         return Err(InputError {
             path: path.to_path_buf(),
             line: 0,
@@ -1819,7 +1848,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
             && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE) || l.contains("for kv cache"))
             // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
             // words is the failure; not prose's `the GPU ran out of memory`.)
-            && (has(&l, FAILED) || named_out_of_memory(&l))
+            && (has(&l, FAILED) || named_out_of_memory(&l) || l.contains("out of gpu memory"))
             && !has(&l, ON_THE_HOST)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
@@ -2468,6 +2497,10 @@ mod tests {
             "RuntimeError: Not enough VRAM to load the model on GPU",
             "fatal: GPU memory exhausted",
             "ERROR: Out of GPU memory",
+            "Out of GPU memory trying to allocate 8.016 MiB\nEffective GPU memory usage: 91.54% (14.446 GiB/15.782 GiB)",
+            "RuntimeError: Not enough memory, use lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB free",
+            "[W] [TRT] GPU memory allocation error during getBestTactic: 9_full\n[E] [TRT] Internal error: could not find \
+             any implementation for node 9_full, try increasing the workspace size",
             "Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.",
             "Call rtMalloc fail, purpose: page caching, type = 2, size:3221291008, device_id:0",
             "RuntimeError: miopenStatusAllocFailed",
@@ -2536,6 +2569,9 @@ mod tests {
             "vkQueueSubmit failed -4",
             "vkAllocateMemory failed -1000072003",
             "process 1 terminated with signal SIGSEGV",
+            "RuntimeError: DataLoader worker (pid 8102) is killed by signal: Terminated.",
+            "RuntimeError: DataLoader worker (pid 2256) is killed by signal: Aborted.",
+            "NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error",
             "StandardGpuResources: alloc fail type TemporaryMemoryBuffer dev 0 size 805306368 bytes (no temp space); \
              retrying",
             "cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda_host_mem.cpp:209: error: (-217:Gpu API call) out \
@@ -2551,6 +2587,17 @@ mod tests {
         ] {
             assert!(!recognises(text) && not_an_oom(text).is_some(), "{text}");
         }
+    }
+
+    /// TensorRT's builder short of memory for one tactic goes on: a failure only where no
+    /// implementation was found after it.
+    #[test]
+    fn a_tensorrt_tactic_short_of_memory_is_no_failure_unless_the_build_failed() {
+        let probe = "[W] [TRT] GPU memory allocation error during getBestTactic: 9_full_with_bias";
+        assert!(parse(Path::new("t.txt"), probe).is_err());
+        assert!(not_an_oom(probe).is_some());
+        let failed = format!("{probe}\n[E] [TRT] Internal error: could not find any implementation for node 9_full");
+        assert!(parse(Path::new("t.txt"), &failed).is_ok());
     }
 
     #[test]
