@@ -147,6 +147,15 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // TensorRT 7's builder: `GPU memory allocation error during getBestTactic` (a failure only
     // where no implementation was then found).
     ("memory allocation error during getBestTactic", MessageFormat::CudaRuntime),
+    // Text Generation Inference's warm-up; exllamav2's cache; cuTENSOR; CatBoost's GPU pool;
+    // Intel Gaudi's device memory; a TPU's allocation beyond its memory.
+    ("Not enough memory to handle", MessageFormat::DeviceRuntime),
+    ("Insufficient space in device allocation", MessageFormat::DeviceRuntime),
+    ("CUTENSOR_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
+    ("have enough memory for defragmentation", MessageFormat::DeviceRuntime),
+    ("PT_DEVMEM Allocation failed", MessageFormat::DeviceRuntime),
+    ("would exceed memory (size=", MessageFormat::DeviceRuntime),
+    ("exceeding available bytes", MessageFormat::DeviceRuntime),
     // Huawei Ascend (CANN): `Memory_Allocation_Failure(EL0004): Failed to allocate memory
     // requested by GE module.`, `Call rtMalloc fail, purpose: ..., size:N, device_id:0`.
     ("Memory_Allocation_Failure(EL0004)", MessageFormat::DeviceRuntime),
@@ -321,8 +330,11 @@ fn find(text: &str) -> Option<Found> {
             }
             // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed
             // to allocate N bytes in function 'cv::OutOfMemoryError'`).
+            // Ray's OutOfMemoryError is its own killer's, for the node's RAM.
             if *marker == "OutOfMemoryError"
-                && (l.contains("java.lang.OutOfMemoryError") || l.contains("Insufficient memory)"))
+                && (l.contains("java.lang.OutOfMemoryError")
+                    || l.contains("Insufficient memory)")
+                    || l.contains("ray.exceptions.OutOfMemoryError"))
             {
                 continue;
             }
@@ -1048,23 +1060,77 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     (
         "unhandled system error",
-        "an NCCL (multi-GPU communication) error: a system call failed between processes (sockets, shared memory), not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+        "an NCCL (multi-GPU communication) error: a system call failed between processes (sockets, shared memory), not \
+         the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
     ),
     (
         "is killed by signal: Terminated",
-        "a DataLoader worker ended by SIGTERM (the job cancelled or preempted, or its parent shutting down), not an out-of-memory error on the GPU",
+        "a DataLoader worker ended by SIGTERM (the job cancelled or preempted, or its parent shutting down), not an \
+         out-of-memory error on the GPU",
     ),
     (
         "is killed by signal: ",
-        "a DataLoader worker that died by a signal (a crash in a library it loads, or host memory or shared memory running out), not an out-of-memory error on the GPU. num_workers=0 shows the error in the main process",
+        "a DataLoader worker that died by a signal (a crash in a library it loads, or host memory or shared memory \
+         running out), not an out-of-memory error on the GPU. num_workers=0 shows the error in the main process",
     ),
     (
         "memory allocation error during getBestTactic",
-        "TensorRT's builder finding no memory for one tactic's workspace while it chose kernels: it tries others, so it is not an error unless the build then fails (`could not find any implementation`)",
+        "TensorRT's builder finding no memory for one tactic's workspace while it chose kernels: it tries others, so \
+         it is not an error unless the build then fails (`could not find any implementation`)",
     ),
     (
         "Fail to alloc memory of ",
-        "PaddlePaddle's host allocator failing (host memory, RAM; its GPU allocator's words are `Out of memory error on GPU`): the GPU's memory is not involved. Smaller inputs or batches on the CPU, or free RAM",
+        "PaddlePaddle's host allocator failing (host memory, RAM; its GPU allocator's words are `Out of memory error \
+         on GPU`): the GPU's memory is not involved. Smaller inputs or batches on the CPU, or free RAM",
+    ),
+    (
+        "node running low on memory",
+        "Ray's memory monitor killing a task because the node's host memory (RAM) ran low: the GPU's memory is not \
+         involved. Fewer tasks at once per node, or more memory per task (memory= in the task's resources)",
+    ),
+    (
+        "hit memory limit at least once",
+        "Slurm's note that the job step reached its host memory limit (RAM, the cgroup's): the GPU's memory is not \
+         involved; if the step failed, more --mem or less loaded into RAM",
+    ),
+    (
+        "The node was low on resource: memory",
+        "Kubernetes evicting a pod because its node ran low on host memory (RAM): the GPU's memory is not involved. A \
+         memory request that fits the node, or less loaded into RAM",
+    ),
+    (
+        "NVRM: Xid",
+        "the NVIDIA driver's report of a GPU error (an Xid: 13 and 31 are a kernel's bad access or page fault, 79 the \
+         GPU off the bus, 109 a context switch timeout, 48 and 94/95 ECC errors): not a lack of memory. The Xid's \
+         number says which",
+    ),
+    (
+        "see_memory_usage",
+        "DeepSpeed's report of memory in use (MA: allocated, CA: cached by PyTorch): a note, nothing failed",
+    ),
+    (
+        "were offloaded to the cpu and disk",
+        "accelerate's note that some of the model was offloaded to the CPU and disk because it did not fit the GPU: it \
+         runs (slowly), nothing failed",
+    ),
+    (
+        "Finished batch size finder",
+        "PyTorch Lightning's batch size finder reporting the batch it found: its OOMs while searching are expected, \
+         nothing failed",
+    ),
+    (
+        "Memory usage when calculating max tokens in paged kv cache",
+        "TensorRT-LLM's note of the memory it sizes its KV cache from: a note, nothing failed",
+    ),
+    (
+        "DXGI_ERROR_DEVICE_REMOVED",
+        "Windows removing or resetting the GPU (DXGI's device removed or hung: a driver timeout (TDR) or crash), not \
+         an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
+    ),
+    (
+        "DXGI_ERROR_DEVICE_HUNG",
+        "Windows removing or resetting the GPU (DXGI's device removed or hung: a driver timeout (TDR) or crash), not \
+         an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
     ),
     (
         "NCCL error",
@@ -1221,6 +1287,7 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUDA driver error",
     "THCudaCheck FAIL",
     "CUDA error (code",
+    "CUTENSOR_STATUS_",
     "HSA_STATUS_ERROR",
     // OpenCV's CUDA module: `(-217:Gpu API call) unknown error in function 'allocate'`.
     "Gpu API call",
@@ -2497,10 +2564,17 @@ mod tests {
             "RuntimeError: Not enough VRAM to load the model on GPU",
             "fatal: GPU memory exhausted",
             "ERROR: Out of GPU memory",
-            "Out of GPU memory trying to allocate 8.016 MiB\nEffective GPU memory usage: 91.54% (14.446 GiB/15.782 GiB)",
-            "RuntimeError: Not enough memory, use lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB free",
-            "[W] [TRT] GPU memory allocation error during getBestTactic: 9_full\n[E] [TRT] Internal error: could not find \
-             any implementation for node 9_full, try increasing the workspace size",
+            "RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease \
+             `--max-batch-prefill-tokens`",
+            "AssertionError: Insufficient space in device allocation",
+            "cupy_backends.cuda.libs.cutensor.CuTensorError: CUTENSOR_STATUS_ALLOC_FAILED",
+            "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::939524096 (896)MB",
+            "Out of GPU memory trying to allocate 8.016 MiB\nEffective GPU memory usage: 91.54% (14.446 GiB/15.782 \
+             GiB)",
+            "RuntimeError: Not enough memory, use lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB \
+             free",
+            "[W] [TRT] GPU memory allocation error during getBestTactic: 9_full\n[E] [TRT] Internal error: could \
+             not find any implementation for node 9_full, try increasing the workspace size",
             "Memory_Allocation_Failure(EL0004): Failed to allocate memory requested by GE module.",
             "Call rtMalloc fail, purpose: page caching, type = 2, size:3221291008, device_id:0",
             "RuntimeError: miopenStatusAllocFailed",
@@ -2569,12 +2643,17 @@ mod tests {
             "vkQueueSubmit failed -4",
             "vkAllocateMemory failed -1000072003",
             "process 1 terminated with signal SIGSEGV",
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            "The node was low on resource: memory. Container trainer was using 30712348Ki",
+            "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception",
+            "DXGI_ERROR_DEVICE_HUNG (0x887A0006): The application's device failed due to badly formed commands",
             "RuntimeError: DataLoader worker (pid 8102) is killed by signal: Terminated.",
             "RuntimeError: DataLoader worker (pid 2256) is killed by signal: Aborted.",
             "NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled system error",
             "StandardGpuResources: alloc fail type TemporaryMemoryBuffer dev 0 size 805306368 bytes (no temp space); \
              retrying",
-            "cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda_host_mem.cpp:209: error: (-217:Gpu API call) out \
+            "cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda_host_mem.cpp:209: error: (-217:Gpu API \
+             call) out \
              of memory in function 'create'",
             "NCCL WARN Cuda failure 'out of memory'\nNCCL WARN Failed to CUDA host alloc 33554432 bytes",
             "MemoryError: std::bad_alloc: out_of_memory: CUDA error at: rmm/mr/host/pinned_memory_resource.hpp:140: \
