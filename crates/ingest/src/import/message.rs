@@ -307,63 +307,42 @@ pub fn recognises(text: &str) -> bool {
 fn find(text: &str) -> Option<Found> {
     let mut best: Option<(usize, Found)> = None;
     // Only the markers whose longest word is in the text can match, on a line or wrapped
-    // onto the next: each is looked for line by line, the others never (a 50 MB paste of
-    // short lines took minutes when every marker was sought on every line).
+    // onto the next (a 50 MB paste of short lines took minutes when every marker was sought on
+    // every line).
     let candidates: Vec<(usize, &(&str, MessageFormat))> =
         MARKERS.iter().enumerate().filter(|(_, (marker, _))| text.contains(longest_word(marker))).collect();
     if candidates.is_empty() && !text.contains("Buffer ") && !any_of(&text.to_ascii_lowercase(), RAN_OUT) {
         return None;
     }
     let lines: Vec<&str> = text.lines().collect();
-    for (line, l) in lines.iter().enumerate() {
-        // A marker the paste wrapped onto the next line still starts on this one.
-        let joined = if candidates.is_empty() {
-            String::new()
-        } else {
-            format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()))
-        };
-        for &(rank, (marker, format)) in &candidates {
-            let at = l.find(marker).or_else(|| joined.find(marker).filter(|&i| i < l.trim_end().len()));
-            // Pinned host memory is the host's, not the device's.
-            if *format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
-                continue;
-            }
-            // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed
-            // to allocate N bytes in function 'cv::OutOfMemoryError'`).
-            // Ray's OutOfMemoryError is its own killer's, for the node's RAM.
-            if *marker == "OutOfMemoryError"
-                && (l.contains("java.lang.OutOfMemoryError")
-                    || l.contains("Insufficient memory)")
-                    || l.contains("ray.exceptions.OutOfMemoryError"))
-            {
-                continue;
-            }
-            // Pinned host memory named just above (`ggml_vulkan: Failed to allocate pinned memory.`
-            // then the driver's `ErrorOutOfDeviceMemory` for that host-visible buffer, which a
-            // wrap may have put a line lower).
-            if matches!(*format, MessageFormat::CudaRuntime | MessageFormat::DeviceRuntime)
-                && (lines[line.saturating_sub(2)..line]
-                    .iter()
-                    .any(|above| ["pinned memory", "pinned host"].iter().any(|p| above.contains(p)))
-                    || lines.get(line + 1).is_some_and(|below| PINNED.iter().any(|p| below.contains(p))))
-            {
-                continue;
-            }
-            // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
-            if *marker == "Ran out of memory in memory space" && !joined.contains("memory space hbm") {
-                continue;
-            }
-            if let Some(at) = at {
-                if best.as_ref().is_none_or(|(r, _)| rank < *r) {
-                    best = Some((rank, Found { format: *format, line, at }));
+    // Where each line starts in the text, to put a word found in the text on its line.
+    let starts: Vec<usize> = lines.iter().map(|l| l.as_ptr() as usize - text.as_ptr() as usize).collect();
+    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    // The markers in their order, most telling first: the first that matches anywhere names
+    // the message, at the first line it matches on. Each is tried only on the lines that hold
+    // its longest word, and the line above each (where a wrap may have started it).
+    'markers: for &(rank, &(marker, format)) in &candidates {
+        let mut next = 0;
+        for (offset, _) in text.match_indices(longest_word(marker)) {
+            let on = line_of(offset);
+            for line in on.saturating_sub(1).max(next)..=on {
+                if let Some(at) = marker_at(&lines, line, marker, format) {
+                    best = Some((rank, Found { format, line, at }));
+                    break 'markers;
                 }
-                break;
             }
+            next = on + 1;
+        }
+    }
+    // Without a marker: the first line that says a CUDA allocation failed in other words, is
+    // cut inside one, or starts a listing of XLA's buffers.
+    for (line, l) in lines.iter().enumerate() {
+        if best.is_some() {
+            break;
         }
         // (Also with the line above run into it: a terminal's break inside a word, `cudaMalloc
         // fail` / `ed: out of memory`, that a prefix on every line kept the repair from joining.)
-        if best.is_none()
-            && l.contains("out of memory")
+        if l.contains("out of memory")
             && (cuda_out_of_memory(l, &lines[line.saturating_sub(2)..line].join(" "))
                 || line > 0
                     && lines[line - 1].trim_end().ends_with(|c: char| c.is_ascii_alphanumeric())
@@ -374,15 +353,15 @@ fn find(text: &str) -> Option<Found> {
         }
         // The paste's last line cut inside `cudaMalloc failed` (MXNet's pool: `cudaMalloc fai`):
         // a failed cudaMalloc is the device's memory refused.
-        if best.is_none() && lines[line + 1..].iter().all(|n| n.trim().is_empty()) && cut_cuda_malloc(l) {
+        else if l.contains("cudaMalloc ")
+            && lines[line + 1..].iter().all(|n| n.trim().is_empty())
+            && cut_cuda_malloc(l)
+        {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
-        if best.is_none() && is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
+        else if is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
             best = Some((MARKERS.len(), Found { format: MessageFormat::XlaRuntime, line, at: 0 }));
-        }
-        if best.as_ref().is_some_and(|(r, _)| *r == 0) {
-            break;
         }
     }
     // PyTorch's warning alone is not the failure: it may have recovered.
@@ -394,6 +373,45 @@ fn find(text: &str) -> Option<Found> {
         return generic(&lines);
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
+}
+
+/// Where `marker` starts on line `line` (or runs from it onto the next, wrapped), unless the
+/// line says it is not the device's memory.
+fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -> Option<usize> {
+    let l = lines[line];
+    // A marker the paste wrapped onto the next line still starts on this one.
+    let joined = || format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()));
+    let at = l.find(marker).or_else(|| joined().find(marker).filter(|&i| i < l.trim_end().len()))?;
+    // Pinned host memory is the host's, not the device's.
+    if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
+        return None;
+    }
+    // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed to
+    // allocate N bytes in function 'cv::OutOfMemoryError'`). Ray's OutOfMemoryError is its own
+    // killer's, for the node's RAM.
+    if marker == "OutOfMemoryError"
+        && (l.contains("java.lang.OutOfMemoryError")
+            || l.contains("Insufficient memory)")
+            || l.contains("ray.exceptions.OutOfMemoryError"))
+    {
+        return None;
+    }
+    // Pinned host memory named just above (`ggml_vulkan: Failed to allocate pinned memory.` then
+    // the driver's `ErrorOutOfDeviceMemory` for that host-visible buffer, which a wrap may have
+    // put a line lower), or just below (NCCL's `Failed to CUDA host alloc`).
+    if matches!(format, MessageFormat::CudaRuntime | MessageFormat::DeviceRuntime)
+        && (lines[line.saturating_sub(2)..line]
+            .iter()
+            .any(|above| ["pinned memory", "pinned host"].iter().any(|p| above.contains(p)))
+            || lines.get(line + 1).is_some_and(|below| PINNED.iter().any(|p| below.contains(p))))
+    {
+        return None;
+    }
+    // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
+    if marker == "Ran out of memory in memory space" && !joined().contains("memory space hbm") {
+        return None;
+    }
+    Some(at)
 }
 
 /// `... cudaMalloc fai`: a line that ends inside `cudaMalloc failed`, its words cut.
