@@ -342,21 +342,17 @@ fn find(text: &str) -> Option<Found> {
         }
         // (Also with the line above run into it: a terminal's break inside a word, `cudaMalloc
         // fail` / `ed: out of memory`, that a prefix on every line kept the repair from joining.)
-        if l.contains("out of memory")
+        let in_other_words = l.contains("out of memory")
             && (cuda_out_of_memory(l, &lines[line.saturating_sub(2)..line].join(" "))
                 || line > 0
                     && lines[line - 1].trim_end().ends_with(|c: char| c.is_ascii_alphanumeric())
                     && l.trim_start().starts_with(|c: char| c.is_ascii_lowercase())
-                    && cuda_out_of_memory(&format!("{}{}", lines[line - 1].trim_end(), l.trim_start()), ""))
-        {
-            best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
-        }
+                    && cuda_out_of_memory(&format!("{}{}", lines[line - 1].trim_end(), l.trim_start()), ""));
         // The paste's last line cut inside `cudaMalloc failed` (MXNet's pool: `cudaMalloc fai`):
         // a failed cudaMalloc is the device's memory refused.
-        else if l.contains("cudaMalloc ")
-            && lines[line + 1..].iter().all(|n| n.trim().is_empty())
-            && cut_cuda_malloc(l)
-        {
+        let cut =
+            || l.contains("cudaMalloc ") && lines[line + 1..].iter().all(|n| n.trim().is_empty()) && cut_cuda_malloc(l);
+        if in_other_words || cut() {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
