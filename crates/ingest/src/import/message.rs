@@ -1220,57 +1220,47 @@ const ROOT_CAUSES: &[(&str, &str)] =
     &[("illegal memory access", ILLEGAL_ACCESS), ("device-side assert triggered", DEVICE_ASSERT)];
 
 fn first_look_alike(text: &str) -> Option<LookAlike> {
-    let candidates: Vec<&(&str, &str)> =
-        LOOK_ALIKES.iter().filter(|(marker, _)| text.contains(longest_word(marker))).collect();
-    for (i, l) in text.lines().enumerate() {
-        for &(marker, what) in &candidates {
-            if contains_word(l, marker) {
-                return Some(LookAlike { line: i + 1, what });
+    let lines: Vec<&str> = text.lines().collect();
+    let starts: Vec<usize> = lines.iter().map(|l| l.as_ptr() as usize - text.as_ptr() as usize).collect();
+    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    // The first line any look-alike's words are on (on one line, the first in the list): each
+    // is tried only on the lines that hold its longest word.
+    let mut found: Option<(usize, usize, &'static str)> = None;
+    for (order, &(marker, what)) in LOOK_ALIKES.iter().enumerate() {
+        let before = found.map_or(usize::MAX, |f| f.0);
+        for (offset, _) in text.match_indices(longest_word(marker)) {
+            let line = line_of(offset);
+            if line > before {
+                break;
+            }
+            if contains_word(lines[line], marker) {
+                if found.is_none_or(|f| (line, order) < (f.0, f.1)) {
+                    found = Some((line, order, what));
+                }
+                break;
             }
         }
-        // The Linux OOM killer's one word, alone on its line (as the shell prints it, also
-        // in Chinese locales, also pasted in markdown bold), or in a shell's report of a job
-        // it ran (`/bin/bash: line 27:   318 Killed   sh start.sh`: the pid, then the word).
-        let words: Vec<&str> = l.split_whitespace().collect();
-        // (zsh: `[1]    12345 killed     python train.py`, `zsh: killed     python train.py`.)
-        let job = words.windows(2).any(|w| {
-            matches!(w[1], "Killed" | "killed") && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
-        })
-            // ... or glued to the end of a progress bar (`348/1063 [01:08<02:57, 4.03it/s]Killed`).
-            || l.trim_end().trim_end_matches(['`', '*']).ends_with("]Killed");
-        if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
-            return Some(LookAlike {
-                line: i + 1,
-                what: "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the \
-                       GPU's memory is not involved",
-            });
+    }
+    // Then what no marker's words say, on the lines up to it (on its own line, the marker's
+    // words come first).
+    let end = found.map_or(lines.len(), |f| f.0 + 1);
+    for (i, l) in lines[..end].iter().enumerate() {
+        if let Some(what) = process_end(l) {
+            if found.is_none_or(|f| i < f.0) {
+                return Some(LookAlike { line: i + 1, what });
+            }
+            break;
         }
-        if let Some(what) = vulkan_allocation(l) {
-            return Some(LookAlike { line: i + 1, what });
-        }
-        if exit_code(l, &["-9", "137"]) {
-            return Some(LookAlike {
-                line: i + 1,
-                what: "a process that ended with SIGKILL (exit code -9, or 137 from a shell), usually by the Linux \
-                       OOM killer for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` \
-                       confirms it",
-            });
-        }
-        if exit_code(l, &["-7", "135"]) {
-            return Some(LookAlike {
-                line: i + 1,
-                what: "a process that ended with SIGBUS (exit code -7, or 135 = 128 + 7), most often shared memory \
-                       (/dev/shm) running out under a worker's mapping: host memory, not the GPU's. More shared \
-                       memory for a container (--shm-size), or fewer workers",
-            });
-        }
+    }
+    if let Some((line, _, what)) = found {
+        return Some(LookAlike { line: line + 1, what });
     }
     // A marker a paste broke mid-word over two lines (`an illeg` / `al memory access`).
     let unbroken: String = text.lines().map(str::trim).collect();
     let broken: Vec<&(&str, &str)> =
         LOOK_ALIKES.iter().filter(|(marker, _)| unbroken.contains(longest_word(marker))).collect();
     if broken.is_empty() {
-        return host_memory(text);
+        return host_memory(text).or_else(|| cuda_error(text));
     }
     for (i, pair) in text.lines().collect::<Vec<_>>().windows(2).enumerate() {
         // Broken mid-word, or at a space (a forum's wrap the repair did not undo).
@@ -1311,6 +1301,9 @@ const CUDA_ERROR_WORDS: &[&str] = &[
 /// error (an allocation's status would have been one), so it is another failure. Said as one,
 /// with its line, rather than as a text without an error.
 fn cuda_error(text: &str) -> Option<LookAlike> {
+    if !any_of(text, CUDA_ERROR_WORDS) {
+        return None;
+    }
     // (Not a line that says memory ran out: a runtime's OOM in words the reader has not met is
     // read as one, by the generic reader.)
     let line = text.lines().position(|l| {
@@ -1349,6 +1342,49 @@ fn vulkan_allocation(line: &str) -> Option<&'static str> {
     }
 }
 
+/// A line that says how a process ended, in no look-alike's words: the OOM killer's `Killed`,
+/// a Vulkan result that is no OOM, a launcher's exit code of SIGKILL or SIGBUS.
+fn process_end(l: &str) -> Option<&'static str> {
+    // The Linux OOM killer's one word, alone on its line (as the shell prints it, also in
+    // Chinese locales, also pasted in markdown bold), or in a shell's report of a job it ran
+    // (`/bin/bash: line 27:   318 Killed   sh start.sh`: the pid, then the word; zsh's `[1]
+    // 12345 killed     python train.py`, `zsh: killed     python train.py`), or glued to the end
+    // of a progress bar (`348/1063 [01:08<02:57, 4.03it/s]Killed`).
+    if l.contains("illed") || l.contains("已杀死") {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let job = words.windows(2).any(|w| {
+            matches!(w[1], "Killed" | "killed") && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
+        }) || l.trim_end().trim_end_matches(['`', '*']).ends_with("]Killed");
+        if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
+            return Some(
+                "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's \
+                 memory is not involved",
+            );
+        }
+    }
+    if let Some(what) = vulkan_allocation(l) {
+        return Some(what);
+    }
+    // (Only where a code or a status is named: the words are looked for lower-cased.)
+    if !(l.contains("ode") || l.contains("ODE") || l.contains("tatus") || l.contains("TATUS")) {
+        return None;
+    }
+    if exit_code(l, &["-9", "137"]) {
+        return Some(
+            "a process that ended with SIGKILL (exit code -9, or 137 from a shell), usually by the Linux OOM killer \
+             for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+        );
+    }
+    if exit_code(l, &["-7", "135"]) {
+        return Some(
+            "a process that ended with SIGBUS (exit code -7, or 135 = 128 + 7), most often shared memory (/dev/shm) \
+             running out under a worker's mapping: host memory, not the GPU's. More shared memory for a container \
+             (--shm-size), or fewer workers",
+        );
+    }
+    None
+}
+
 /// A launcher's or shell's report of a process's exit code, one of `codes` (-9 or 137 for
 /// SIGKILL, -7 or 135 for SIGBUS). (`... exits with return code = -9` from DeepSpeed's
 /// launcher, torchrun's `exitcode: -9`, `exit status 137`, `exited with status 135`.)
@@ -1368,6 +1404,9 @@ fn exit_code(line: &str, codes: &[&str]) -> bool {
 /// out and failed, with the host named and no device): a runtime oomscope has not met.
 fn host_memory(text: &str) -> Option<LookAlike> {
     let has = any_of;
+    if !has(&text.to_ascii_lowercase(), RAN_OUT) {
+        return None;
+    }
     let line = text.lines().position(|l| {
         let l = l.to_ascii_lowercase();
         has(&l, RAN_OUT) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
