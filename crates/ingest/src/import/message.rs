@@ -365,8 +365,8 @@ fn find(text: &str) -> Option<Found> {
         && !text.contains("out of memory. Tried to allocate")
         && !text.contains("OutOfMemoryError");
     // (A CUDA error in no look-alike's words yields to a line that says memory ran out.)
-    if best.is_none() && not_an_oom(text).is_none_or(|l| l.what == CUDA_OTHER_ERROR) {
-        return generic(&lines);
+    if best.is_none() {
+        return generic(&lines).filter(|_| not_an_oom(text).is_none_or(|l| l.what == CUDA_OTHER_ERROR));
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
 }
@@ -1262,16 +1262,38 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
     if broken.is_empty() {
         return host_memory(text).or_else(|| cuda_error(text));
     }
-    for (i, pair) in text.lines().collect::<Vec<_>>().windows(2).enumerate() {
-        // Broken mid-word, or at a space (a forum's wrap the repair did not undo).
-        for gap in ["", " "] {
-            let joined = format!("{}{gap}{}", pair[0].trim_end(), pair[1].trim_start());
-            for &&(marker, what) in &broken {
-                if !pair[0].contains(marker) && !pair[1].contains(marker) && contains_word(&joined, marker) {
-                    return Some(LookAlike { line: i + 1, what });
+    // Where each line starts in `unbroken`: only the pairs of lines around each place a marker's
+    // longest word is there are tried.
+    let mut starts = Vec::with_capacity(lines.len());
+    let mut at = 0;
+    for l in &lines {
+        starts.push(at);
+        at += l.trim().len();
+    }
+    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    // The first pair (a break mid-word before one at a space, then the list's order).
+    let mut first: Option<(usize, usize, usize, &'static str)> = None;
+    for (order, &&(marker, what)) in broken.iter().enumerate() {
+        for (offset, _) in unbroken.match_indices(longest_word(marker)) {
+            let on = line_of(offset);
+            for i in [on.saturating_sub(1), on] {
+                let Some(pair) = lines.get(i..i + 2) else { continue };
+                // Broken mid-word, or at a space (a forum's wrap the repair did not undo).
+                for (g, gap) in ["", " "].iter().enumerate() {
+                    let joined = format!("{}{gap}{}", pair[0].trim_end(), pair[1].trim_start());
+                    if !pair[0].contains(marker)
+                        && !pair[1].contains(marker)
+                        && contains_word(&joined, marker)
+                        && first.is_none_or(|f| (i, g, order) < (f.0, f.1, f.2))
+                    {
+                        first = Some((i, g, order, what));
+                    }
                 }
             }
         }
+    }
+    if let Some((i, _, _, what)) = first {
+        return Some(LookAlike { line: i + 1, what });
     }
     host_memory(text).or_else(|| cuda_error(text))
 }
@@ -1963,9 +1985,9 @@ fn generic(lines: &[&str]) -> Option<Found> {
         let l = lines[i].to_ascii_lowercase();
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
         // `error: out of memory`).
-        let around = lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
+        let around = || lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
         has(&l, RAN_OUT)
-            && (has(&l, ON_A_DEVICE) || has(&around, ON_A_DEVICE) || l.contains("for kv cache"))
+            && (has(&l, ON_A_DEVICE) || has(&around(), ON_A_DEVICE) || l.contains("for kv cache"))
             // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
             // words is the failure; not prose's `the GPU ran out of memory`.)
             && (has(&l, FAILED) || named_out_of_memory(&l) || l.contains("out of gpu memory"))
