@@ -621,7 +621,6 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
             } else {
                 others = Some(outside - CONTEXT_ALLOWANCE);
                 others_inferred = true;
-                context = Some(CONTEXT_ALLOWANCE);
             }
         } else if !async_pool {
             if outside >= 1 << 30 {

@@ -365,8 +365,16 @@ fn find(text: &str) -> Option<Found> {
         && !text.contains("out of memory. Tried to allocate")
         && !text.contains("OutOfMemoryError");
     // (A CUDA error in no look-alike's words yields to a line that says memory ran out.)
+    // A line in other words yields to a look-alike on it or above it (a warning above it
+    // excepted: the failure came after); one below it came after the failure.
     if best.is_none() {
-        return generic(&lines).filter(|_| not_an_oom(text).is_none_or(|l| l.what == CUDA_OTHER_ERROR));
+        return generic(&lines).filter(|g| {
+            not_an_oom(text).is_none_or(|l| {
+                l.what == CUDA_OTHER_ERROR
+                    || l.line > g.line + 1
+                    || l.line < g.line + 1 && NOT_A_FAILURE.iter().any(|w| l.what.contains(w))
+            })
+        });
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
 }
@@ -405,6 +413,19 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     }
     // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
     if marker == "Ran out of memory in memory space" && !joined().contains("memory space hbm") {
+        return None;
+    }
+    // XLA's words only where it says what it attempted; RMM's only with its name.
+    if marker.contains("That was not possible") && !l.contains("Attempting to") {
+        return None;
+    }
+    if marker == "Maximum pool size exceeded" && !["rmm", "RMM", "memory_resource"].iter().any(|w| l.contains(w)) {
+        return None;
+    }
+    // llama.cpp's backend buffer after its CPU backend failed is the host's.
+    if marker == "unable to allocate backend buffer"
+        && lines[line.saturating_sub(3)..line].iter().any(|a| a.contains("cpu_buffer_type") || a.contains("CPU buffer"))
+    {
         return None;
     }
     Some(at)
@@ -1298,6 +1319,9 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
     host_memory(text).or_else(|| cuda_error(text))
 }
 
+/// Words a look-alike's description uses for a warning or a note: nothing failed.
+const NOT_A_FAILURE: &[&str] = &["nothing failed", "not an error", "not a failure", "Not a failure", "not the failure"];
+
 /// Words of a CUDA or HIP error, a CUDA library's status, or a driver's result code.
 const CUDA_ERROR_WORDS: &[&str] = &[
     "CUDA error: ",
@@ -1453,7 +1477,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
     let skipped = clean.contains(TRT_TACTIC_SKIPPED)
         || clean.contains("Skipping tactic") && clean.contains("could not be allocated")
         || clean.contains("memory allocation error during getBestTactic");
-    if skipped && !clean.contains("ould not find any implementation") {
+    // (Unless the message found is another framework's: a PyTorch OOM after the builder's
+    // probe is one. TensorRT's own `Error Code 2: OutOfMemory` beside a skipped tactic is the
+    // probe's.)
+    let tactic = |l: &str| {
+        ["could not be allocated", "getBestTactic", TRT_TACTIC_SKIPPED, "Skipping tactic", "Error Code 2: OutOfMemory"]
+            .iter()
+            .any(|w| l.contains(w))
+    };
+    if skipped
+        && !clean.contains("ould not find any implementation")
+        && find(&clean).is_none_or(|f| clean.lines().nth(f.line).is_some_and(tactic))
+    {
         return Err(InputError {
             path: path.to_path_buf(),
             line: 0,
@@ -1986,14 +2021,41 @@ fn generic(lines: &[&str]) -> Option<Found> {
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
         // `error: out of memory`).
         let around = || lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
+        let t = l.trim_start();
+        // (Not prose: advice, a question, a run that went well.)
+        let prose = t.starts_with("if ")
+            || t.starts_with("when ")
+            || ["?", "avoid", "prevent", "successfully"].iter().any(|w| l.contains(w));
         has(&l, RAN_OUT)
-            && (has(&l, ON_A_DEVICE) || has(&around(), ON_A_DEVICE) || l.contains("for kv cache"))
+            && !prose
+            && mentions_memory(&l)
+            && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache"))
             // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
             // words is the failure; not prose's `the GPU ran out of memory`.)
             && (has(&l, FAILED) || named_out_of_memory(&l) || l.contains("out of gpu memory"))
             && !has(&l, ON_THE_HOST)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// A device named in `l` (lower-cased): its short names (`hip`, `npu`) only at a word's start
+/// (not `shipment`).
+fn on_a_device(l: &str) -> bool {
+    ON_A_DEVICE.iter().any(|w| {
+        l.match_indices(w).any(|(at, _)| w.len() > 4 || at == 0 || !l.as_bytes()[at - 1].is_ascii_alphanumeric())
+    })
+}
+
+/// The line says what could not be had is memory (`failed to allocate device number` is not).
+fn mentions_memory(l: &str) -> bool {
+    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool"].iter().any(|w| l.contains(w))
+        // A size: digits, then a unit (`4 gb`, `896mb`).
+        || ["gb", "mb", "gib", "mib", "kb", "kib"].iter().any(|u| {
+            l.match_indices(u).any(|(at, _)| {
+                l[..at].trim_end().ends_with(|c: char| c.is_ascii_digit())
+                    && l.as_bytes().get(at + u.len()).is_none_or(|c| !c.is_ascii_alphabetic())
+            })
+        })
 }
 
 /// `... CudaCustomAllocator out of memory`, `GPU out of memory`: the word just before the
@@ -2668,8 +2730,8 @@ mod tests {
             "pycuda._driver.MemoryError: aligned_malloc failed: out of memory - aligned malloc failed",
             "ExternalError: CUDA error(2), out of memory. [Hint: 'cudaErrorMemoryAllocation'.] (at \
              /paddle/paddle/fluid/memory/allocation/pinned_allocator.cc:38)",
-            "llama_kv_cache_init: failed to allocate buffer for kv cache\n\
-             ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 4294967296",
+            "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 4294967296\n\
+             llama_kv_cache_init: failed to allocate buffer for kv cache",
         ] {
             assert!(!recognises(text) && not_an_oom(text).is_some(), "{text}");
         }
@@ -2752,6 +2814,42 @@ mod tests {
         assert!(not_an_oom(probe).is_some());
         let failed = format!("{probe}\n[E] [TRT] Internal error: could not find any implementation for node 9_full");
         assert!(parse(Path::new("t.txt"), &failed).is_ok());
+    }
+
+    /// The generic reader does not take prose, other resources or other programs' words for a
+    /// device's memory running out; a warning above a failure, or a crash below it, does not
+    /// hide the failure.
+    #[test]
+    fn the_generic_reader_reads_failures_not_prose() {
+        for text in [
+            "If you run out of GPU memory, lower the batch size or enable gradient checkpointing.",
+            "Warning  UnexpectedAdmissionError  pod/train-0  Failed to allocate device plugin resource for pod \
+             train-0: requested number of devices unavailable for nvidia.com/gpu.",
+            "We tried to seed the RNG. That was not possible with the old API.",
+            "ERROR orders.py:88 Failed to allocate shipment slot for order 1234 (warehouse full)",
+            "Debug.LogError: Maximum pool size exceeded for ObjectPool<Bullet>",
+        ] {
+            assert!(!recognises(text), "{text}");
+        }
+        for text in [
+            "WARNING 11-28 04:00:00 config.py:1234] Possibly too large swap space. 16.00 GiB out of the 31.26 GiB \
+             total CPU memory is allocated for the swap space.\nERROR: Not enough GPU memory to load the model weights \
+             on device cuda:0",
+            "ERROR: Out of GPU memory trying to allocate 8.016 MiB\nEffective GPU memory usage: 91.54% (14.446 \
+             GiB/15.782 GiB)\nSegmentation fault (core dumped)",
+            "fatal: GPU memory exhausted\n[1]    12345 killed     python train.py",
+        ] {
+            assert!(parse(Path::new("t.txt"), text).is_ok(), "{text}");
+        }
+        // A PyTorch OOM after TensorRT's probe is PyTorch's; llama.cpp's backend buffer after
+        // its CPU backend failed is the host's.
+        let text = "WARNING: [Torch-TensorRT] - Skipping tactic 0x0 due to exception Memory of size 4294967296 could \
+                    not be allocated\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has \
+                    a total capacity of 23.65 GiB of which 1.02 GiB is free.";
+        assert!(parse(Path::new("t.txt"), text).is_ok());
+        let text = "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 42949672960\n\
+                    llama_model_load: error loading model: unable to allocate backend buffer";
+        assert!(!recognises(text) && not_an_oom(text).is_some());
     }
 
     #[test]

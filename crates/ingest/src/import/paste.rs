@@ -459,6 +459,10 @@ fn starts_a_line(l: &str) -> bool {
     if matches!(t.trim(), "Killed" | "已杀死") {
         return true;
     }
+    // A shell's report of a crash is a line of its own.
+    if ["Segmentation fault", "Bus error", "Aborted", "Floating point exception"].iter().any(|p| t.starts_with(p)) {
+        return true;
+    }
     let glog = t.len() > 5
         && t.starts_with(['I', 'W', 'E', 'F'])
         && (t.as_bytes()[1..5].iter().all(u8::is_ascii_digit) && t.as_bytes().get(5) == Some(&b' ')
@@ -483,7 +487,13 @@ fn starts_a_line(l: &str) -> bool {
         .any(|p| t.starts_with(p))
         || t.split_once(": ").is_some_and(|(head, _)| {
             !head.contains(' ')
-                && (head.ends_with("Error") || head.ends_with("Exception") || head.ends_with("Exhausted"))
+                && (head.ends_with("Error") || head.ends_with("Exception") || head.ends_with("Exhausted")
+                    // A C program's log line that starts with its function's name
+                    // (`ggml_backend_cuda_buffer_type_alloc_buffer: allocating ...`).
+                    || head.len() >= 8
+                        && head.contains('_')
+                        && head.starts_with(|c: char| c.is_ascii_lowercase())
+                        && head.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
         })
 }
 
