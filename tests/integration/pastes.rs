@@ -50,6 +50,10 @@ const SETS: &[&str] = &[
     "messages-thirty-fifth",
     "messages-thirty-sixth",
     "messages-thirty-seventh",
+    "messages-thirty-eighth",
+    "messages-thirty-ninth",
+    "messages-fortieth",
+    "messages-forty-first",
 ];
 
 /// Every text of the sets: (set/file, text).

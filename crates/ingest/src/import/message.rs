@@ -156,6 +156,13 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("PT_DEVMEM Allocation failed", MessageFormat::DeviceRuntime),
     ("would exceed memory (size=", MessageFormat::DeviceRuntime),
     ("exceeding available bytes", MessageFormat::DeviceRuntime),
+    // PaddlePaddle's allocator failing, its message cut away: the exception's type, or the
+    // allocator's frames in its C++ traceback.
+    ("paddle::memory::allocation::BadAlloc", MessageFormat::DeviceRuntime),
+    ("paddle::memory::allocation::CUDAAllocator::AllocateImpl", MessageFormat::DeviceRuntime),
+    ("paddle::memory::allocation::StatAllocator::AllocateImpl", MessageFormat::DeviceRuntime),
+    // IPython's traceback header, TensorFlow's error glued to it, the message cut away.
+    ("ResourceExhaustedErrorTraceback", MessageFormat::DeviceRuntime),
     // Huawei Ascend (CANN): `Memory_Allocation_Failure(EL0004): Failed to allocate memory
     // requested by GE module.`, `Call rtMalloc fail, purpose: ..., size:N, device_id:0`.
     ("Memory_Allocation_Failure(EL0004)", MessageFormat::DeviceRuntime),
@@ -1168,6 +1175,14 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
     ),
     (
+        "0xC0000409",
+        "a crash on Windows (0xC0000409, a fail-fast or stack buffer overrun in native code), not an out-of-memory error on the GPU",
+    ),
+    (
+        "0xc0000409",
+        "a crash on Windows (0xC0000409, a fail-fast or stack buffer overrun in native code), not an out-of-memory error on the GPU",
+    ),
+    (
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
@@ -1419,6 +1434,12 @@ fn process_end(l: &str) -> Option<&'static str> {
         return Some(
             "a process that ended with SIGKILL (exit code -9, or 137 from a shell), usually by the Linux OOM killer \
              for host memory (RAM): the GPU's memory is not involved. `dmesg | grep -i oom` confirms it",
+        );
+    }
+    if exit_code(l, &["-11", "139"]) {
+        return Some(
+            "a process that crashed with SIGSEGV (exit code -11, or 139 = 128 + 11: a segmentation fault in native \
+             code), not an out-of-memory error on the GPU. Its own log, or python -X faulthandler, shows where",
         );
     }
     if exit_code(l, &["-7", "135"]) {
@@ -2701,6 +2722,7 @@ mod tests {
             "RuntimeError: Not enough VRAM to load the model on GPU",
             "fatal: GPU memory exhausted",
             "ERROR: Out of GPU memory",
+            "terminate called after throwing an instance of 'paddle::memory::allocation::BadAlloc'\n  what():",
             "RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease \
              `--max-batch-prefill-tokens`",
             "AssertionError: Insufficient space in device allocation",
@@ -2780,6 +2802,7 @@ mod tests {
             "vkQueueSubmit failed -4",
             "vkAllocateMemory failed -1000072003",
             "process 1 terminated with signal SIGSEGV",
+            "[launch.py:320:sigkill_handler] ['python', 'train.py'] exits with return code = -11",
             "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
             "The node was low on resource: memory. Container trainer was using 30712348Ki",
             "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception",
