@@ -323,8 +323,8 @@ fn find(text: &str) -> Option<Found> {
     }
     let lines: Vec<&str> = text.lines().collect();
     // Where each line starts in the text, to put a word found in the text on its line.
-    let starts: Vec<usize> = lines.iter().map(|l| l.as_ptr() as usize - text.as_ptr() as usize).collect();
-    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let starts = line_starts(text, &lines);
+    let line_of = |offset: usize| line_at(&starts, offset);
     // The markers in their order, most telling first: the first that matches anywhere names
     // the message, at the first line it matches on. Each is tried only on the lines that hold
     // its longest word, and the line above each (where a wrap may have started it).
@@ -1226,6 +1226,17 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Where each of `lines` (slices of `text`) starts in it: the markers' words are found in the
+/// whole text at once, then put on their lines.
+fn line_starts(text: &str, lines: &[&str]) -> Vec<usize> {
+    lines.iter().map(|l| l.as_ptr() as usize - text.as_ptr() as usize).collect()
+}
+
+/// The line (0-based) that holds byte `offset`, given where each line starts.
+fn line_at(starts: &[usize], offset: usize) -> usize {
+    starts.partition_point(|&s| s <= offset).saturating_sub(1)
+}
+
 /// `marker` in `line`, not inside a longer name: `MemoryError` is Python's host memory
 /// error, `torch.OutOfMemoryError` the GPU's.
 fn contains_word(line: &str, marker: &str) -> bool {
@@ -1257,8 +1268,8 @@ const ROOT_CAUSES: &[(&str, &str)] =
 
 fn first_look_alike(text: &str) -> Option<LookAlike> {
     let lines: Vec<&str> = text.lines().collect();
-    let starts: Vec<usize> = lines.iter().map(|l| l.as_ptr() as usize - text.as_ptr() as usize).collect();
-    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let starts = line_starts(text, &lines);
+    let line_of = |offset: usize| line_at(&starts, offset);
     // The first line any look-alike's words are on (on one line, the first in the list): each
     // is tried only on the lines that hold its longest word.
     let mut found: Option<(usize, usize, &'static str)> = None;
@@ -1306,7 +1317,7 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
         starts.push(at);
         at += l.trim().len();
     }
-    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let line_of = |offset: usize| line_at(&starts, offset);
     // The first pair (a break mid-word before one at a space, then the list's order).
     let mut first: Option<(usize, usize, usize, &'static str)> = None;
     for (order, &&(marker, what)) in broken.iter().enumerate() {
