@@ -2,6 +2,7 @@
 //! users already have gets the same report, verdict and UI as oomscope's own recordings.
 
 pub mod message;
+pub mod other_error;
 pub mod paste;
 pub mod snapshot;
 pub mod tf_log;
@@ -86,6 +87,19 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 look_alike(path, text).unwrap_or(e)
             }),
     };
+    // Not one oomscope knows by name, but an error all the same: said, with its own words.
+    let read = read.map_err(|e| match other_error::another_error(text) {
+        Some((line, words)) if e.message.starts_with("no out-of-memory") => InputError {
+            path: path.to_path_buf(),
+            line,
+            message: format!(
+                "not an out-of-memory error: the paste's error is `{words}`, a failure of another kind (nothing in \
+                 it says memory ran out). Look that error up as it is; if another run of this program ran out of \
+                 memory, paste that run's output"
+            ),
+        },
+        _ => e,
+    });
     match read {
         Ok(mut d) => {
             said(&mut d, &pasted);
