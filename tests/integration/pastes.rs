@@ -54,6 +54,10 @@ const SETS: &[&str] = &[
     "messages-thirty-ninth",
     "messages-fortieth",
     "messages-forty-first",
+    "messages-forty-second",
+    "messages-forty-third",
+    "messages-forty-fourth",
+    "messages-forty-fifth",
 ];
 
 /// Every text of the sets: (set/file, text).

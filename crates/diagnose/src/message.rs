@@ -610,8 +610,8 @@ fn budget_of(m: &Message, r: &Request, free: u64, live: u64) -> Budget {
         let outside = total.saturating_sub(free).saturating_sub(live + cached);
         let async_pool = matches!(m.format, MessageFormat::TorchAsync | MessageFormat::XlaAsync);
         // cudaMallocAsync's pool keeps what was freed: beyond half a GiB for a context (lazy
-        // loading keeps it small), what holds the request is the pool's.
-        if async_pool && outside >= ASYNC_CONTEXT + r.requested && outside < CONTEXT_ALLOWANCE + INFERRED_OTHERS {
+        // loading keeps it small), what holds the request is the pool's, however much it is.
+        if async_pool && outside >= ASYNC_CONTEXT + r.requested {
             cached = outside - ASYNC_CONTEXT;
             pool_inferred = true;
         } else if outside >= CONTEXT_ALLOWANCE + INFERRED_OTHERS {

@@ -71,6 +71,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // OpenCL's failed buffer allocation; OpenVINO's GPU plugin.
     ("CL_MEM_OBJECT_ALLOCATION_FAILURE", MessageFormat::DeviceRuntime),
     ("out of GPU resources", MessageFormat::DeviceRuntime),
+    // (Its advice after the OpenCL status: `reduce memory consumption ... to avoid
+    // CL_OUT_OF_RESOURCES exception`.)
+    ("CL_OUT_OF_RESOURCES exception", MessageFormat::DeviceRuntime),
     ("Could not create cudnn handle", MessageFormat::Cudnn),
     // PyTorch when no convolution algorithm's workspace fits (its usual cause), and TF's
     // cuBLAS that could get no memory beside TF's pool: OOMs in disguise.
@@ -1260,6 +1263,15 @@ pub fn not_an_oom(text: &str) -> Option<LookAlike> {
     Some(found)
 }
 
+/// A kernel's bad access or failed check anywhere in `text`, which leaves the CUDA context
+/// unusable: a cuDNN or cuBLAS handle that then fails to initialise (`CUDNN_STATUS_NOT_INITIALIZED`
+/// after `error=700 : an illegal memory access`) is its symptom, not memory run out.
+pub fn root_cause(text: &str) -> Option<LookAlike> {
+    ROOT_CAUSES.iter().find_map(|(marker, what)| {
+        text.lines().position(|l| l.contains(marker)).map(|i| LookAlike { line: i + 1, what })
+    })
+}
+
 /// What cuDNN says when an earlier kernel's failure reaches it.
 const CUDNN_SYMPTOMS: &[&str] = &[CUDNN_INTERNAL, CUDNN_EXECUTION];
 /// Failures that cuDNN's errors are often the symptom of.
@@ -1363,6 +1375,8 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUDA driver error",
     "THCudaCheck FAIL",
     "CUDA error (code",
+    // CNTK's and ONNX Runtime's `CUDA failure 30: unknown error ; GPU=0 ; ... expr=...`.
+    "CUDA failure ",
     "CUTENSOR_STATUS_",
     "HSA_STATUS_ERROR",
     // OpenCV's CUDA module: `(-217:Gpu API call) unknown error in function 'allocate'`.
@@ -1437,6 +1451,12 @@ fn process_end(l: &str) -> Option<&'static str> {
     if let Some(what) = vulkan_allocation(l) {
         return Some(what);
     }
+    if kernel_shared_memory(l) {
+        return Some(
+            "a kernel that needs more shared memory per block than the GPU offers (on-chip memory a launch asks \
+             for, fixed by the GPU's architecture): a limit of the kernel's configuration, not device memory",
+        );
+    }
     // (Only where a code or a status is named: the words are looked for lower-cased.)
     if !(l.contains("ode") || l.contains("ODE") || l.contains("tatus") || l.contains("TATUS")) {
         return None;
@@ -1461,6 +1481,17 @@ fn process_end(l: &str) -> Option<&'static str> {
         );
     }
     None
+}
+
+/// `insufficient shared memory available on the GPU` (tiny-cuda-nn's fused MLP), `not enough
+/// shared memory`: a kernel's per-block shared memory, not /dev/shm's (a DataLoader's `(shm)`,
+/// its workers).
+fn kernel_shared_memory(l: &str) -> bool {
+    let l = l.to_ascii_lowercase();
+    ["insufficient shared memory", "not enough shared memory", "exceeds the shared memory", "too much shared memory"]
+        .iter()
+        .any(|w| l.contains(w))
+        && !["shm", "worker", "dataloader", "/dev/"].iter().any(|w| l.contains(w))
 }
 
 /// A launcher's or shell's report of a process's exit code, one of `codes` (-9 or 137 for
@@ -2058,16 +2089,74 @@ fn generic(lines: &[&str]) -> Option<Found> {
         let prose = t.starts_with("if ")
             || t.starts_with("when ")
             || ["?", "avoid", "prevent", "successfully"].iter().any(|w| l.contains(w));
-        has(&l, RAN_OUT)
+        // (Blender's Cycles: `out of GPU and shared host memory`, the device's memory and the
+        // mapped host memory it overflows into: the device's.)
+        let l = host_as_overflow(&l);
+        (has(&l, RAN_OUT) || ran_out_of_some(&l))
             && !prose
             && mentions_memory(&l)
             && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache"))
             // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
-            // words is the failure; not prose's `the GPU ran out of memory`.)
-            && (has(&l, FAILED) || named_out_of_memory(&l) || l.contains("out of gpu memory"))
-            && !has(&l, ON_THE_HOST)
+            // words is the failure; not prose's `the GPU ran out of memory`. A runtime's message
+            // that begins with the words says so itself: `Out of memory in cuStreamCreate(...)`,
+            // hashcat's `* Device #1: Not enough allocatable device memory for this attack.`)
+            && (has(&l, FAILED)
+                || named_out_of_memory(&l)
+                || l.contains("out of gpu memory")
+                || opens_a_message(&l))
+            && !on_the_host(&l)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// `not enough allocatable device memory`, `out of the memory`: memory run out, in words with
+/// others between (up to three; never `shared memory`, a kernel's per-block memory or the
+/// host's /dev/shm).
+fn ran_out_of_some(l: &str) -> bool {
+    ["not enough ", "insufficient ", "out of "].iter().any(|head| {
+        l.match_indices(head).any(|(at, _)| {
+            let words: Vec<&str> = l[at + head.len()..].split_whitespace().take(4).collect();
+            let memory = words.iter().position(|w| w.starts_with("memory") || w.starts_with("vram"));
+            memory.is_some_and(|m| !words[..m].contains(&"shared"))
+        })
+    })
+}
+
+/// The words that say memory ran out open the line's message: at its start, or after a
+/// label's colon or a log's bracket (`* Device #1: Not enough ...`, `Out of memory in ...`).
+fn opens_a_message(l: &str) -> bool {
+    let at = ["out of ", "not enough ", "insufficient "].iter().filter_map(|w| l.find(w)).min();
+    at.is_some_and(|at| {
+        let before = l[..at].trim_end().trim_end_matches(['*', '`', '"', '\'', '>']).trim_end();
+        before.is_empty() || before.ends_with(':') || before.ends_with(']')
+    })
+}
+
+/// The line with the host memory a device's overflows into (`gpu and shared host memory`)
+/// named as the device's alone (`l` lower-cased).
+fn host_as_overflow(l: &str) -> String {
+    let mut out = l.to_string();
+    for device in ["gpu", "device", "vram"] {
+        for overflow in [" and shared host memory", " and host memory", " and shared system memory"] {
+            out = out.replace(&format!("{device}{overflow}"), &format!("{device} memory"));
+        }
+    }
+    out
+}
+
+/// The host named in `l` (lower-cased) as a word (`host`, not `hostname=` or the machine's
+/// name after it, `hostname=iw-log-host`; `cpu`, not a longer name holding it).
+fn on_the_host(l: &str) -> bool {
+    let l = l.split_whitespace().filter(|w| !w.starts_with("hostname")).collect::<Vec<_>>().join(" ");
+    let l = l.as_str();
+    ON_THE_HOST.iter().any(|w| {
+        let w = w.trim_start();
+        l.match_indices(w).any(|(at, _)| {
+            let before = l[..at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric());
+            let after = l[at + w.len()..].chars().next().is_none_or(|c| !c.is_ascii_alphabetic());
+            before && after
+        })
+    })
 }
 
 /// A device named in `l` (lower-cased): its short names (`hip`, `npu`) only at a word's start
@@ -2100,6 +2189,45 @@ fn named_out_of_memory(l: &str) -> bool {
 /// The old form's clauses.
 const OLD_FORM_LABELS: &[&str] =
     &["total capacity", "already allocated", " free", " allowed", "reserved in total by PyTorch", " cached", " cache"];
+
+/// `8.63GiB resrved in total by Pytorch`: a clause whose words are a label of the old form
+/// retyped with a letter or two wrong (at most one in eight), as that label; else as it is.
+fn relabelled(part: &str) -> String {
+    if OLD_FORM_LABELS.iter().any(|l| part.ends_with(l)) {
+        return part.to_string();
+    }
+    // The figure and its unit, then the words.
+    let Some(unit_end) =
+        part.find(|c: char| c.is_ascii_alphabetic()).and_then(|u| part[u..].find(char::is_whitespace).map(|w| u + w))
+    else {
+        return part.to_string();
+    };
+    let words = part[unit_end..].trim().to_ascii_lowercase();
+    let close = OLD_FORM_LABELS.iter().find(|label| {
+        let label = label.trim().to_ascii_lowercase();
+        label.len() >= 8 && edit_distance(&words, &label) <= label.len() / 8
+    });
+    match close {
+        Some(label) => format!("{} {}", &part[..unit_end], label.trim()),
+        None => part.to_string(),
+    }
+}
+
+/// Levenshtein's distance between two short strings (bytes).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut diagonal = row[0];
+        row[0] = i;
+        for j in 1..=b.len() {
+            let above = row[j];
+            row[j] = (above + 1).min(row[j - 1] + 1).min(diagonal + usize::from(a[i - 1] != b[j - 1]));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
 
 /// `part` (`3.66 GiB reserved i n total by PyTorch`) with the one space removed that a line
 /// break mid-word left where a paste's repair joined the halves with one, when that makes it
@@ -2256,7 +2384,7 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
             let p = if cut {
                 completed(p, &["reserved in total by PyTorch", "cached", "free", "already allocated"])
             } else {
-                mended(p)
+                relabelled(&mended(p))
             };
             let p = p.as_str();
             if p.ends_with("total capacity") {
@@ -3017,5 +3145,38 @@ mod tests {
         assert!(not_an_oom("RuntimeError: CUDA error: an illegal memory access was encountered").is_some());
         assert!(not_an_oom("RuntimeError: CUDA error: out of memory").is_none());
         assert!(!recognises("RuntimeError: CUDA error: device-side assert triggered"));
+    }
+
+    /// The generic reader's words: phrases with words between, a message that opens with them,
+    /// the host's memory only where the host is named as a word.
+    #[test]
+    fn generic_words_and_their_limits() {
+        assert!(ran_out_of_some("* device #1: not enough allocatable device memory for this attack."));
+        assert!(ran_out_of_some("cuda out of the memory. tried"));
+        assert!(!ran_out_of_some("fullyfusedmlp: insufficient shared memory available on the gpu."));
+        assert!(!ran_out_of_some("out of patience, the run took more memory than planned later"));
+        assert!(opens_a_message("out of memory in custreamcreate(&s)"));
+        assert!(opens_a_message("* device #1: not enough allocatable device memory"));
+        assert!(!opens_a_message("the gpu ran out of memory again"));
+        assert_eq!(host_as_overflow("system is out of gpu and shared host memory"), "system is out of gpu memory");
+        assert!(!on_the_host("cuda failure 2: out of memory ; gpu=0 ; hostname=iw-log-host ; expr=cudamalloc(("));
+        assert!(on_the_host("failed to allocate host memory"));
+        assert!(on_the_host("out of memory on the cpu"));
+        assert!(!on_the_host("out of memory in cpufreq_driver"));
+        let lines = ["Out of memory in cuStreamCreate(&s, 0) (intern/cycles/device/cuda/queue.cpp:21)"];
+        assert!(generic(&lines).is_some());
+        let lines = ["CUDA failure 2: out of memory ; GPU=0 ; hostname=IW-LOG-HOST ; expr=cudaMalloc(("];
+        assert!(generic(&lines).is_some());
+    }
+
+    /// A clause's label retyped with a letter wrong is that label; a far one is not.
+    #[test]
+    fn old_form_labels_retyped() {
+        assert_eq!(relabelled("8.63GiB resrved in total by Pytorch"), "8.63GiB reserved in total by PyTorch");
+        assert_eq!(relabelled("5.99 GiB alredy allocated"), "5.99 GiB already allocated");
+        assert_eq!(relabelled("1.7GiB free"), "1.7GiB free");
+        assert_eq!(relabelled("3.00 GiB held by nobody"), "3.00 GiB held by nobody");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

@@ -62,6 +62,14 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: CACHING_HOST.into() }),
                 None => Ok(d),
             })
+            .and_then(|d| match handle_after_a_fault(&d, text) {
+                Some(l) => Err(InputError {
+                    path: path.to_path_buf(),
+                    line: l.line,
+                    message: format!("not an out-of-memory error of the GPU: this is {}", l.what),
+                }),
+                None => Ok(d),
+            })
             .map_err(|e| look_alike(path, text).unwrap_or(e)),
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
             .and_then(|d| match pinned_host(text) {
@@ -165,18 +173,51 @@ fn pinned_host(text: &str) -> Option<usize> {
     first
 }
 
+/// A cuDNN or cuBLAS handle that failed without figures, in a text where a kernel's illegal
+/// access or failed assert came first: the fault, which leaves the context unusable, is the
+/// cause (read as an out-of-memory error, the handle's failure would send the user after
+/// memory that was never short).
+fn handle_after_a_fault(d: &Dump, text: &str) -> Option<message::LookAlike> {
+    let m = d.imported.as_ref()?.message.as_ref()?;
+    if !matches!(m.format, oomscope_format::MessageFormat::Cudnn | oomscope_format::MessageFormat::Cublas) {
+        return None;
+    }
+    message::root_cause(text).filter(|l| l.line <= m.line as usize)
+}
+
 const CACHING_HOST: &str = "not an out-of-memory error of the GPU: this is a pinned host memory allocator running \
      out (PyTorch's CachingHostAllocator, a runtime's page-locked host buffer): RAM for copies to and from the GPU \
      (`pin_memory=True`, `.pin_memory()`, a host buffer), not the GPU's memory. Pin less at once (fewer DataLoader \
      workers or a smaller prefetch), or pin_memory=False";
 
 /// The line of an out-of-memory error raised in a pinned host allocator: PyTorch's
-/// (`cuda runtime error (2) : out of memory at .../THCCachingHostAllocator.cpp:296`), when no
-/// other line of the text is a GPU's out-of-memory error; or one whose traceback's frames are
-/// a page-locked host buffer's (AMDGPU.jl's `Mem.HostBuffer`).
+/// (`cuda runtime error (2) : out of memory at .../THCCachingHostAllocator.cpp:296`) or a
+/// driver's page-locked allocation, when no other line of the text is a GPU's out-of-memory
+/// error; or one whose traceback's frames are a page-locked host buffer's (AMDGPU.jl's
+/// `Mem.HostBuffer`).
 fn caching_host(text: &str) -> Option<usize> {
-    let oom = |l: &str| l.contains("out of memory") || l.contains("OutOfMemory");
-    let host = |l: &str| l.contains("CachingHostAllocator");
+    let oom = |l: &str| {
+        ["out of memory", "OutOfMemory", "OutOfDeviceMemory", "OUT_OF_MEMORY", "ailed to allocate"]
+            .iter()
+            .any(|w| l.contains(w))
+    };
+    // PyTorch's pinned allocator; the drivers' page-locked allocations (`failed on
+    // cuMemAllocHost: CUDA_ERROR_OUT_OF_MEMORY`); ggml's `Failed to allocate pinned memory`.
+    let host = |l: &str| {
+        [
+            "CachingHostAllocator",
+            "pinned memory",
+            "pinned host",
+            "cuMemAllocHost",
+            "cudaHostAlloc",
+            "cudaMallocHost",
+            "hipHostMalloc",
+            "hipMallocHost",
+            "page-locked",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+    };
     if let Some(i) = text.lines().position(|l| oom(l) && host(l)) {
         return text.lines().all(|l| !oom(l) || host(l)).then_some(i + 1);
     }
