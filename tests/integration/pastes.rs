@@ -339,6 +339,15 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         "Error: failed to allocate 4294967296 bytes on device 0 (out of memory)",
         "terminate called after throwing an instance of 'std::runtime_error'\n  what():  [mylib] device_buffer.cpp:42\n\
          error: out of memory",
+        // The same in other words: a device's memory short, an allocation on it failed, `OOM`.
+        "Error: GPU memory is insufficient for this operation",
+        "RuntimeError: memory allocation on GPU failed",
+        "what():  hipMalloc failed.",
+        "[ERROR] CUDA OOM at step 100, batch size 64",
+        "RuntimeError: [MPS] out of memory",
+        "* Device #1: Not enough allocatable device memory for this attack.",
+        "Out of memory in cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) (intern/cycles/device/cuda/queue.cpp:21)",
+        "System is out of GPU and shared host memory",
     ];
     for text in oom {
         let d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None)
@@ -362,11 +371,37 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         ("Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space", "Java virtual machine"),
         // No runtime oomscope knows, in the host's memory.
         ("fatal: mmap: failed to allocate 8589934592 bytes of host memory", "host's memory (RAM)"),
+        ("FullyFusedMLP: insufficient shared memory available on the GPU.", "shared memory per block"),
+        (
+            "ggml_vulkan: Failed to allocate pinned memory (Requested buffer size exceeds device buffer size limit: ErrorOutOfDeviceMemory)",
+            "pinned host memory",
+        ),
+        ("failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python", "SIGABRT"),
     ];
     for (text, says) in refused {
         let e = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap_err().to_string();
         assert!(e.contains("not an out-of-memory error of the GPU") && e.contains(says), "{text}: {e}");
     }
+    // An error of another kind, in no look-alike's words: refused with its own line; one
+    // with memory's words in it is left to say what was looked for.
+    let e = import::import(
+        Path::new("paste.txt"),
+        b"Traceback (most recent call last):\n  File \"t.py\", line 1\n\
+        RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
+        None,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 3);
+    assert!(
+        e.message.starts_with("not an out-of-memory error: the paste's error is `RuntimeError: Expected all tensors"),
+        "{e}"
+    );
+    let nans = "modules.devices.NansException: A tensor with all NaNs was produced: not enough precision";
+    let e = import::import(Path::new("paste.txt"), nans.as_bytes(), None, None).unwrap_err();
+    assert!(e.message.contains("the paste's error is `modules.devices.NansException"), "{e}");
+    let e = import::import(Path::new("paste.txt"), b"loss 0.3 at step 200\n", None, None).unwrap_err();
+    assert!(e.message.starts_with("no out-of-memory error found"), "{e}");
 }
 
 /// Every out-of-memory error of a paste is reported, each with the verdict of its own figures:

@@ -321,8 +321,12 @@ fn find(text: &str) -> Option<Found> {
     // every line).
     let candidates: Vec<(usize, &(&str, MessageFormat))> =
         MARKERS.iter().enumerate().filter(|(_, (marker, _))| text.contains(longest_word(marker))).collect();
-    if candidates.is_empty() && !text.contains("Buffer ") && !any_of(&text.to_ascii_lowercase(), RAN_OUT) {
-        return None;
+    if candidates.is_empty() && !text.contains("Buffer ") {
+        let lower = text.to_ascii_lowercase();
+        let generic_words = |l: &str| any_of(l, RAN_OUT) || ran_out_of_some(l) || allocation_failed(l) || oom_word(l);
+        if !generic_words(&lower) {
+            return None;
+        }
     }
     let lines: Vec<&str> = text.lines().collect();
     // Where each line starts in the text, to put a word found in the text on its line.
@@ -1473,6 +1477,13 @@ fn process_end(l: &str) -> Option<&'static str> {
              code), not an out-of-memory error on the GPU. Its own log, or python -X faulthandler, shows where",
         );
     }
+    if exit_code(l, &["-6", "134"]) {
+        return Some(
+            "a process that ended with SIGABRT (exit code -6, or 134 = 128 + 6): a native library aborted (a failed \
+             check, an uncaught C++ exception), not an out-of-memory error on the GPU. The lines before the exit \
+             (`terminate called ...`, `Assertion ... failed`) say which",
+        );
+    }
     if exit_code(l, &["-7", "135"]) {
         return Some(
             "a process that ended with SIGBUS (exit code -7, or 135 = 128 + 7), most often shared memory (/dev/shm) \
@@ -2032,6 +2043,8 @@ const RAN_OUT: &[&str] = &[
     "out of vram",
     "out of video memory",
     "memory exhausted",
+    "memory is insufficient",
+    "memory insufficient",
     "allocation failed",
     "alloc failed",
     "failed to alloc",
@@ -2066,6 +2079,12 @@ const ON_A_DEVICE: &[&str] = &[
     "thrust::",
     // OneFlow's exceptions (`oneflow::RuntimeException` ... `what(): Error: out of memory`).
     "oneflow::",
+    // Apple's, Google's, Cambricon's, Intel Gaudi's and Hygon's devices, by their short names.
+    "mps",
+    "tpu",
+    "mlu",
+    "hpu",
+    "dcu",
 ];
 /// Words that put it in the host's memory instead.
 const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
@@ -2092,7 +2111,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
         // (Blender's Cycles: `out of GPU and shared host memory`, the device's memory and the
         // mapped host memory it overflows into: the device's.)
         let l = host_as_overflow(&l);
-        (has(&l, RAN_OUT) || ran_out_of_some(&l))
+        (has(&l, RAN_OUT) || ran_out_of_some(&l) || allocation_failed(&l) || oom_word(&l))
             && !prose
             && mentions_memory(&l)
             && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache"))
@@ -2102,6 +2121,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
             // hashcat's `* Device #1: Not enough allocatable device memory for this attack.`)
             && (has(&l, FAILED)
                 || named_out_of_memory(&l)
+                || named_oom(&l)
                 || l.contains("out of gpu memory")
                 || opens_a_message(&l))
             && !on_the_host(&l)
@@ -2112,7 +2132,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
 /// `not enough allocatable device memory`, `out of the memory`: memory run out, in words with
 /// others between (up to three; never `shared memory`, a kernel's per-block memory or the
 /// host's /dev/shm).
-fn ran_out_of_some(l: &str) -> bool {
+pub(crate) fn ran_out_of_some(l: &str) -> bool {
     ["not enough ", "insufficient ", "out of "].iter().any(|head| {
         l.match_indices(head).any(|(at, _)| {
             let words: Vec<&str> = l[at + head.len()..].split_whitespace().take(4).collect();
@@ -2120,6 +2140,45 @@ fn ran_out_of_some(l: &str) -> bool {
             memory.is_some_and(|m| !words[..m].contains(&"shared"))
         })
     })
+}
+
+/// `memory allocation on GPU failed`: an allocation, then a few words on in the same clause,
+/// its failure (not `allocation succeeded; later the download failed`).
+fn allocation_failed(l: &str) -> bool {
+    l.match_indices("alloc").any(|(at, _)| {
+        let mut words = l[at..].split_whitespace();
+        let clause_ends = |w: &str| w.ends_with([';', ',', '.']);
+        if words.next().is_none_or(clause_ends) {
+            return false;
+        }
+        for w in words.take(5) {
+            if w.starts_with("fail") {
+                return true;
+            }
+            if clause_ends(w) {
+                return false;
+            }
+        }
+        false
+    })
+}
+
+/// `oom` as a word (`CUDA OOM at step 100`), not inside one (`room`, `zoom`).
+fn oom_word(l: &str) -> bool {
+    l.match_indices("oom").any(|(at, _)| {
+        let before = l[..at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric());
+        let after = l[at + 3..].chars().next().is_none_or(|c| !c.is_ascii_alphanumeric());
+        before && after
+    })
+}
+
+/// `CUDA OOM`, `GPU OOM`: a device named just before the word.
+fn named_oom(l: &str) -> bool {
+    oom_word(l)
+        && l.split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w[1].trim_matches(|c: char| !c.is_ascii_alphanumeric()) == "oom" && any_of(w[0], ON_A_DEVICE))
 }
 
 /// The words that say memory ran out open the line's message: at its start, or after a
@@ -2169,7 +2228,8 @@ fn on_a_device(l: &str) -> bool {
 
 /// The line says what could not be had is memory (`failed to allocate device number` is not).
 fn mentions_memory(l: &str) -> bool {
-    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool"].iter().any(|w| l.contains(w))
+    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool", "malloc"].iter().any(|w| l.contains(w))
+        || oom_word(l)
         // A size: digits, then a unit (`4 gb`, `896mb`).
         || ["gb", "mb", "gib", "mib", "kb", "kib"].iter().any(|u| {
             l.match_indices(u).any(|(at, _)| {
@@ -3167,6 +3227,20 @@ mod tests {
         assert!(generic(&lines).is_some());
         let lines = ["CUDA failure 2: out of memory ; GPU=0 ; hostname=IW-LOG-HOST ; expr=cudaMalloc(("];
         assert!(generic(&lines).is_some());
+    }
+
+    /// An allocation that failed, `OOM` as a word after a device's name.
+    #[test]
+    fn allocation_failures_and_oom_as_a_word() {
+        assert!(allocation_failed("memory allocation on gpu failed"));
+        assert!(!allocation_failed("allocation succeeded; later the download failed"));
+        assert!(oom_word("[error] cuda oom at step 100") && named_oom("[error] cuda oom at step 100"));
+        assert!(!oom_word("zoom in the room"));
+        assert!(!named_oom("oom at step 100"));
+        assert_eq!(
+            process_end("failed (exitcode: -6) local_rank: 0 (pid: 1234)").map(|w| w.contains("SIGABRT")),
+            Some(true)
+        );
     }
 
     /// A clause's label retyped with a letter wrong is that label; a far one is not.

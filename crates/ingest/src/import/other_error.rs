@@ -27,6 +27,8 @@ const MEMORY_WORDS: &[&str] = &[
     // OpenCL's and HSA's `out of resources`: memory, as often as not.
     "out of resource",
     "out_of_resource",
+    "memory is insufficient",
+    "memory insufficient",
 ];
 
 /// Crash and abort lines as shells and runtimes print them (case as printed).
@@ -45,7 +47,11 @@ const CRASHES: &[&str] = &[
 /// The error a text shows: its line (1-based, in `text`) and its words, trimmed.
 pub fn another_error(text: &str) -> Option<(usize, String)> {
     let lower = text.to_lowercase();
-    if MEMORY_WORDS.iter().any(|w| lower.contains(w)) || has_word(&lower, "oom") {
+    // (Also in other words: `not enough allocatable device memory`, `insufficient VRAM`.)
+    if MEMORY_WORDS.iter().any(|w| lower.contains(w))
+        || has_word(&lower, "oom")
+        || super::message::ran_out_of_some(&lower)
+    {
         return None;
     }
     let lines: Vec<&str> = text.lines().collect();
