@@ -348,6 +348,9 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         "* Device #1: Not enough allocatable device memory for this attack.",
         "Out of memory in cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) (intern/cycles/device/cuda/queue.cpp:21)",
         "System is out of GPU and shared host memory",
+        // Cut inside the words at the paste's end.
+        "RuntimeError: CUDA out of mem",
+        "RuntimeError: CUDA error: out of memo",
     ];
     for text in oom {
         let d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None)

@@ -45,6 +45,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("MPS backend out of memory", MessageFormat::TorchMps),
     ("Ran out of memory in memory space", MessageFormat::XlaHbm),
     ("Out of memory while trying to allocate", MessageFormat::XlaRuntime),
+    // (The same cut before its figure: `RESOURCE_EXHAUSTED: Out of memory whil`; not XLA's CPU
+    // backend's `Out of memory allocating N bytes`, host memory.)
+    ("RESOURCE_EXHAUSTED: Out of memory wh", MessageFormat::XlaRuntime),
     ("Failed to allocate request for", MessageFormat::XlaRuntime),
     ("That was not possible. There are", MessageFormat::XlaRuntime),
     // The same without its free figures (`Attempting to reserve 6.14G at the bottom of memory.
@@ -324,7 +327,7 @@ fn find(text: &str) -> Option<Found> {
     if candidates.is_empty() && !text.contains("Buffer ") {
         let lower = text.to_ascii_lowercase();
         let generic_words = |l: &str| any_of(l, RAN_OUT) || ran_out_of_some(l) || allocation_failed(l) || oom_word(l);
-        if !generic_words(&lower) {
+        if !generic_words(&lower) && !cut_in_oom_words(text) {
             return None;
         }
     }
@@ -1396,6 +1399,9 @@ fn cuda_error(text: &str) -> Option<LookAlike> {
     }
     // (Not a line that says memory ran out: a runtime's OOM in words the reader has not met is
     // read as one, by the generic reader.)
+    if cut_in_oom_words(text) {
+        return None;
+    }
     let line = text.lines().position(|l| {
         CUDA_ERROR_WORDS.iter().any(|w| l.contains(w))
             && !any_of(&l.to_ascii_lowercase(), RAN_OUT)
@@ -2098,6 +2104,13 @@ const FAILED: &[&str] = &["error", "fail", "exception", "panic", "abort", "fatal
 /// for kv cache` alone; a host buffer's failure before it is a look-alike's words.)
 fn generic(lines: &[&str]) -> Option<Found> {
     let has = any_of;
+    // A last line cut inside the words (`RuntimeError: CUDA out of mem`) on a device's line is
+    // one, as far as it goes.
+    let last = lines.iter().rposition(|l| !l.trim().is_empty());
+    let cut = last.filter(|&i| cut_in_oom_words(lines[i]) && on_a_device(&lines[i].to_ascii_lowercase()));
+    if cut.is_some() && (0..lines.len()).all(|i| Some(i) == cut || !any_of(&lines[i].to_ascii_lowercase(), RAN_OUT)) {
+        return cut.map(|line| Found { format: MessageFormat::DeviceRuntime, line, at: 0 });
+    }
     let line = (0..lines.len()).find(|&i| {
         let l = lines[i].to_ascii_lowercase();
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
@@ -2138,6 +2151,36 @@ pub(crate) fn ran_out_of_some(l: &str) -> bool {
             let words: Vec<&str> = l[at + head.len()..].split_whitespace().take(4).collect();
             let memory = words.iter().position(|w| w.starts_with("memory") || w.starts_with("vram"));
             memory.is_some_and(|m| !words[..m].contains(&"shared"))
+        })
+    })
+}
+
+/// Words of memory running out that a cut may have left half of at a paste's end, and how
+/// much of them must be left to say so (past their first word, which alone says little:
+/// `failed`, `out of`).
+const CUT_OOM_WORDS: &[(&str, usize)] = &[
+    ("out of memory", 8),
+    ("outofmemoryerror", 6),
+    ("resource_exhausted", 10),
+    ("resourceexhausted", 9),
+    ("cudaerrormemoryallocation", 10),
+    ("cuda_error_out_of_memory", 12),
+    ("failed to allocate", 11),
+    ("cannot allocate", 8),
+    ("could not allocate", 11),
+    ("not enough memory", 12),
+    ("insufficient memory", 14),
+];
+
+/// The paste's last line ends inside words of memory running out (`CUDA error: out of memo`,
+/// `torch.cuda.OutOfMem`): what it was cut from was an out-of-memory error, whatever the rest
+/// reads as.
+pub(crate) fn cut_in_oom_words(text: &str) -> bool {
+    let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) else { return false };
+    let l = last.trim_end().trim_end_matches(['`', '*', '"', '\'']).to_ascii_lowercase();
+    CUT_OOM_WORDS.iter().any(|&(w, least)| {
+        (least..w.len()).any(|k| {
+            l.ends_with(&w[..k]) && l[..l.len() - k].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
         })
     })
 }

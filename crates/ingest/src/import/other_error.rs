@@ -48,7 +48,8 @@ const CRASHES: &[&str] = &[
 pub fn another_error(text: &str) -> Option<(usize, String)> {
     let lower = text.to_lowercase();
     // (Also in other words: `not enough allocatable device memory`, `insufficient VRAM`.)
-    if MEMORY_WORDS.iter().any(|w| lower.contains(w))
+    if super::message::cut_in_oom_words(text)
+        || MEMORY_WORDS.iter().any(|w| lower.contains(w))
         || has_word(&lower, "oom")
         || super::message::ran_out_of_some(&lower)
     {
@@ -142,6 +143,9 @@ mod tests {
         assert_eq!(another_error("RuntimeError: something\nCUDA out of memory\n"), None);
         assert_eq!(another_error("ValueError: bad\nfailed to allocate 2 GiB\n"), None);
         assert_eq!(another_error("ERROR: OOM at step 3\n"), None);
+        // Cut inside the words: `out of mem`, `OutOfMem`.
+        assert_eq!(another_error("RuntimeError: CUDA out of mem\n"), None);
+        assert_eq!(another_error("Traceback ...\ntorch.cuda.OutOfMem\n"), None);
         // Not an error: a run's progress.
         assert_eq!(another_error("loss 0.31 at step 200\nall good\n"), None);
     }
