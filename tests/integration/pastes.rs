@@ -58,6 +58,10 @@ const SETS: &[&str] = &[
     "messages-forty-third",
     "messages-forty-fourth",
     "messages-forty-fifth",
+    "messages-forty-sixth",
+    "messages-forty-seventh",
+    "messages-forty-eighth",
+    "messages-forty-ninth",
 ];
 
 /// Every text of the sets: (set/file, text).

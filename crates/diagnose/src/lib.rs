@@ -559,9 +559,10 @@ fn pool_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
     }
     // TF's occupancy bar draws the pool: one without a free cell (`_`) is a pool that grew
     // only as far as what is in use, the rest of the limit never its (a device that refused
-    // more, or another report's bar).
+    // more, or another report's bar). Not where what is free is less than one cell (a
+    // hundredth of the pool): scattered, it leaves no cell free to draw.
     let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
-    if bar.is_some_and(|bar| !bar.contains('_')) {
+    if bar.is_some_and(|bar| !bar.contains('_')) && free >= limit / 100 {
         return None;
     }
     Some(StateDiagnosis {

@@ -177,6 +177,9 @@ pub enum MessageFix {
     /// A TPU buffer that did not fit: free buffers, donate, or a smaller batch (`short`:
     /// what was missing; `fragmented`: enough was free, in pieces).
     TpuBuffer { short: u64, fragmented: bool },
+    /// A runtime's buffer that fit the free memory but not its largest free piece: free what
+    /// splits it, or a buffer no larger than `largest`.
+    BufferInPieces { request: u64, largest: u64 },
     /// vLLM: a shorter max length (`fits`: what vLLM estimates fits), more of the GPU, or the
     /// KV cache shared or made smaller.
     VllmKvCache { fits: Option<u64>, short: u64 },
@@ -353,6 +356,26 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
                 total: m.total,
             },
             fix: MessageFix::TpuBuffer { short: r.requested.saturating_sub(free), fragmented },
+            breakdown: b,
+        };
+    }
+    // A runtime that prints its largest free piece beside the free memory (Tenstorrent's bank
+    // manager): a request within the free memory but past the largest piece is memory in
+    // pieces, said by the runtime itself.
+    if let (Some(r), Some(free), Some(largest)) = (&request, m.free, m.largest_free)
+        && m.format != MessageFormat::TpuRuntime
+        && r.requested <= free
+        && r.requested > largest
+    {
+        return MessageDiagnosis {
+            cause: MessageCause::DeviceBuffer {
+                format: m.format,
+                request: r.requested,
+                free,
+                largest: Some(largest),
+                total: m.total,
+            },
+            fix: MessageFix::BufferInPieces { request: r.requested, largest },
             breakdown: b,
         };
     }

@@ -522,6 +522,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              PYTORCH_CUDA_ALLOC_CONF) with expandable_segments:True, whose segments grow in place; or reduce the batch. \
              If nvidia-smi shows other processes on the GPU, free them first"
             .to_string(),
+        MessageFix::BufferInPieces { request, largest } => format!(
+            "free the buffers that split the device's memory before this one (those no longer needed), or make \
+             this buffer no larger than the largest free piece, {} of the {} asked (a smaller batch or sequence)",
+            torch(*largest),
+            torch(*request)
+        ),
         MessageFix::TpuBuffer { short, fragmented } => {
             if *fragmented {
                 "delete arrays that are no longer needed before this step (del x, or let them go out of scope), \

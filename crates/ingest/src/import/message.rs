@@ -1361,7 +1361,25 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
     if let Some((i, _, _, what)) = first {
         return Some(LookAlike { line: i + 1, what });
     }
-    host_memory(text).or_else(|| cuda_error(text))
+    host_memory(text).or_else(|| cuda_error(text)).or_else(|| retyped_look_alike(text))
+}
+
+/// A look-alike's words retyped in another case or spacing (`RuntimeError:Dataloader worker
+/// (pid 6479) is killed by signal:killed`): sought with case and whitespace ignored, on a
+/// paste's worth of text (long logs are output, not retyped), for markers long enough to
+/// say what they are.
+fn retyped_look_alike(text: &str) -> Option<LookAlike> {
+    if text.len() > 1 << 20 {
+        return None;
+    }
+    let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).flat_map(char::to_lowercase).collect::<String>();
+    let squeezed = squeeze(text);
+    let (marker, what) = LOOK_ALIKES
+        .iter()
+        .map(|&(m, w)| (squeeze(m), w))
+        .find(|(m, _)| m.len() >= 16 && squeezed.contains(m.as_str()))?;
+    let line = text.lines().position(|l| squeeze(l).contains(marker.as_str()))?;
+    Some(LookAlike { line: line + 1, what })
 }
 
 /// Words a look-alike's description uses for a warning or a note: nothing failed.
@@ -2189,11 +2207,11 @@ pub(crate) fn cut_in_oom_words(text: &str) -> bool {
 /// its failure (not `allocation succeeded; later the download failed`).
 fn allocation_failed(l: &str) -> bool {
     l.match_indices("alloc").any(|(at, _)| {
+        // (A sentence's end stops it; a call's `cudaMalloc(p, size) == cudaSuccess' failed` does
+        // not.)
         let mut words = l[at..].split_whitespace();
-        let clause_ends = |w: &str| w.ends_with([';', ',', '.']);
-        if words.next().is_none_or(clause_ends) {
-            return false;
-        }
+        let clause_ends = |w: &str| w.ends_with([';', '.']);
+        words.next();
         for w in words.take(5) {
             if w.starts_with("fail") {
                 return true;
@@ -3284,6 +3302,15 @@ mod tests {
             process_end("failed (exitcode: -6) local_rank: 0 (pid: 1234)").map(|w| w.contains("SIGABRT")),
             Some(true)
         );
+    }
+
+    /// A look-alike's words retyped in another case and spacing are still its words; a short
+    /// marker is not sought so.
+    #[test]
+    fn look_alikes_retyped() {
+        let l = retyped_look_alike("RuntimeError:Dataloader worker (pid 6479) is killed by signal:killed\n").unwrap();
+        assert!(l.what.contains("OOM killer") && l.line == 1, "{l:?}");
+        assert_eq!(retyped_look_alike("all good\n"), None);
     }
 
     /// A clause's label retyped with a letter wrong is that label; a far one is not.

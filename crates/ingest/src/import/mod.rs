@@ -62,6 +62,10 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: CACHING_HOST.into() }),
                 None => Ok(d),
             })
+            .and_then(|d| match one_allocation_limit(&d, text) {
+                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: ONE_ALLOCATION_LIMIT.into() }),
+                None => Ok(d),
+            })
             .and_then(|d| match handle_after_a_fault(&d, text) {
                 Some(l) => Err(InputError {
                     path: path.to_path_buf(),
@@ -171,6 +175,24 @@ fn pinned_host(text: &str) -> Option<usize> {
         first.get_or_insert(i + 1);
     }
     first
+}
+
+const ONE_ALLOCATION_LIMIT: &str = "not an out-of-memory error of the GPU: this is one buffer larger than the \
+     driver allows in a single allocation (Vulkan's maxMemoryAllocationSize, often 4 GiB, whatever the device's memory): \
+     a limit of one buffer, not the device running out. Make that buffer smaller (for llama.cpp a smaller \
+     --ubatch-size or context), or use a backend without the limit";
+
+/// The line of ggml's Vulkan backend saying one allocation passed the driver's limit for one
+/// (`Requested buffer size exceeds device memory allocation limit: ErrorOutOfDeviceMemory`),
+/// where what was read is a runtime's failure without figures: the error code is the
+/// driver's, the cause the limit.
+fn one_allocation_limit(d: &Dump, text: &str) -> Option<usize> {
+    let m = d.imported.as_ref()?.message.as_ref()?;
+    if !matches!(m.format, oomscope_format::MessageFormat::DeviceRuntime | oomscope_format::MessageFormat::CudaRuntime)
+    {
+        return None;
+    }
+    text.lines().position(|l| l.contains("exceeds device memory allocation limit")).map(|i| i + 1)
 }
 
 /// A cuDNN or cuBLAS handle that failed without figures, in a text where a kernel's illegal

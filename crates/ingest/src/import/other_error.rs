@@ -46,7 +46,8 @@ const CRASHES: &[&str] = &[
 
 /// The error a text shows: its line (1-based, in `text`) and its words, trimmed.
 pub fn another_error(text: &str) -> Option<(usize, String)> {
-    let lower = text.to_lowercase();
+    // (A stack frame's function names are not words the text says: `AllocateHistogram(int)+0x185`.)
+    let lower: String = text.lines().filter(|l| !stack_frame(l)).map(|l| l.to_lowercase() + "\n").collect();
     // (Also in other words: `not enough allocatable device memory`, `insufficient VRAM`.)
     if super::message::cut_in_oom_words(text)
         || MEMORY_WORDS.iter().any(|w| lower.contains(w))
@@ -67,6 +68,17 @@ pub fn another_error(text: &str) -> Option<(usize, String)> {
         return Some((at + 1, words(lines[at])));
     }
     lines.iter().position(|l| log_error_line(l)).map(|i| (i + 1, words(lines[i])))
+}
+
+/// A native stack trace's frame: `[bt] (3) lib.so(f(int)+0x185) [0x7f...]`, `#4 0x7f... in f`,
+/// `  at f (file.cc:12)`, `12  paddle::memory::...`.
+fn stack_frame(l: &str) -> bool {
+    let t = l.trim_start();
+    t.contains("+0x")
+        || t.starts_with("[bt]")
+        || t.starts_with("at ")
+        || (t.starts_with('#') || t.starts_with(|c: char| c.is_ascii_digit()))
+            && t.split_whitespace().nth(1).is_some_and(|w| w.starts_with("0x") || w.contains("::"))
 }
 
 /// `RuntimeError: ...`, `torch.cuda.DeferredCudaCallError: ...`, `ValueError` alone: a
@@ -148,6 +160,15 @@ mod tests {
         assert_eq!(another_error("Traceback ...\ntorch.cuda.OutOfMem\n"), None);
         // Not an error: a run's progress.
         assert_eq!(another_error("loss 0.31 at step 200\nall good\n"), None);
+    }
+
+    #[test]
+    fn a_stack_frames_function_names_are_not_the_texts_words() {
+        let text = "xgboost.core.XGBoostError: b'[23:05:47] updater_gpu_hist.cu: 279: invalid argument\n\
+                    [bt] (3) libxgboost.so(xgboost::tree::DeviceHistogram::AllocateHistogram(int)+0x185) [0x7fda]\n";
+        assert_eq!(another_error(text).map(|e| e.0), Some(1));
+        assert!(stack_frame("#4 0x00007f in cudaMalloc ()") && stack_frame("  12  paddle::memory::Alloc(int)"));
+        assert!(!stack_frame("# Allocation failed") && !stack_frame("2 allocations failed"));
     }
 
     #[test]
