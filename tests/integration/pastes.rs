@@ -352,6 +352,8 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         "* Device #1: Not enough allocatable device memory for this attack.",
         "Out of memory in cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) (intern/cycles/device/cuda/queue.cpp:21)",
         "System is out of GPU and shared host memory",
+        "RuntimeError: 显存不足，请减小batch_size后重试",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 1073741824 bytes for new constant",
         // Cut inside the words at the paste's end.
         "RuntimeError: CUDA out of mem",
         "RuntimeError: CUDA error: out of memo",
@@ -384,6 +386,11 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
             "pinned host memory",
         ),
         ("failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python", "SIGABRT"),
+        (
+            "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: \
+             WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800343 ms",
+            "timed out",
+        ),
     ];
     for (text, says) in refused {
         let e = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap_err().to_string();

@@ -1198,6 +1198,12 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
     ),
     (
+        "Watchdog caught collective operation timeout",
+        "a collective operation (NCCL's all-reduce, broadcast, ...) that timed out: one rank stopped, fell behind or \
+         hung (a crash or an OOM on another rank shows in that rank's own log), not this rank's memory. Each \
+         rank's log, or TORCH_NCCL_TRACE_BUFFER_SIZE and the flight recorder, show which",
+    ),
+    (
         "ncclCommInitRank failed",
         "NCCL (multi-GPU communication) failing to set up its communicator between the processes: a network, \
          shared-memory or setup problem, not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
@@ -2069,6 +2075,11 @@ const RAN_OUT: &[&str] = &[
     "memory exhausted",
     "memory is insufficient",
     "memory insufficient",
+    // Chinese and Japanese for the device's memory short (显存: video memory).
+    "显存不足",
+    "显存溢出",
+    "gpuメモリ不足",
+    "ビデオメモリ不足",
     "allocation failed",
     "alloc failed",
     "failed to alloc",
@@ -2103,6 +2114,9 @@ const ON_A_DEVICE: &[&str] = &[
     "thrust::",
     // OneFlow's exceptions (`oneflow::RuntimeException` ... `what(): Error: out of memory`).
     "oneflow::",
+    "显存",
+    // XLA's runtime (its CPU backend's failures are a look-alike's words).
+    "xla",
     // Apple's, Google's, Cambricon's, Intel Gaudi's and Hygon's devices, by their short names.
     "mps",
     "tpu",
@@ -2289,7 +2303,7 @@ fn on_a_device(l: &str) -> bool {
 
 /// The line says what could not be had is memory (`failed to allocate device number` is not).
 fn mentions_memory(l: &str) -> bool {
-    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool", "malloc"].iter().any(|w| l.contains(w))
+    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool", "malloc", "显存", "メモリ"].iter().any(|w| l.contains(w))
         || oom_word(l)
         // A size: digits, then a unit (`4 gb`, `896mb`).
         || ["gb", "mb", "gib", "mib", "kb", "kib"].iter().any(|u| {

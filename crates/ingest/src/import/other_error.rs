@@ -29,6 +29,9 @@ const MEMORY_WORDS: &[&str] = &[
     "out_of_resource",
     "memory is insufficient",
     "memory insufficient",
+    "显存",
+    "内存不足",
+    "メモリ不足",
 ];
 
 /// Crash and abort lines as shells and runtimes print them (case as printed).
