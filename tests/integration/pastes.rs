@@ -62,6 +62,10 @@ const SETS: &[&str] = &[
     "messages-forty-seventh",
     "messages-forty-eighth",
     "messages-forty-ninth",
+    "messages-fiftieth",
+    "messages-fifty-first",
+    "messages-fifty-second",
+    "messages-fifty-third",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -361,3 +361,31 @@ fn the_fix_for_a_partial_log_says_where_the_state_is() {
     assert!(modern.contains("state after \"ran out of memory\""), "{modern}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A tensor's message a console broke before its shape keeps the shape from the next line;
+/// a device's `totalMemory` is read only for the device TensorFlow created its GPU:0 on.
+#[test]
+fn a_broken_tensor_line_and_another_devices_figures() {
+    let d = import_text(
+        "ResourceExhaustedError (see above for traceback): OOM when allocating tensor wit\n\
+         h shape[3,3,512,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n",
+    );
+    let o = d.oom.unwrap();
+    assert_eq!(o.requested, 3 * 3 * 512 * 1024 * 4);
+    let log = "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1411] Found device 1 with properties: \n\
+               totalMemory: 12.00GiB freeMemory: 11.51GiB\n\
+               I tensorflow/core/common_runtime/gpu/gpu_device.cc:1103] Created TensorFlow device \
+               (/job:localhost/replica:0/task:0/device:GPU:0 with 11671 MB memory) -> physical GPU (device: 0, name: \
+               GeForce GTX TITAN X, pci bus id: 0000:82:00.0, compute capability: 5.2)\n\
+               E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 11.40G (12238104064 bytes) \
+               from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n";
+    let mut d = import_text(log);
+    assert_eq!((d.device.total, d.device.free), (0, 0), "device 1's figures are not GPU:0's");
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    assert_eq!(d.verdict.unwrap().kind, dump::VerdictKind::Undetermined);
+    // Device 0's own block is read.
+    let mut d = import_text(&log.replace("Found device 1", "Found device 0"));
+    assert_eq!(d.device.total, 12 << 30);
+    oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+    assert!(d.verdict.is_some());
+}

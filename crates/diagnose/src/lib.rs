@@ -175,7 +175,9 @@ pub enum Cause {
     PartialRequest { request: Option<Request> },
     /// A partial log whose allocator was full of live tensors at the failure (its `Stats`
     /// at the limit, or its occupancy bar all in use): a true peak, whatever was asked.
-    PartialFull { request: Option<Request>, in_use: Option<u64>, limit: Option<u64> },
+    /// (`free_tail`: the bar's free cells, all in one run at its end: the pool's one free
+    /// piece, which the request did not fit.)
+    PartialFull { request: Option<Request>, in_use: Option<u64>, limit: Option<u64>, free_tail: usize },
     /// A partial log whose allocator held almost nothing at the failure: what was asked was
     /// more than its whole limit.
     PartialEmpty { request: Option<Request>, in_use: u64, limit: u64 },
@@ -606,7 +608,10 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
     // (The same size refused again and again is a library's retry beside a pool that took
     // the device: cuBLAS's workspace after its handle failed. That story stays.)
     let growing = refused.len() == 1 || refused.iter().any(|&r| r > refused[0]);
-    if let (true, 0, None, Some(&first)) = (growing, card, o, refused.first()) {
+    // (So is one refusal of TF's whole limit, and nothing after: others held between nothing
+    // and what TF then took; the device may simply have had a little less than TF counted.)
+    let whole_limit = refused.len() == 1 && card > 0 && refused[0].saturating_add(1 << 20) >= card;
+    if let (true, true, None, Some(&first)) = (growing, card == 0 || whole_limit, o, refused.first()) {
         let request = Some(Request { requested: first, rounded: first, ..Request::default() });
         return StateDiagnosis {
             cause: Cause::PartialRequest { request },
@@ -649,7 +654,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         let in_use = d.stats.bytes_in_use;
         if in_use.saturating_mul(100) >= l.saturating_mul(95) {
             return StateDiagnosis {
-                cause: Cause::PartialFull { request, in_use: Some(in_use), limit },
+                cause: Cause::PartialFull { request, in_use: Some(in_use), limit, free_tail: 0 },
                 fix: Fix::ShrinkWorkingSet {
                     need: o.filter(|o| o.requested > 0).map(|o| (in_use + o.requested).saturating_sub(l)),
                 },
@@ -666,14 +671,18 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         }
     }
     // TF's occupancy bar with every cell in use (`*`, or `x`: the rounding of a chunk in use,
-    // which no other request can have): live tensors filled the pool.
+    // which no other request can have): live tensors filled the pool. So with 95% of it in use
+    // (as `Stats:` at 95% of the limit) and its free cells in one run at its end: the pool's
+    // one free piece, which the request did not fit.
     let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
+    let free_tail = bar.map_or(0, |bar| bar.len() - bar.trim_end_matches('_').len());
+    let one_piece = bar.is_some_and(|bar| !bar.trim_end_matches('_').contains('_')) && free_tail <= 5;
     // (Not against `Stats:` that put what is in use well below the limit: a paste of two
     // reports.)
     let stats_disagree = limit.is_some() && d.has(Section::Stats);
-    if bar.is_some_and(|bar| !bar.contains('_')) && d.usage_by_node.is_empty() && !stats_disagree {
+    if one_piece && d.usage_by_node.is_empty() && !stats_disagree {
         return StateDiagnosis {
-            cause: Cause::PartialFull { request, in_use: None, limit: None },
+            cause: Cause::PartialFull { request, in_use: None, limit: None, free_tail },
             fix: Fix::ShrinkWorkingSet { need: None },
             breakdown: b,
         };

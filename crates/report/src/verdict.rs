@@ -175,7 +175,9 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
         Cause::PartialUsage { request, live, nodes, top, layout_copies } => {
             partial_usage_words(request, live, nodes, top, layout_copies, b)
         }
-        Cause::PartialFull { request, in_use, limit } => partial_full_words(request, in_use, limit),
+        Cause::PartialFull { request, in_use, limit, free_tail } => {
+            partial_full_words(request, in_use, limit, *free_tail)
+        }
         Cause::PartialEmpty { request, in_use, limit } => (
             format!(
                 "One request larger than the allocator's whole limit ({}): almost nothing ({}) was in use when {} failed",
@@ -206,7 +208,7 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
         ),
         Cause::PartialRequest { request } => (
             format!(
-                "{} could not be allocated; the log shows neither the limit nor what else was in use",
+                "{} could not be allocated; the log does not show what else was in use, nor a failure after it",
                 request.as_ref().map_or_else(|| "an allocation".to_string(), request_text)
             ),
             Vec::new(),
@@ -650,7 +652,12 @@ fn beyond_any_gpu_words(request: &Request, limit: &Option<u64>) -> (String, Vec<
     )
 }
 
-fn partial_full_words(request: &Option<Request>, in_use: &Option<u64>, limit: &Option<u64>) -> (String, Vec<String>) {
+fn partial_full_words(
+    request: &Option<Request>,
+    in_use: &Option<u64>,
+    limit: &Option<u64>,
+    free_tail: usize,
+) -> (String, Vec<String>) {
     let mut evidence = Vec::new();
     match (in_use, limit) {
         (Some(u), Some(l)) => evidence.push(format!(
@@ -659,6 +666,10 @@ fn partial_full_words(request: &Option<Request>, in_use: &Option<u64>, limit: &O
             human(*l),
             pct(*u, *l),
             human(l.saturating_sub(*u))
+        )),
+        _ if free_tail > 0 => evidence.push(format!(
+            "the allocator's occupancy bar is in use but for its last {free_tail} of 100 cells: the pool's one free \
+             piece, at its end, was smaller than the request"
         )),
         _ => evidence
             .push("the allocator's occupancy bar is all in use (`*`, and `x` for chunks' rounding): no free chunk was left in its pool".to_string()),

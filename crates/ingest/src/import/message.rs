@@ -82,6 +82,13 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // cuBLAS that could get no memory beside TF's pool: OOMs in disguise.
     ("Unable to find a valid cuDNN algorithm to run convolution", MessageFormat::Cudnn),
     ("Blas GEMM launch failed", MessageFormat::Cublas),
+    // (Its batched and matrix-vector kinds.)
+    ("Blas xGEMMBatched launch failed", MessageFormat::Cublas),
+    ("Blas GEMV launch failed", MessageFormat::Cublas),
+    // PyTorch 2.0's allocator asking NVML, on its way to the out-of-memory report, and failing
+    // (`NVML_SUCCESS == r INTERNAL ASSERT FAILED at ".../CUDACachingAllocator.cpp":830`): an
+    // out-of-memory error whose report never printed.
+    ("NVML_SUCCESS == r INTERNAL ASSERT FAILED", MessageFormat::CudaRuntime),
     // TF: a copy to the GPU whose destination could not be allocated.
     ("Dst tensor is not initialized", MessageFormat::CudaRuntime),
     // accelerate's find_executable_batch_size halved down to nothing.
@@ -147,6 +154,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("unable to allocate backend buffer", MessageFormat::DeviceRuntime),
     // RAPIDS RMM's device pool (its exception is a `std::bad_alloc`, but of the device's pool).
     ("Maximum pool size exceeded", MessageFormat::DeviceRuntime),
+    // RMM's device memory resource: `MemoryError: std::bad_alloc: CUDA error at: .../rmm/mr/...`
+    // (its pinned host resource's path is a look-alike's).
+    ("std::bad_alloc: CUDA error at", MessageFormat::CudaRuntime),
     // Stable Diffusion web UI's own check before its split attention: `Not enough memory, use
     // lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB free`.
     ("Not enough memory, use lower resolution", MessageFormat::DeviceRuntime),
@@ -1380,12 +1390,49 @@ fn retyped_look_alike(text: &str) -> Option<LookAlike> {
     }
     let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).flat_map(char::to_lowercase).collect::<String>();
     let squeezed = squeeze(text);
-    let (marker, what) = LOOK_ALIKES
-        .iter()
-        .map(|&(m, w)| (squeeze(m), w))
-        .find(|(m, _)| m.len() >= 16 && squeezed.contains(m.as_str()))?;
-    let line = text.lines().position(|l| squeeze(l).contains(marker.as_str()))?;
-    Some(LookAlike { line: line + 1, what })
+    let markers: Vec<(String, &'static str)> =
+        LOOK_ALIKES.iter().map(|&(m, w)| (squeeze(m), w)).filter(|(m, _)| m.len() >= 16).collect();
+    if let Some((marker, what)) = markers.iter().find(|(m, _)| squeezed.contains(m.as_str())) {
+        let line = text.lines().position(|l| squeeze(l).contains(marker.as_str()))?;
+        return Some(LookAlike { line: line + 1, what });
+    }
+    // Then a letter or two retyped (`is killed by signaled: Killed`), on a paste's worth of
+    // text: on a line that holds the marker's first or last six letters, within two edits.
+    if text.len() > 64 << 10 {
+        return None;
+    }
+    let lines: Vec<String> = text.lines().map(squeeze).collect();
+    for (marker, what) in markers.iter().filter(|(m, _)| m.chars().count() >= 20) {
+        let chars: Vec<char> = marker.chars().collect();
+        let head: String = chars[..6].iter().collect();
+        let tail: String = chars[chars.len() - 6..].iter().collect();
+        let found = lines
+            .iter()
+            .position(|l| (l.contains(head.as_str()) || l.contains(tail.as_str())) && within_edits(&chars, l, 2));
+        if let Some(i) = found {
+            return Some(LookAlike { line: i + 1, what });
+        }
+    }
+    None
+}
+
+/// `pattern` is within `edits` insertions, deletions or substitutions of some part of `text`
+/// (Sellers' approximate search).
+fn within_edits(pattern: &[char], text: &str, edits: usize) -> bool {
+    let mut row: Vec<usize> = (0..=pattern.len()).collect();
+    for c in text.chars() {
+        let mut diagonal = 0;
+        row[0] = 0;
+        for j in 1..=pattern.len() {
+            let above = row[j];
+            row[j] = (above + 1).min(row[j - 1] + 1).min(diagonal + usize::from(pattern[j - 1] != c));
+            diagonal = above;
+        }
+        if row[pattern.len()] <= edits {
+            return true;
+        }
+    }
+    false
 }
 
 /// Words a look-alike's description uses for a warning or a note: nothing failed.
@@ -1406,8 +1453,10 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUDA driver error",
     "THCudaCheck FAIL",
     "CUDA error (code",
-    // CNTK's and ONNX Runtime's `CUDA failure 30: unknown error ; GPU=0 ; ... expr=...`.
+    // CNTK's and ONNX Runtime's `CUDA failure 30: unknown error ; GPU=0 ; ... expr=...`, and
+    // ONNX Runtime's older `CUDA error executing cudaMemcpy(...)`.
     "CUDA failure ",
+    "CUDA error executing ",
     "CUTENSOR_STATUS_",
     "HSA_STATUS_ERROR",
     // OpenCV's CUDA module: `(-217:Gpu API call) unknown error in function 'allocate'`.
@@ -2159,7 +2208,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
         (has(&l, RAN_OUT) || ran_out_of_some(&l) || allocation_failed(&l) || oom_word(&l))
             && !prose
             && mentions_memory(&l)
-            && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache"))
+            && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache") || device_status(lines[i]))
             // (`CudaCustomAllocator out of memory`: a device's allocator named just before the
             // words is the failure; not prose's `the GPU ran out of memory`. A runtime's message
             // that begins with the words says so itself: `Out of memory in cuStreamCreate(...)`,
@@ -2235,6 +2284,14 @@ fn allocation_failed(l: &str) -> bool {
             }
         }
         false
+    })
+}
+
+/// An accelerator API's status for its memory running out (`VPI_ERROR_OUT_OF_MEMORY`,
+/// `CUDA_ERROR_OUT_OF_MEMORY`): such enums are the device's (the host's say `OUT_OF_HOST_MEMORY`).
+fn device_status(l: &str) -> bool {
+    l.match_indices("_ERROR_OUT_OF_MEMORY").any(|(at, _)| {
+        l[..at].rsplit(|c: char| !(c.is_ascii_uppercase() || c == '_')).next().is_some_and(|api| !api.is_empty())
     })
 }
 
@@ -3325,6 +3382,12 @@ mod tests {
         let l = retyped_look_alike("RuntimeError:Dataloader worker (pid 6479) is killed by signal:killed\n").unwrap();
         assert!(l.what.contains("OOM killer") && l.line == 1, "{l:?}");
         assert_eq!(retyped_look_alike("all good\n"), None);
+        let l = retyped_look_alike("\"RuntimeError: Dataloader worker (pid 15623) is killed by signaled: Killed\"\n")
+            .unwrap();
+        assert!(l.what.contains("OOM killer"), "{l:?}");
+        assert!(
+            within_edits(&['a', 'b', 'c', 'd'], "xxabxdxx", 1) && !within_edits(&['a', 'b', 'c', 'd'], "xxaxxdxx", 1)
+        );
     }
 
     /// A clause's label retyped with a letter wrong is that label; a far one is not.

@@ -62,6 +62,10 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: CACHING_HOST.into() }),
                 None => Ok(d),
             })
+            .and_then(|d| match compiler(&d, text) {
+                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: COMPILER.into() }),
+                None => Ok(d),
+            })
             .and_then(|d| match one_allocation_limit(&d, text) {
                 Some(line) => Err(InputError { path: path.to_path_buf(), line, message: ONE_ALLOCATION_LIMIT.into() }),
                 None => Ok(d),
@@ -175,6 +179,26 @@ fn pinned_host(text: &str) -> Option<usize> {
         first.get_or_insert(i + 1);
     }
     first
+}
+
+const COMPILER: &str = "not an out-of-memory error of the GPU: this is a compiler running out of host memory \
+     (RAM) while building (nvcc, ptxas, cicc, a C++ compiler): nothing ran on the GPU yet. Build with fewer \
+     parallel jobs (MAX_JOBS=2, --parallel 2, -j2), or with more RAM or swap";
+
+/// The line where a compiler, building CUDA code, ran out of memory (`ptxas fatal   : Memory
+/// allocation failure`, nvcc's front end's `catastrophic error: out of memory`, `cc1plus: out
+/// of memory allocating ...`), where what was read is a runtime's failure without figures.
+fn compiler(d: &Dump, text: &str) -> Option<usize> {
+    let m = d.imported.as_ref()?.message.as_ref()?;
+    if !matches!(m.format, oomscope_format::MessageFormat::DeviceRuntime | oomscope_format::MessageFormat::CudaRuntime)
+    {
+        return None;
+    }
+    const WORDS: &[&str] = &["ptxas fatal", "catastrophic error", "cc1plus: out of memory", "cicc", "nvcc fatal"];
+    let lines: Vec<&str> = text.lines().collect();
+    let at = (m.line as usize).saturating_sub(1);
+    let near = lines.get(at.saturating_sub(2)..(at + 3).min(lines.len()))?;
+    near.iter().any(|l| WORDS.iter().any(|w| l.contains(w))).then_some(m.line as usize)
 }
 
 const ONE_ALLOCATION_LIMIT: &str = "not an out-of-memory error of the GPU: this is one buffer larger than the \

@@ -120,6 +120,29 @@ pub fn undo(text: &str) -> Pasted {
         marked |= m;
         lines.push((l, i));
     }
+    // A prefix on every line (a launcher's, a logger's) went on after any wrapping: off first,
+    // so that the lines' widths are the wrapped text's own.
+    let mut prefixed = false;
+    // (One layer: the one every line has. `[rank1]: ` on a program's own lines, and not on
+    // those a terminal wrapped, stays for later.)
+    let every_line = lines.iter().filter(|(l, _)| !l.trim().is_empty()).all(|(l, _)| one_prefix(l).is_some());
+    if every_line && lines.iter().any(|(l, _)| !l.trim().is_empty()) {
+        for (l, _) in &mut lines {
+            if let Some(r) = one_prefix(l) {
+                // (Its one separating space; more are the line's own: a terminal's wrap keeps the
+                // space it broke before.)
+                let removed = &l[..l.len() - r.len()];
+                let spaces = removed.len() - removed.trim_end_matches(' ').len();
+                let r = &l[l.len() - r.len() - spaces.saturating_sub(1)..];
+                // (And the marks behind it: a fence, a quote, bold.)
+                let (r, q, m) = unmark(r);
+                quoted |= q;
+                marked |= m;
+                *l = r;
+            }
+        }
+        prefixed = true;
+    }
     if quoted {
         damage.push(PasteDamage::Quoted);
     }
@@ -127,11 +150,30 @@ pub fn undo(text: &str) -> Pasted {
         damage.push(PasteDamage::Markdown);
     }
     // Each line's length as pasted: markdown's marks were there when the forum wrapped it.
-    let pasted: Vec<usize> = text.lines().map(|l| l.trim_end().chars().count()).collect();
+    let pasted: Vec<usize> = if prefixed {
+        lines.iter().map(|(l, _)| l.trim_end().chars().count()).collect()
+    } else {
+        text.lines().map(|l| l.trim_end().chars().count()).collect()
+    };
     if let Some(w) = unwrap(&mut lines, &pasted) {
         damage.push(w);
+        // A text wrapped twice (a terminal's 80 columns, then a forum's 60): what the first
+        // join left may be the terminal's wrap, at a width of its own.
+        // (Widths by each line's first line as pasted, as `unwrap` looks them up.)
+        let mut widths = vec![0; pasted.len()];
+        for (l, o) in &lines {
+            if let Some(w) = widths.get_mut(*o) {
+                *w = l.trim_end().chars().count();
+            }
+        }
+        let before = lines.len();
+        let mut again = lines.clone();
+        if unwrap(&mut again, &widths).is_some_and(|w| matches!(w, PasteDamage::Wrapped { mid_word: true, .. }))
+            && again.len() < before
+        {
+            lines = again;
+        }
     }
-    let mut prefixed = false;
     for (l, _) in &mut lines {
         let t = without_prefixes(l);
         if t.len() != l.len() {
@@ -576,32 +618,35 @@ fn vllm_logger(l: &str) -> Option<usize> {
 /// its level (`2026-11-27 10:00:00,123 - ERROR - `, `[2026-11-27 10:00:00] [ERROR] `), vLLM's
 /// logger. TensorFlow's C++ logger's prefixes stay.
 fn without_prefixes(mut l: &str) -> &str {
-    loop {
-        let before = l.len();
-        let t = l.trim_start();
-        if let Some(r) = rank_tag(t) {
-            l = r;
-        } else if let Some(r) = worker_tag(t) {
-            l = r;
-        } else if let Some(r) = compose_tag(t) {
-            l = r;
-        } else if let Some(n) = date_time(t) {
-            let rest = &t[n..];
-            // absl's `2025-01-05 09:48:28.754302: I tensorflow/...] ` is TensorFlow's own.
-            let b = rest.as_bytes();
-            if b.first() == Some(&b':') && b.get(2).is_some_and(|c| b"IWEF".contains(c)) && b.get(3) == Some(&b' ') {
-                return l;
-            }
-            l = without_level(rest);
-        } else if let Some(n) = vllm_logger(t) {
-            l = &t[n..];
-        } else {
-            return l;
-        }
-        if l.len() == before {
-            return l;
-        }
+    while let Some(r) = one_prefix(l) {
+        l = r;
     }
+    l
+}
+
+/// `l` without its outermost prefix, when it has one.
+fn one_prefix(l: &str) -> Option<&str> {
+    let t = l.trim_start();
+    let r = if let Some(r) = rank_tag(t) {
+        r
+    } else if let Some(r) = worker_tag(t) {
+        r
+    } else if let Some(r) = compose_tag(t) {
+        r
+    } else if let Some(n) = date_time(t) {
+        let rest = &t[n..];
+        // absl's `2025-01-05 09:48:28.754302: I tensorflow/...] ` is TensorFlow's own.
+        let b = rest.as_bytes();
+        if b.first() == Some(&b':') && b.get(2).is_some_and(|c| b"IWEF".contains(c)) && b.get(3) == Some(&b' ') {
+            return None;
+        }
+        without_level(rest)
+    } else if let Some(n) = vllm_logger(t) {
+        &t[n..]
+    } else {
+        return None;
+    };
+    (r.len() != l.len()).then_some(r)
 }
 
 /// `[rank0]: `, `[rank12]:`, `[default3]:`, `[1,0]<stderr>:`.

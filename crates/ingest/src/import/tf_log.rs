@@ -64,6 +64,7 @@ const MARKERS: &[&str] = &[
     "could not create cudnn handle",
     "CUDNN_STATUS_ALLOC_FAILED",
     "Created TensorFlow device (",
+    "Found device ",
     "totalMemory: ",
     "If the cause is memory fragmentation",
     "Current allocation summary follows",
@@ -565,6 +566,13 @@ struct Log {
     limit_mb: Option<u64>,
     device_total: Option<u64>,
     device_free: Option<u64>,
+    /// `Found device N with properties:` just above a `totalMemory:` line: whose figures
+    /// they are; and the device TF first created its GPU:0 on (`physical GPU (device: N`).
+    found_device: Option<u64>,
+    /// The line (as counted in `lines_read`) of the last `OOM when allocating tensor`.
+    tensor_line: Option<u64>,
+    device_memory: Vec<(Option<u64>, Option<u64>, Option<u64>)>,
+    created_device: Option<u64>,
     prefix: Option<PrefixStyle>,
     windows_paths: bool,
     /// The newest preset (an index in [`TfVariant::PRESETS`]) the lines outside the
@@ -575,6 +583,20 @@ struct Log {
 }
 
 impl Log {
+    /// The device figures of the device TF ran on: where the log lists several devices'
+    /// (`Found device 1 with properties:` ... `totalMemory: 12.00GiB freeMemory: 11.51GiB`),
+    /// those of the device its GPU:0 was created on; none when only another device's are in
+    /// the paste (a log cut so that device 1's block is what is left).
+    fn pick_device_memory(&mut self) {
+        let Some(created) = self.created_device else { return };
+        let named: Vec<_> = self.device_memory.iter().filter(|m| m.0.is_some()).collect();
+        if named.is_empty() {
+            return;
+        }
+        let own = named.iter().find(|m| m.0 == Some(created)).map(|m| (m.1, m.2));
+        (self.device_total, self.device_free) = own.unwrap_or((None, None));
+    }
+
     /// The report the current thread is writing, started when there is none.
     fn report(&mut self) -> &mut Report {
         let idx = match self.current.get(&self.thread) {
@@ -626,6 +648,23 @@ impl Log {
             if let Some(total) = after(line, " totalling ").and_then(|t| t.split_whitespace().next()) {
                 r.summary_texts.push((count.saturating_mul(size), total.to_string()));
             }
+            return true;
+        }
+        // The tensor's message broken before its shape (`... OOM when allocating tensor wit` /
+        // `h shape[3,3,512,1024] and type float on ...`, a console's wrap the repair could not
+        // join): the shape, type and device from the line after.
+        if self.tensor_line == Some(self.lines_read.saturating_sub(1))
+            && !line.contains("OOM when allocating")
+            && let Some(t) = self.tensors.last_mut().filter(|t| t.shape.is_none())
+            && let Some(shape) = tensor_shape(&format!("OOM when allocating tensor {line}"))
+        {
+            t.shape = Some(shape);
+            t.dtype = t
+                .dtype
+                .take()
+                .or(after(line, " and type ").and_then(|r| r.split_whitespace().next()).map(str::to_string));
+            t.device =
+                t.device.take().or(after(line, " on ").and_then(|r| r.split_whitespace().next()).map(str::to_string));
             return true;
         }
         let trimmed = line.trim().trim_start_matches('>').trim();
@@ -789,6 +828,7 @@ impl Log {
                 // Eager mode names the op on the same line: `... [Op:Conv2D]`.
                 t.node = after(p, "[Op:").and_then(|r| r.split(']').next()).map(|s| s.trim().to_string());
                 self.tensors.push(t);
+                self.tensor_line = Some(self.lines_read);
                 true
             }
             "[[Node: " | "{{node " | "[[node " | "[Op:" => self.node_line(marker, p),
@@ -811,8 +851,16 @@ impl Log {
                 self.cudnn_failed = true;
                 true
             }
+            "Found device " => {
+                self.found_device =
+                    after(p, "Found device ").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok());
+                self.found_device.is_some()
+            }
             "Created TensorFlow device (" => {
                 let rest = &p[marker.len()..];
+                if self.created_device.is_none() {
+                    self.created_device = after(rest, "(device: ").and_then(first_int);
+                }
                 if let Some(dev) = rest.split(" with ").next() {
                     self.device_name.get_or_insert(dev.trim().to_string());
                 }
@@ -828,6 +876,7 @@ impl Log {
                     after(p, "totalMemory: ").and_then(|r| r.split_whitespace().next()).and_then(parse_human);
                 self.device_free =
                     after(p, "freeMemory: ").and_then(|r| r.split_whitespace().next()).and_then(parse_human);
+                self.device_memory.push((self.found_device.take(), self.device_total, self.device_free));
                 self.device_total.is_some()
             }
             _ => false,
@@ -1022,6 +1071,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Dump, InputError> {
         }
     }
     log.match_tensors();
+    log.pick_device_memory();
     log.reports.retain(|r| !r.is_empty() || r.tensor.is_some());
     let found_anything = !log.reports.is_empty() || log.usage.is_some() || !log.refusals.is_empty() || log.cudnn_failed;
     if !found_anything {
