@@ -358,6 +358,7 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         "System is out of GPU and shared host memory",
         "RuntimeError: 显存不足，请减小batch_size后重试",
         "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to allocate 1073741824 bytes for new constant",
+        "wgpu error: Out of Memory",
         // Cut inside the words at the paste's end.
         "RuntimeError: CUDA out of mem",
         "RuntimeError: CUDA error: out of memo",
@@ -418,6 +419,15 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
     let nans = "modules.devices.NansException: A tensor with all NaNs was produced: not enough precision";
     let e = import::import(Path::new("paste.txt"), nans.as_bytes(), None, None).unwrap_err();
     assert!(e.message.contains("the paste's error is `modules.devices.NansException"), "{e}");
+    // Two lines a paste joined: the error's words inside the line.
+    let metal = "ggml_metal_graph_compute: command buffer 0 failed with status 5\nerror: Internal Error (0000000e:Internal Error)\n";
+    let e = import::import(Path::new("paste.txt"), metal.as_bytes(), None, None).unwrap_err();
+    assert!(e.message.contains("the paste's error is `"), "{e}");
+    // TensorFlow's oneDNN CPU allocator is host memory.
+    let mkl = "ResourceExhaustedError: OOM when allocating tensor with shape[1000000,1000] and type float on \
+               /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu [Op:RandomUniform]\n";
+    let e = import::import(Path::new("paste.txt"), mkl.as_bytes(), None, None).unwrap_err();
+    assert!(e.message.contains("TensorFlow's CPU allocator"), "{e}");
     let e = import::import(Path::new("paste.txt"), b"loss 0.3 at step 200\n", None, None).unwrap_err();
     assert!(e.message.starts_with("no out-of-memory error found"), "{e}");
 }

@@ -2164,6 +2164,9 @@ const ON_A_DEVICE: &[&str] = &[
     // OneFlow's exceptions (`oneflow::RuntimeException` ... `what(): Error: out of memory`).
     "oneflow::",
     "显存",
+    // wgpu and WebGPU (Burn, Bevy, browsers).
+    "wgpu",
+    "webgpu",
     // XLA's runtime (its CPU backend's failures are a look-alike's words).
     "xla",
     // Apple's, Google's, Cambricon's, Intel Gaudi's and Hygon's devices, by their short names.

@@ -288,7 +288,9 @@ fn tf_cpu_allocator(text: &str) -> Option<usize> {
             continue;
         }
         let name = after.split(|c: char| c.is_whitespace() || c == '\'' || c == '"').next().unwrap_or("");
-        if name.trim_end_matches(['.', ',', ';']) != "cpu" {
+        // (`cpu`, and oneDNN builds' `mklcpu`; not `bfc_cpu_allocator_for_gpu`.)
+        let name = name.trim_end_matches(['.', ',', ';']);
+        if !(name.ends_with("cpu") && !name.contains("gpu")) {
             return None;
         }
         first.get_or_insert(i + 1);

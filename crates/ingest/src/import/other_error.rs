@@ -70,7 +70,15 @@ pub fn another_error(text: &str) -> Option<(usize, String)> {
         let at = what.map_or(i, |w| i + w);
         return Some((at + 1, words(lines[at])));
     }
-    lines.iter().position(|l| log_error_line(l)).map(|i| (i + 1, words(lines[i])))
+    if let Some(i) = lines.iter().position(|l| log_error_line(l)) {
+        return Some((i + 1, words(lines[i])));
+    }
+    // An error's words inside a line (two lines a paste joined: `... failed with status 5
+    // error: Internal Error (0000000e:Internal Error)`).
+    lines
+        .iter()
+        .position(|l| [" error: ", " Error: ", " ERROR: ", " ERROR "].iter().any(|w| l.contains(w)))
+        .map(|i| (i + 1, words(lines[i])))
 }
 
 /// A native stack trace's frame: `[bt] (3) lib.so(f(int)+0x185) [0x7f...]`, `#4 0x7f... in f`,
