@@ -290,7 +290,7 @@ fn tf_cpu_allocator(text: &str) -> Option<usize> {
         let name = after.split(|c: char| c.is_whitespace() || c == '\'' || c == '"').next().unwrap_or("");
         // (`cpu`, and oneDNN builds' `mklcpu`; not `bfc_cpu_allocator_for_gpu`.)
         let name = name.trim_end_matches(['.', ',', ';']);
-        if !(name.ends_with("cpu") && !name.contains("gpu")) {
+        if !name.ends_with("cpu") || name.contains("gpu") {
             return None;
         }
         first.get_or_insert(i + 1);
