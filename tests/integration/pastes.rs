@@ -66,6 +66,8 @@ const SETS: &[&str] = &[
     "messages-fifty-first",
     "messages-fifty-second",
     "messages-fifty-third",
+    "messages-fifty-fourth",
+    "messages-fifty-fifth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -1609,10 +1609,27 @@ fn host_memory(text: &str) -> Option<LookAlike> {
     let line = text.lines().position(|l| {
         let l = l.to_ascii_lowercase();
         has(&l, RAN_OUT) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
+    });
+    if let Some(line) = line {
+        return Some(LookAlike {
+            line: line + 1,
+            what: "the host's memory (RAM) running out, as the line says: the GPU's memory is not involved",
+        });
+    }
+    // Memory that could not be had where nothing in the paste names a device at all (MuJoCo's
+    // `mujoco.FatalError: Could not allocate memory`): the host's, as far as the paste shows.
+    let lower = text.to_ascii_lowercase();
+    if on_a_device(&lower) || lower.contains("kv cache") || device_status(text) || any_of(text, CUDA_ERROR_WORDS) {
+        return None;
+    }
+    let line = text.lines().position(|l| {
+        let l = l.to_ascii_lowercase();
+        has(&l, RAN_OUT) && has(&l, FAILED)
     })?;
     Some(LookAlike {
         line: line + 1,
-        what: "the host's memory (RAM) running out, as the line says: the GPU's memory is not involved",
+        what: "memory that could not be allocated where nothing in the paste names a GPU: the host's (RAM), as far \
+               as it shows. If this ran on a GPU, paste the lines that name it (the device, the framework's message)",
     })
 }
 
@@ -2217,6 +2234,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
             // that begins with the words says so itself: `Out of memory in cuStreamCreate(...)`,
             // hashcat's `* Device #1: Not enough allocatable device memory for this attack.`)
             && (has(&l, FAILED)
+                || glog_error(lines[i])
                 || named_out_of_memory(&l)
                 || named_oom(&l)
                 || l.contains("out of gpu memory")
@@ -2296,6 +2314,18 @@ fn device_status(l: &str) -> bool {
     l.match_indices("_ERROR_OUT_OF_MEMORY").any(|(at, _)| {
         l[..at].rsplit(|c: char| !(c.is_ascii_uppercase() || c == '_')).next().is_some_and(|api| !api.is_empty())
     })
+}
+
+/// A glog line at the error or fatal level (`E itex/core/devices/bfc_allocator.cc:101] ...`,
+/// `F0101 00:00:00.000000 1234 file.cc:71] ...`): the program says it failed.
+fn glog_error(l: &str) -> bool {
+    let t = l.trim_start();
+    let Some(rest) = t.strip_prefix('E').or_else(|| t.strip_prefix('F')) else { return false };
+    let head = rest.split(']').next().unwrap_or("");
+    (rest.starts_with(' ') || rest.starts_with(|c: char| c.is_ascii_digit()))
+        && rest.contains("] ")
+        && head.contains(".c")
+        && head.contains(':')
 }
 
 /// `oom` as a word (`CUDA OOM at step 100`), not inside one (`room`, `zoom`).
@@ -2725,7 +2755,10 @@ fn labeled(lines: &[&str], label: &str) -> Option<u64> {
 fn rematerialized(lines: &[&str]) -> Option<XlaProgram> {
     let line = lines.iter().find(|l| l.contains("by rematerialization; only reduced to"))?;
     let bytes_in = |r: &str| r.find('(').and_then(|i| leading_u64(&r[i + 1..])).or_else(|| leading_figure(r));
-    let capacity = after(line, "reduce memory use below ").and_then(bytes_in)?;
+    // (A limit below zero, `below -30.29GiB`: the device less the program's arguments and
+    // outputs, these alone more than it; what the program may have beyond them is nothing.)
+    let below = after(line, "reduce memory use below ")?;
+    let capacity = if below.trim_start().starts_with('-') { 0 } else { bytes_in(below)? };
     let needed = after(line, "only reduced to ").and_then(bytes_in)?;
     Some(XlaProgram { needed, capacity, ..XlaProgram::default() })
 }

@@ -38,6 +38,10 @@ const CHUNK_COUNTS: &str = " Chunks of size ";
 
 const MARKERS: &[&str] = &[
     "Allocator (",
+    // Intel's TensorFlow extension's BFC allocator names no allocator: `E itex/core/devices/
+    // bfc_allocator.cc:101] Allocator ran out of memory trying to allocate 10529419660 Bytes
+    // (rounded to 10529419776 Bytes)`.
+    "Allocator ran out of memory trying to allocate ",
     "Ran out of memory trying to allocate ",
     "BFCAllocator dump for ",
     "Bin for ",
@@ -727,6 +731,9 @@ impl Log {
     fn payload(&mut self, marker: &str, p: &str) -> bool {
         match marker {
             "Allocator (" => self.allocator_header(p),
+            "Allocator ran out of memory trying to allocate " => {
+                self.allocator_header(&p.replacen("Allocator ran out", "Allocator (BFC allocator) ran out", 1))
+            }
             "Current allocation summary follows" => {
                 let r = self.report();
                 r.summary_follows += 1;
