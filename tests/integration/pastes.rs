@@ -68,6 +68,7 @@ const SETS: &[&str] = &[
     "messages-fifty-third",
     "messages-fifty-fourth",
     "messages-fifty-fifth",
+    "messages-fifty-sixth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -97,6 +97,8 @@ pub enum MessageCause {
     /// vLLM's profile at start-up left no memory for KV cache blocks, said without its
     /// figures (`No available memory for the cache blocks`).
     NoKvBlocks,
+    /// SGLang's start-up check: the weights leave no memory for the KV cache.
+    SglangNoKv,
     /// vLLM at start-up found `free` of the GPU's `total`, less than the `wanted`
     /// gpu_memory_utilization asks for: other processes hold the rest.
     VllmStartup { free: u64, total: u64, wanted: u64 },
@@ -117,7 +119,8 @@ impl MessageCause {
             | MessageCause::KvCache { .. }
             | MessageCause::KvCacheTokens { .. }
             | MessageCause::NoKvRoom { .. }
-            | MessageCause::NoKvBlocks => VerdictKind::Peak,
+            | MessageCause::NoKvBlocks
+            | MessageCause::SglangNoKv => VerdictKind::Peak,
             MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
@@ -190,6 +193,8 @@ pub enum MessageFix {
     VllmNoKvRoom { short: u64 },
     /// vLLM with no room for KV cache blocks, by how much not said.
     VllmNoKvBlocks,
+    /// SGLang with no room for a KV cache: a larger `--mem-fraction-static`, a smaller model.
+    SglangMemFraction,
     /// vLLM at start-up: the other processes' memory freed, or a gpu_memory_utilization of at
     /// most `fits` (hundredths) of the GPU.
     VllmStartupFree { fits: u64 },
@@ -409,6 +414,9 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             fix: MessageFix::VllmStartupFree { fits: (free * 100 / total).saturating_sub(1) },
             breakdown: b,
         };
+    }
+    if m.format == MessageFormat::SglangKvCache {
+        return MessageDiagnosis { cause: MessageCause::SglangNoKv, fix: MessageFix::SglangMemFraction, breakdown: b };
     }
     // (Not the tokens form cut before its figure: its `max seq len (N)` says which check it was.)
     if m.format == MessageFormat::VllmKvCache

@@ -59,6 +59,9 @@ pub enum MessageFormat {
     /// what `gpu_memory_utilization` leaves after the weights (`… KV cache is needed, which is
     /// larger than the available KV cache memory …`).
     VllmKvCache,
+    /// SGLang at start-up: the weights leave nothing for the KV cache under
+    /// `--mem-fraction-static` (`Loaded weights leave no GPU memory for the KV cache`).
+    SglangKvCache,
     /// ONNX Runtime's arena: `BFCArena::AllocateRawInternal ... Failed to allocate memory for
     /// requested buffer of size N`.
     OnnxArena,
@@ -96,6 +99,7 @@ impl MessageFormat {
             MessageFormat::Ggml => "llama.cpp (ggml)",
             MessageFormat::OnnxArena => "ONNX Runtime",
             MessageFormat::VllmKvCache => "vLLM's KV cache check",
+            MessageFormat::SglangKvCache => "SGLang's KV cache check",
             MessageFormat::DeviceRuntime => "an accelerator runtime's allocator",
             MessageFormat::Other => "a newer oomscope's format",
         }

@@ -136,6 +136,11 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(total.saturating_sub(*free))
             )],
         ),
+        MessageCause::SglangNoKv => (
+            "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
+                .to_string(),
+            vec!["SGLang's check found no GPU memory left for the KV cache after the weights".to_string()],
+        ),
         MessageCause::NoKvBlocks => (
             "vLLM has no room for its KV cache: the weights, the memory outside PyTorch and the activation peak of \
              its start-up profile take all that gpu_memory_utilization allows"
@@ -554,6 +559,10 @@ pub(super) fn fix(f: &MessageFix) -> String {
              gpu_memory_utilization={:.2} or less, what is free now",
             *fits as f64 / 100.0
         ),
+        MessageFix::SglangMemFraction => "raise --mem-fraction-static (the share of the GPU SGLang takes for the \
+             weights and the KV cache; its log's `avail mem` after loading says what is left), or serve a smaller or \
+             quantized model, or share it over more GPUs (--tp)"
+            .to_string(),
         MessageFix::VllmNoKvBlocks => "raise gpu_memory_utilization (its log's profile line says what the weights \
              and the activation peak take), or serve a smaller or quantized model, or share it over more GPUs \
              (tensor_parallel_size); a shorter max_model_len or fewer max_num_seqs lower the activation peak"
@@ -644,6 +653,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::OnnxArena => "ONNX Runtime out of memory",
         MessageFormat::DeviceRuntime => "Accelerator runtime out of memory",
         MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
+        MessageFormat::SglangKvCache => "SGLang KV cache out of memory",
         _ => "out of memory",
     };
     let _ = write!(o, "{what}");

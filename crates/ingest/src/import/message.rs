@@ -227,6 +227,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // vLLM's check that its profile left some memory for KV cache blocks (from 0.2 on; also
     // seen in the `raise` line of a traceback cut before the error's own line).
     ("No available memory for the cache blocks", MessageFormat::VllmKvCache),
+    // SGLang's own check: `Loaded weights leave no GPU memory for the KV cache under
+    // --mem-fraction-static=0.88`.
+    ("leave no GPU memory for the KV cache", MessageFormat::SglangKvCache),
     // vLLM 0.8+: nothing left for one token; and its check at start-up that the GPU has the
     // memory gpu_memory_utilization asks for.
     ("not enough GPU memory available to serve even a single token", MessageFormat::VllmKvCache),
@@ -337,7 +340,8 @@ fn find(text: &str) -> Option<Found> {
     if candidates.is_empty() && !text.contains("Buffer ") {
         let lower = text.to_ascii_lowercase();
         let generic_words = |l: &str| any_of(l, RAN_OUT) || ran_out_of_some(l) || allocation_failed(l) || oom_word(l);
-        if !generic_words(&lower) && !cut_in_oom_words(text) {
+        let last_line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        if !generic_words(&lower) && !cut_in_oom_words(text) && !device_then_cut_words(last_line) {
             return None;
         }
     }
@@ -1208,6 +1212,16 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
     ),
     (
+        "ray-oom-prevention",
+        "Ray's memory monitor killing a worker: the node's host memory (RAM) passed its threshold, not the GPU's \
+         memory. Fewer tasks at once (more CPUs per task), or more RAM on the node",
+    ),
+    (
+        "which exceeds the memory usage threshold",
+        "Ray's memory monitor killing a worker: the node's host memory (RAM) passed its threshold, not the GPU's \
+         memory. Fewer tasks at once (more CPUs per task), or more RAM on the node",
+    ),
+    (
         "Watchdog caught collective operation timeout",
         "a collective operation (NCCL's all-reduce, broadcast, ...) that timed out: one rank stopped, fell behind or \
          hung (a crash or an OOM on another rank shows in that rank's own log), not this rank's memory. Each \
@@ -1603,12 +1617,14 @@ fn exit_code(line: &str, codes: &[&str]) -> bool {
 /// out and failed, with the host named and no device): a runtime oomscope has not met.
 fn host_memory(text: &str) -> Option<LookAlike> {
     let has = any_of;
-    if !has(&text.to_ascii_lowercase(), RAN_OUT) {
+    let ran_out = |l: &str| has(l, RAN_OUT) || ran_out_of_some(l);
+    if !ran_out(&text.to_ascii_lowercase()) {
         return None;
     }
+    // (`unsufficient RAM`: mmgp's words.)
     let line = text.lines().position(|l| {
         let l = l.to_ascii_lowercase();
-        has(&l, RAN_OUT) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
+        ran_out(&l) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
     });
     if let Some(line) = line {
         return Some(LookAlike {
@@ -1956,7 +1972,7 @@ fn framework(format: MessageFormat, text: &str) -> Framework {
         MessageFormat::Paddle => Framework::Paddle,
         MessageFormat::Ggml => Framework::LlamaCpp,
         MessageFormat::OnnxArena => Framework::OnnxRuntime,
-        MessageFormat::VllmKvCache => Framework::PyTorch,
+        MessageFormat::VllmKvCache | MessageFormat::SglangKvCache => Framework::PyTorch,
         _ => {
             let has = |k: &str| text.contains(k);
             if has("mxnet") || has("MXNet") {
@@ -2208,7 +2224,9 @@ fn generic(lines: &[&str]) -> Option<Found> {
     // A last line cut inside the words (`RuntimeError: CUDA out of mem`) on a device's line is
     // one, as far as it goes.
     let last = lines.iter().rposition(|l| !l.trim().is_empty());
-    let cut = last.filter(|&i| cut_in_oom_words(lines[i]) && on_a_device(&lines[i].to_ascii_lowercase()));
+    let cut = last.filter(|&i| {
+        (cut_in_oom_words(lines[i]) || device_then_cut_words(lines[i])) && on_a_device(&lines[i].to_ascii_lowercase())
+    });
     if cut.is_some() && (0..lines.len()).all(|i| Some(i) == cut || !any_of(&lines[i].to_ascii_lowercase(), RAN_OUT)) {
         return cut.map(|line| Found { format: MessageFormat::DeviceRuntime, line, at: 0 });
     }
@@ -2248,10 +2266,12 @@ fn generic(lines: &[&str]) -> Option<Found> {
 /// others between (up to three; never `shared memory`, a kernel's per-block memory or the
 /// host's /dev/shm).
 pub(crate) fn ran_out_of_some(l: &str) -> bool {
-    ["not enough ", "insufficient ", "out of "].iter().any(|head| {
+    ["not enough ", "insufficient ", "unsufficient ", "out of "].iter().any(|head| {
         l.match_indices(head).any(|(at, _)| {
             let words: Vec<&str> = l[at + head.len()..].split_whitespace().take(4).collect();
-            let memory = words.iter().position(|w| w.starts_with("memory") || w.starts_with("vram"));
+            let memory = words.iter().position(|w| {
+                w.starts_with("memory") || w.starts_with("vram") || w.trim_end_matches([',', '.']) == "ram"
+            });
             memory.is_some_and(|m| !words[..m].contains(&"shared"))
         })
     })
@@ -2285,6 +2305,19 @@ pub(crate) fn cut_in_oom_words(text: &str) -> bool {
             l.ends_with(&w[..k]) && l[..l.len() - k].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
         })
     })
+}
+
+/// `RuntimeError: CUDA out o`: a device's name, then the start of `out of memory` where the
+/// paste ends.
+fn device_then_cut_words(l: &str) -> bool {
+    let l = l.trim_end().trim_end_matches(['`', '*', '"', '\'']).to_ascii_lowercase();
+    let Some(at) = l.rfind(" out") else { return false };
+    let tail = &l[at + 1..];
+    "out of memory".starts_with(tail)
+        && l[..at]
+            .split_whitespace()
+            .next_back()
+            .is_some_and(|w| any_of(w, &["cuda", "gpu", "hip", "mps", "xpu", "npu"]))
 }
 
 /// `memory allocation on GPU failed`: an allocation, then a few words on in the same clause,
@@ -2992,6 +3025,7 @@ fn build(
         MessageFormat::Ggml => "llama.cpp (ggml)",
         MessageFormat::OnnxArena => "ONNX Runtime arena",
         MessageFormat::VllmKvCache => "vLLM KV cache",
+        MessageFormat::SglangKvCache => "SGLang KV cache",
         _ => "the device",
     };
     Dump {

@@ -104,16 +104,28 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
             }),
     };
     // Not one oomscope knows by name, but an error all the same: said, with its own words.
+    // (Not an error line the paste's cut ended inside the start of memory's words: `CUDA out`,
+    // `ran out of mem`; what it went on to say is not known.)
+    let last = text.lines().count();
+    let cut_in_words = pasted.cut
+        && text.lines().last().and_then(|l| l.split_whitespace().last()).is_some_and(|w| {
+            let w = w.to_ascii_lowercase();
+            ["out", "of", "memory", "alloc", "allocate", "resource", "exhausted", "oom"]
+                .iter()
+                .any(|m| m.starts_with(&w))
+        });
     let read = read.map_err(|e| match other_error::another_error(text) {
-        Some((line, words)) if e.message.starts_with("no out-of-memory") => InputError {
-            path: path.to_path_buf(),
-            line,
-            message: format!(
-                "not an out-of-memory error: the paste's error is `{words}`, a failure of another kind (nothing in \
+        Some((line, words)) if e.message.starts_with("no out-of-memory") && !(cut_in_words && line == last) => {
+            InputError {
+                path: path.to_path_buf(),
+                line,
+                message: format!(
+                    "not an out-of-memory error: the paste's error is `{words}`, a failure of another kind (nothing in \
                  it says memory ran out). Look that error up as it is; if another run of this program ran out of \
                  memory, paste that run's output"
-            ),
-        },
+                ),
+            }
+        }
         _ => e,
     });
     match read {
