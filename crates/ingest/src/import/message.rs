@@ -1591,6 +1591,10 @@ fn process_end(l: &str) -> Option<&'static str> {
 /// shared memory`: a kernel's per-block shared memory, not /dev/shm's (a DataLoader's `(shm)`,
 /// its workers).
 fn kernel_shared_memory(l: &str) -> bool {
+    // (Looked at every line of a paste: lower-cased only where the words may be.)
+    if !l.as_bytes().windows(13).any(|w| w.eq_ignore_ascii_case(b"shared memory")) {
+        return false;
+    }
     let l = l.to_ascii_lowercase();
     ["insufficient shared memory", "not enough shared memory", "exceeds the shared memory", "too much shared memory"]
         .iter()
@@ -1623,6 +1627,9 @@ fn host_memory(text: &str) -> Option<LookAlike> {
     }
     // (`unsufficient RAM`: mmgp's words.)
     let line = text.lines().position(|l| {
+        if !maybe_memory_words(l) {
+            return false;
+        }
         let l = l.to_ascii_lowercase();
         ran_out(&l) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
     });
@@ -1639,6 +1646,9 @@ fn host_memory(text: &str) -> Option<LookAlike> {
         return None;
     }
     let line = text.lines().position(|l| {
+        if !maybe_memory_words(l) {
+            return false;
+        }
         let l = l.to_ascii_lowercase();
         has(&l, RAN_OUT) && has(&l, FAILED)
     })?;
@@ -2231,6 +2241,11 @@ fn generic(lines: &[&str]) -> Option<Found> {
         return cut.map(|line| Found { format: MessageFormat::DeviceRuntime, line, at: 0 });
     }
     let line = (0..lines.len()).find(|&i| {
+        // (Only a line with a word the checks below could start from is read further: on 50 MB
+        // of short lines, lower-casing and searching every one took twice the time.)
+        if !maybe_memory_words(lines[i]) {
+            return false;
+        }
         let l = lines[i].to_ascii_lowercase();
         // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
         // `error: out of memory`).
@@ -2305,6 +2320,17 @@ pub(crate) fn cut_in_oom_words(text: &str) -> bool {
             l.ends_with(&w[..k]) && l[..l.len() - k].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
         })
     })
+}
+
+/// A line that may hold words of memory running out, checked without allocating: ASCII words
+/// in any case (`out`, `alloc`, `oom`, `enough`, `sufficient`, `memory`), or any non-ASCII text
+/// (the Chinese and Japanese words).
+fn maybe_memory_words(l: &str) -> bool {
+    let b = l.as_bytes();
+    !l.is_ascii()
+        || ["out", "alloc", "oom", "enough", "sufficient", "memory", "exhaust"]
+            .iter()
+            .any(|w| b.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w.as_bytes())))
 }
 
 /// `RuntimeError: CUDA out o`: a device's name, then the start of `out of memory` where the
@@ -2393,6 +2419,9 @@ fn opens_a_message(l: &str) -> bool {
 /// named as the device's alone (`l` lower-cased).
 fn host_as_overflow(l: &str) -> String {
     let mut out = l.to_string();
+    if !(l.contains("host") || l.contains("system")) {
+        return out;
+    }
     for device in ["gpu", "device", "vram"] {
         for overflow in [" and shared host memory", " and host memory", " and shared system memory"] {
             out = out.replace(&format!("{device}{overflow}"), &format!("{device} memory"));

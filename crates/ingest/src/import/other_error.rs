@@ -49,13 +49,19 @@ const CRASHES: &[&str] = &[
 
 /// The error a text shows: its line (1-based, in `text`) and its words, trimmed.
 pub fn another_error(text: &str) -> Option<(usize, String)> {
-    // (A stack frame's function names are not words the text says: `AllocateHistogram(int)+0x185`.)
-    let lower: String = text.lines().filter(|l| !stack_frame(l)).map(|l| l.to_lowercase() + "\n").collect();
     // (Also in other words: `not enough allocatable device memory`, `insufficient VRAM`.)
+    let says_memory = |lower: &str| {
+        MEMORY_WORDS.iter().any(|w| lower.contains(w))
+            || has_word(lower, "oom")
+            || super::message::ran_out_of_some(lower)
+    };
+    // (A stack frame's function names are not words the text says: `AllocateHistogram(int)+0x185`;
+    // the text is lower-cased line by line without them only where the words are found.)
     if super::message::cut_in_oom_words(text)
-        || MEMORY_WORDS.iter().any(|w| lower.contains(w))
-        || has_word(&lower, "oom")
-        || super::message::ran_out_of_some(&lower)
+        || says_memory(&text.to_lowercase())
+            && says_memory(
+                &text.lines().filter(|l| !stack_frame(l)).map(|l| l.to_lowercase() + "\n").collect::<String>(),
+            )
     {
         return None;
     }
@@ -97,6 +103,10 @@ fn stack_frame(l: &str) -> bool {
 /// A warning's line counts too (`.../epoch_iterator.py:164: UserWarning: ...`): pasted as the
 /// failure, it is still no out-of-memory error.
 fn exception_line(l: &str) -> bool {
+    const ENDINGS: &[&str] = &["Error", "Exception", "Exit", "Interrupt", "Failure", "Fault", "Warning"];
+    if !ENDINGS.iter().any(|e| l.contains(e)) {
+        return false;
+    }
     let t = clean(l);
     let name_like = |name: &str| {
         let last = name.rsplit('.').next().unwrap_or(name);
