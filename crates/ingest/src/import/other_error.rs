@@ -113,9 +113,7 @@ fn exception_line(l: &str) -> bool {
         !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
             && last.starts_with(|c: char| c.is_ascii_uppercase())
-            && ["Error", "Exception", "Exit", "Interrupt", "Failure", "Fault", "Warning"]
-                .iter()
-                .any(|s| last.ends_with(s))
+            && ENDINGS.iter().any(|s| last.ends_with(s))
     };
     // The name alone, or before `: ` (after a warning's `file:line: `).
     name_like(t)
