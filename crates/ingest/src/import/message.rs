@@ -1430,23 +1430,32 @@ fn retyped_look_alike(text: &str) -> Option<LookAlike> {
     None
 }
 
-/// `pattern` is within `edits` insertions, deletions or substitutions of some part of `text`
-/// (Sellers' approximate search).
-fn within_edits(pattern: &[char], text: &str, edits: usize) -> bool {
+/// Levenshtein's distance from `pattern` to `text`; `anywhere`: to the part of `text` closest
+/// to it (Sellers' approximate search).
+fn edits(pattern: &[char], text: &str, anywhere: bool) -> usize {
     let mut row: Vec<usize> = (0..=pattern.len()).collect();
-    for c in text.chars() {
-        let mut diagonal = 0;
-        row[0] = 0;
+    let mut closest = row[pattern.len()];
+    for (i, c) in text.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = if anywhere { 0 } else { i + 1 };
         for j in 1..=pattern.len() {
             let above = row[j];
             row[j] = (above + 1).min(row[j - 1] + 1).min(diagonal + usize::from(pattern[j - 1] != c));
             diagonal = above;
         }
-        if row[pattern.len()] <= edits {
-            return true;
-        }
+        closest = closest.min(row[pattern.len()]);
     }
-    false
+    if anywhere { closest } else { row[pattern.len()] }
+}
+
+/// `pattern` is within `n` edits of some part of `text`.
+fn within_edits(pattern: &[char], text: &str, n: usize) -> bool {
+    edits(pattern, text, true) <= n
+}
+
+/// `needle` (ASCII) in `l`, in any case, without allocating.
+fn contains_ignoring_case(l: &str, needle: &str) -> bool {
+    l.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// Words a look-alike's description uses for a warning or a note: nothing failed.
@@ -1592,7 +1601,7 @@ fn process_end(l: &str) -> Option<&'static str> {
 /// its workers).
 fn kernel_shared_memory(l: &str) -> bool {
     // (Looked at every line of a paste: lower-cased only where the words may be.)
-    if !l.as_bytes().windows(13).any(|w| w.eq_ignore_ascii_case(b"shared memory")) {
+    if !contains_ignoring_case(l, "shared memory") {
         return false;
     }
     let l = l.to_ascii_lowercase();
@@ -2326,11 +2335,10 @@ pub(crate) fn cut_in_oom_words(text: &str) -> bool {
 /// in any case (`out`, `alloc`, `oom`, `enough`, `sufficient`, `memory`), or any non-ASCII text
 /// (the Chinese and Japanese words).
 fn maybe_memory_words(l: &str) -> bool {
-    let b = l.as_bytes();
     !l.is_ascii()
         || ["out", "alloc", "oom", "enough", "sufficient", "memory", "exhaust"]
             .iter()
-            .any(|w| b.windows(w.len()).any(|win| win.eq_ignore_ascii_case(w.as_bytes())))
+            .any(|w| contains_ignoring_case(l, w))
 }
 
 /// `RuntimeError: CUDA out o`: a device's name, then the start of `out of memory` where the
@@ -2500,20 +2508,9 @@ fn relabelled(part: &str) -> String {
     }
 }
 
-/// Levenshtein's distance between two short strings (bytes).
+/// Levenshtein's distance between two short strings.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        let mut diagonal = row[0];
-        row[0] = i;
-        for j in 1..=b.len() {
-            let above = row[j];
-            row[j] = (above + 1).min(row[j - 1] + 1).min(diagonal + usize::from(a[i - 1] != b[j - 1]));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
+    edits(&a.chars().collect::<Vec<_>>(), b, false)
 }
 
 /// `part` (`3.66 GiB reserved i n total by PyTorch`) with the one space removed that a line

@@ -58,36 +58,11 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     let from = from.unwrap_or_else(|| crate::input_kind::text_importer(text));
     let read = match from {
         From::Message => message::parse(path, text)
-            .and_then(|d| match caching_host(text) {
-                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: CACHING_HOST.into() }),
-                None => Ok(d),
-            })
-            .and_then(|d| match compiler(&d, text) {
-                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: COMPILER.into() }),
-                None => Ok(d),
-            })
-            .and_then(|d| match one_allocation_limit(&d, text) {
-                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: ONE_ALLOCATION_LIMIT.into() }),
-                None => Ok(d),
-            })
-            .and_then(|d| match handle_after_a_fault(&d, text) {
-                Some(l) => Err(InputError {
-                    path: path.to_path_buf(),
-                    line: l.line,
-                    message: format!("not an out-of-memory error of the GPU: this is {}", l.what),
-                }),
-                None => Ok(d),
-            })
+            .and_then(|d| refused(path, not_the_devices(&d, text), d))
             .map_err(|e| look_alike(path, text).unwrap_or(e)),
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
-            .and_then(|d| match pinned_host(text) {
-                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: PINNED_HOST_BFC.into() }),
-                None => Ok(d),
-            })
-            .and_then(|d| match tf_cpu_allocator(text) {
-                Some(line) => Err(InputError { path: path.to_path_buf(), line, message: TF_CPU_ALLOCATOR.into() }),
-                None => Ok(d),
-            })
+            .and_then(|d| refused(path, pinned_host(text).map(|l| (l, PINNED_HOST_BFC.to_string())), d))
+            .and_then(|d| refused(path, tf_cpu_allocator(text).map(|l| (l, TF_CPU_ALLOCATOR.to_string())), d))
             .map_err(|e| {
                 // Named as a TF log, but a message that the message reader knows: say so, not
                 // what a look-alike's marker inside it would suggest.
@@ -141,6 +116,30 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
             Err(e)
         }
     }
+}
+
+/// `d`, unless what was read is `found` instead: its line and what it is.
+fn refused(path: &Path, found: Option<(usize, String)>, d: Dump) -> Result<Dump, InputError> {
+    match found {
+        Some((line, message)) => Err(InputError { path: path.to_path_buf(), line, message }),
+        None => Ok(d),
+    }
+}
+
+/// What a message read as the device's out-of-memory error is instead, where its text says
+/// so: a pinned host allocator's, a compiler's, a limit on one allocation, a kernel's fault
+/// before a library's handle failed.
+fn not_the_devices(d: &Dump, text: &str) -> Option<(usize, String)> {
+    caching_host(text)
+        .map(|l| (l, CACHING_HOST.to_string()))
+        .or_else(|| compiler(d, text).map(|l| (l, COMPILER.to_string())))
+        .or_else(|| one_allocation_limit(d, text).map(|l| (l, ONE_ALLOCATION_LIMIT.to_string())))
+        .or_else(|| handle_after_a_fault(d, text).map(|l| (l.line, told_apart(&l))))
+}
+
+/// A look-alike's refusal, in words.
+fn told_apart(l: &message::LookAlike) -> String {
+    format!("not an out-of-memory error of the GPU: this is {}", l.what)
 }
 
 /// The dump read from a paste, with what pasting did (a cut that reached what was read
@@ -324,9 +323,5 @@ pub(crate) fn unescape(text: &str) -> String {
 /// The refusal for a text that is another failure than an out-of-memory error.
 fn look_alike(path: &Path, text: &str) -> Option<InputError> {
     let l = message::not_an_oom(text)?;
-    Some(InputError {
-        path: path.to_path_buf(),
-        line: l.line,
-        message: format!("not an out-of-memory error of the GPU: this is {}", l.what),
-    })
+    Some(InputError { path: path.to_path_buf(), line: l.line, message: told_apart(&l) })
 }
