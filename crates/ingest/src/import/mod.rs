@@ -253,10 +253,13 @@ const CACHING_HOST: &str = "not an out-of-memory error of the GPU: this is a pin
 /// error; or one whose traceback's frames are a page-locked host buffer's (AMDGPU.jl's
 /// `Mem.HostBuffer`).
 fn caching_host(text: &str) -> Option<usize> {
+    // (MIOpen's `hipMalloc 8589934592 status: 2` before its host fallback fails too: the
+    // device's allocation failed first, with HIP's out-of-memory status.)
     let oom = |l: &str| {
         ["out of memory", "OutOfMemory", "OutOfDeviceMemory", "OUT_OF_MEMORY", "ailed to allocate"]
             .iter()
             .any(|w| l.contains(w))
+            || l.contains("Malloc ") && l.trim_end().ends_with("status: 2")
     };
     // PyTorch's pinned allocator; the drivers' page-locked allocations (`failed on
     // cuMemAllocHost: CUDA_ERROR_OUT_OF_MEMORY`); ggml's `Failed to allocate pinned memory`.
@@ -324,4 +327,20 @@ pub(crate) fn unescape(text: &str) -> String {
 fn look_alike(path: &Path, text: &str) -> Option<InputError> {
     let l = message::not_an_oom(text)?;
     Some(InputError { path: path.to_path_buf(), line: l.line, message: told_apart(&l) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pinned host allocation that fails alone is host memory; one that failed after the
+    /// device's own allocation did (MIOpen's fallback) is the device's out-of-memory error.
+    #[test]
+    fn a_host_fallback_after_the_device_refused_is_the_devices_failure() {
+        let alone = "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingHostAllocator.cpp:296\n";
+        assert_eq!(caching_host(alone), Some(1));
+        let fallback = "MIOpen(HIP): Warning [default_allocator] hipMalloc 8589934592 status: 2\n\
+                        MIOpen Error: /src/hip/handlehip.cpp:117: hipHostMalloc 8589934592 out of memory\n";
+        assert_eq!(caching_host(fallback), None);
+    }
 }
