@@ -99,6 +99,9 @@ pub enum MessageCause {
     NoKvBlocks,
     /// SGLang's start-up check: the weights leave no memory for the KV cache.
     SglangNoKv,
+    /// Another engine's start-up check, in its own words: the KV cache it `needed` is more than
+    /// the memory `available` for it.
+    EngineKvCache { needed: u64, available: u64 },
     /// vLLM at start-up found `free` of the GPU's `total`, less than the `wanted`
     /// gpu_memory_utilization asks for: other processes hold the rest.
     VllmStartup { free: u64, total: u64, wanted: u64 },
@@ -120,7 +123,8 @@ impl MessageCause {
             | MessageCause::KvCacheTokens { .. }
             | MessageCause::NoKvRoom { .. }
             | MessageCause::NoKvBlocks
-            | MessageCause::SglangNoKv => VerdictKind::Peak,
+            | MessageCause::SglangNoKv
+            | MessageCause::EngineKvCache { .. } => VerdictKind::Peak,
             MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
@@ -195,6 +199,9 @@ pub enum MessageFix {
     VllmNoKvBlocks,
     /// SGLang with no room for a KV cache: a larger `--mem-fraction-static`, a smaller model.
     SglangMemFraction,
+    /// Another engine's KV cache `short` of what it needs: a shorter context, fewer sequences,
+    /// a smaller cache, or more of the GPU for it.
+    EngineKvCache { short: u64 },
     /// vLLM at start-up: the other processes' memory freed, or a gpu_memory_utilization of at
     /// most `fits` (hundredths) of the GPU.
     VllmStartupFree { fits: u64 },
@@ -412,6 +419,17 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         return MessageDiagnosis {
             cause: MessageCause::VllmStartup { free, total, wanted },
             fix: MessageFix::VllmStartupFree { fits: (free * 100 / total).saturating_sub(1) },
+            breakdown: b,
+        };
+    }
+    // (Whatever its size: the cache the engine sizes from its context and sequences, not a
+    // tensor the program asked for.)
+    if let (MessageFormat::KvCacheCheck, Some(r), Some(available)) = (m.format, &request, m.free)
+        && r.requested > available
+    {
+        return MessageDiagnosis {
+            cause: MessageCause::EngineKvCache { needed: r.requested, available },
+            fix: MessageFix::EngineKvCache { short: r.requested - available },
             breakdown: b,
         };
     }

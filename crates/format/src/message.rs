@@ -62,6 +62,10 @@ pub enum MessageFormat {
     /// SGLang at start-up: the weights leave nothing for the KV cache under
     /// `--mem-fraction-static` (`Loaded weights leave no GPU memory for the KV cache`).
     SglangKvCache,
+    /// Another inference engine at start-up, in its own words: the KV cache it needs is more
+    /// than the memory left for it (vllm.rs's `Insufficient GPU memory for KVCache allocation.
+    /// Available: 29353.63 MB, Required: 131072.00 MB`).
+    KvCacheCheck,
     /// ONNX Runtime's arena: `BFCArena::AllocateRawInternal ... Failed to allocate memory for
     /// requested buffer of size N`.
     OnnxArena,
@@ -100,6 +104,7 @@ impl MessageFormat {
             MessageFormat::OnnxArena => "ONNX Runtime",
             MessageFormat::VllmKvCache => "vLLM's KV cache check",
             MessageFormat::SglangKvCache => "SGLang's KV cache check",
+            MessageFormat::KvCacheCheck => "an inference engine's KV cache check",
             MessageFormat::DeviceRuntime => "an accelerator runtime's allocator",
             MessageFormat::Other => "a newer oomscope's format",
         }

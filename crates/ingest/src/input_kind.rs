@@ -74,9 +74,11 @@ pub fn importer(path: &Path, bytes: &[u8]) -> crate::import::From {
 /// Which importer reads a text, its paste damage undone: a message, or a TF log.
 pub(crate) fn text_importer(text: &str) -> crate::import::From {
     use crate::import::From;
-    // XLA's own account of the program (its rematerialization falling short) says more than
-    // the BFC allocator's lines beside it.
-    let xla = text.contains("by rematerialization; only reduced to");
+    // XLA's own account of the program (its rematerialization falling short; its buffer
+    // assignment's totals where the BFC allocator's state, its Stats, is not in the text) says
+    // more than the BFC allocator's lines beside it.
+    let account = text.contains("BufferAssignment stats:") && !text.contains("Limit:") && !text.contains("InUse:");
+    let xla = text.contains("by rematerialization; only reduced to") || account;
     if (xla || !tf_log::has_report(text)) && message::recognises(text) { From::Message } else { From::TfLog }
 }
 

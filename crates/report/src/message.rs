@@ -136,6 +136,20 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(total.saturating_sub(*free))
             )],
         ),
+        MessageCause::EngineKvCache { needed, available } => (
+            format!(
+                "The engine's KV cache does not fit: the context and sequences it was started with need {} of KV \
+                 cache, and {} is left for it after the weights",
+                torch(*needed),
+                torch(*available)
+            ),
+            vec![format!(
+                "{} needed > {} available: short by {} (the engine's own check, when it starts)",
+                torch(*needed),
+                torch(*available),
+                torch(needed.saturating_sub(*available))
+            )],
+        ),
         MessageCause::SglangNoKv => (
             "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
                 .to_string(),
@@ -559,6 +573,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              gpu_memory_utilization={:.2} or less, what is free now",
             *fits as f64 / 100.0
         ),
+        MessageFix::EngineKvCache { short } => format!(
+            "start it with a shorter context (its max model length) or fewer sequences at once (the KV cache grows \
+             with both) so that it needs {} less, or give the cache more of the GPU (the engine's memory fraction), or \
+             make the cache smaller (an fp8 KV cache) or share the model over more GPUs",
+            torch(*short)
+        ),
         MessageFix::SglangMemFraction => "raise --mem-fraction-static (the share of the GPU SGLang takes for the \
              weights and the KV cache; its log's `avail mem` after loading says what is left), or serve a smaller or \
              quantized model, or share it over more GPUs (--tp)"
@@ -654,6 +674,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::DeviceRuntime => "Accelerator runtime out of memory",
         MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
         MessageFormat::SglangKvCache => "SGLang KV cache out of memory",
+        MessageFormat::KvCacheCheck => "KV cache out of memory",
         _ => "out of memory",
     };
     let _ = write!(o, "{what}");

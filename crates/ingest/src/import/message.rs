@@ -399,13 +399,15 @@ fn find(text: &str) -> Option<Found> {
     // A line in other words yields to a look-alike on it or above it (a warning above it
     // excepted: the failure came after); one below it came after the failure.
     if best.is_none() {
-        return generic(&lines).filter(|g| {
-            not_an_oom(text).is_none_or(|l| {
-                l.what == CUDA_OTHER_ERROR
-                    || l.line > g.line + 1
-                    || l.line < g.line + 1 && NOT_A_FAILURE.iter().any(|w| l.what.contains(w))
+        return generic(&lines)
+            .filter(|g| {
+                not_an_oom(text).is_none_or(|l| {
+                    l.what == CUDA_OTHER_ERROR
+                        || l.line > g.line + 1
+                        || l.line < g.line + 1 && NOT_A_FAILURE.iter().any(|w| l.what.contains(w))
+                })
             })
-        });
+            .map(|g| if kv_cache_check(&lines, g.line).is_some() { Found { format: MessageFormat::KvCacheCheck, ..g } } else { g });
     }
     best.filter(|_| !warning_only).map(|(_, f)| f)
 }
@@ -1557,6 +1559,9 @@ fn process_end(l: &str) -> Option<&'static str> {
     if let Some(what) = vulkan_allocation(l) {
         return Some(what);
     }
+    if let Some(what) = signal_named(l) {
+        return Some(what);
+    }
     if kernel_shared_memory(l) {
         return Some(
             "a kernel that needs more shared memory per block than the GPU offers (on-chip memory a launch asks \
@@ -1591,6 +1596,54 @@ fn process_end(l: &str) -> Option<&'static str> {
             "a process that ended with SIGBUS (exit code -7, or 135 = 128 + 7), most often shared memory (/dev/shm) \
              running out under a worker's mapping: host memory, not the GPU's. More shared memory for a container \
              (--shm-size), or fewer workers",
+        );
+    }
+    None
+}
+
+/// A process's end by a signal, named after the word `signal` as a launcher says it: Go's
+/// `signal: killed` (Ollama's `llama runner process has terminated: signal: killed`), `killed
+/// by signal 9`, `with signal 9`; and the crashes said so (`signal: segmentation fault`,
+/// `signal: aborted (core dumped)`, `signal: bus error`).
+fn signal_named(l: &str) -> Option<&'static str> {
+    if !l.contains("ignal") {
+        return None;
+    }
+    let l = l.to_ascii_lowercase();
+    let after: Vec<&str> = l.match_indices("signal").map(|(at, w)| l[at + w.len()..].trim_start_matches([':', ' '])).collect();
+    // (A whole word or number: not `killing`, not `9.5`.)
+    let ends = |rest: &str| {
+        let mut c = rest.chars();
+        match c.next() {
+            None => true,
+            Some('.') => !c.next().is_some_and(|d| d.is_ascii_digit()),
+            Some(x) => !x.is_ascii_alphanumeric(),
+        }
+    };
+    let says = |words: &[&str]| after.iter().any(|a| words.iter().any(|w| a.starts_with(w) && ends(&a[w.len()..])));
+    if says(&["killed", "9", "sigkill", "kill"]) {
+        return Some(
+            "a process killed with SIGKILL, usually by the Linux OOM killer for host memory (RAM): the GPU's memory is \
+             not involved. `dmesg | grep -i oom` confirms it; on a board whose GPU shares the host's memory (a Jetson), \
+             the model and the host together outgrew it",
+        );
+    }
+    if says(&["segmentation fault", "11", "sigsegv"]) {
+        return Some(
+            "a process that crashed with SIGSEGV (a segmentation fault in native code), not an out-of-memory error on \
+             the GPU. Its own log, or python -X faulthandler, shows where",
+        );
+    }
+    if says(&["aborted", "6", "sigabrt"]) {
+        return Some(
+            "a process that ended with SIGABRT: a native library aborted (a failed check, an uncaught C++ \
+             exception), not an out-of-memory error on the GPU. The lines before it say which",
+        );
+    }
+    if says(&["bus error", "7", "sigbus"]) {
+        return Some(
+            "a process that ended with SIGBUS, most often shared memory (/dev/shm) running out under a worker's \
+             mapping: host memory, not the GPU's. More shared memory for a container (--shm-size), or fewer workers",
         );
     }
     None
@@ -1840,6 +1893,12 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             usage = buffers(block);
             m.device = Some("TPU".into());
         }
+        MessageFormat::KvCacheCheck => {
+            if let Some((required, available)) = kv_cache_check(&lines, found.line) {
+                request = Some(required);
+                m.free = Some(available);
+            }
+        }
         MessageFormat::TfTensor => {
             op = after(&body, "[Op:").map(|s| s.split(']').next().unwrap_or(s).trim().to_string());
             // A kernel's scratch memory: `Ran out of GPU memory when allocating 1294336000 bytes for`.
@@ -1957,7 +2016,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
     }
     m.total = m.total.filter(|&t| t > 0);
     // (vLLM's check is not a request a call made.)
-    if op.is_none() && m.format != MessageFormat::VllmKvCache {
+    if op.is_none() && !matches!(m.format, MessageFormat::VllmKvCache | MessageFormat::KvCacheCheck) {
         op = m.site.as_ref().map(ToString::to_string);
     }
     Ok(build(path, m, request, op, shape, usage, lines.len()))
@@ -2284,6 +2343,27 @@ fn generic(lines: &[&str]) -> Option<Found> {
             && !on_the_host(&l)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// An engine's own check that its KV cache does not fit, in words of its own: the line that
+/// says memory ran out names the KV cache, and it or the two lines below give what is required
+/// and what is available (vllm.rs: `KVCache allocation failed: Insufficient GPU memory for
+/// KVCache allocation.` then `Available: 29353.63 MB, Required: 131072.00 MB, Reserved: …`).
+/// The two figures, required first.
+fn kv_cache_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
+    let squeezed = |l: &str| l.to_ascii_lowercase().replace(['_', '-'], " ").replace("kvcache", "kv cache");
+    if !squeezed(lines.get(line)?).contains("kv cache") {
+        return None;
+    }
+    let around = lines[line..(line + 3).min(lines.len())].join(" ");
+    let lower = around.to_ascii_lowercase();
+    let figure = |words: &[&str]| {
+        words.iter().find_map(|w| {
+            let at = lower.find(w)? + w.len();
+            leading_figure(around[at..].trim_start_matches([':', '=', ' ']))
+        })
+    };
+    Some((figure(&["required", "needed"])?, figure(&["available"])?))
 }
 
 /// `not enough allocatable device memory`, `out of the memory`: memory run out, in words with
@@ -3052,6 +3132,7 @@ fn build(
         MessageFormat::OnnxArena => "ONNX Runtime arena",
         MessageFormat::VllmKvCache => "vLLM KV cache",
         MessageFormat::SglangKvCache => "SGLang KV cache",
+        MessageFormat::KvCacheCheck => "the engine's KV cache",
         _ => "the device",
     };
     Dump {
@@ -3457,6 +3538,21 @@ mod tests {
         assert!(generic(&lines).is_some());
     }
 
+    /// Another engine's KV cache check, in its own words: its two figures, required first; not a
+    /// line about the KV cache without them, nor figures on a line that is not about it.
+    #[test]
+    fn an_engines_kv_cache_check_gives_what_it_needs_and_has() {
+        let lines = [
+            "ERROR vllm_rs::utils::kvcache_allocator: KVCache allocation failed: Insufficient GPU memory for KVCache allocation.",
+            "Available: 29353.63 MB, Required: 131072.00 MB, Reserved: 512.00 MB.",
+        ];
+        assert_eq!(kv_cache_check(&lines, 0), Some((131072 << 20, (29353.63f64 * 1048576.0).round() as u64)));
+        assert_eq!(kv_cache_check(&["Insufficient GPU memory for the KV cache."], 0), None);
+        assert_eq!(kv_cache_check(&["Insufficient GPU memory.", "Available: 1 GB, Required: 2 GB"], 0), None);
+        let text = lines.join("\n");
+        assert_eq!(find(&text).map(|f| f.format), Some(MessageFormat::KvCacheCheck));
+    }
+
     /// An allocation that failed, `OOM` as a word after a device's name.
     #[test]
     fn allocation_failures_and_oom_as_a_word() {
@@ -3469,6 +3565,12 @@ mod tests {
             process_end("failed (exitcode: -6) local_rank: 0 (pid: 1234)").map(|w| w.contains("SIGABRT")),
             Some(true)
         );
+        let ollama = r#"msg="error loading llama server" error="llama runner process has terminated: signal: killed""#;
+        assert!(process_end(ollama).is_some_and(|w| w.contains("SIGKILL")));
+        assert!(process_end("worker killed by signal 9").is_some_and(|w| w.contains("SIGKILL")));
+        assert!(process_end("exit status: signal: segmentation fault (core dumped)").is_some_and(|w| w.contains("SIGSEGV")));
+        assert_eq!(process_end("the signal: 9.5 dB above the noise"), None);
+        assert_eq!(process_end("signal: killing the old runner"), None);
     }
 
     /// A look-alike's words retyped in another case and spacing are still its words; a short
