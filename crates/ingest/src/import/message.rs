@@ -419,8 +419,8 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     // A marker the paste wrapped onto the next line still starts on this one.
     let joined = || format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()));
     let at = l.find(marker).or_else(|| joined().find(marker).filter(|&i| i < l.trim_end().len()))?;
-    // Pinned host memory is the host's, not the device's.
-    if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) {
+    // Pinned host memory is the host's, not the device's; so is Intel MKL's allocator's.
+    if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) || l.contains("mkl_malloc") {
         return None;
     }
     // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed to
@@ -1194,6 +1194,61 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "DXGI_ERROR_DEVICE_REMOVED",
         "Windows removing or resetting the GPU (DXGI's device removed or hung: a driver timeout (TDR) or crash), not \
          an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
+    ),
+    (
+        // `887A0006 The GPU will not respond to more commands` (DirectML through ONNX Runtime).
+        "The GPU will not respond to more commands",
+        "Windows removing or resetting the GPU (DXGI's device hung, 887A0006: a command the GPU timed out on or \
+         could not run, a driver timeout (TDR) or crash), not an allocation. A longer TdrDelay, an updated driver, \
+         or smaller work per call",
+    ),
+    (
+        // Slurm 21+: `Detected 1 oom_kill event in StepId=4242871.batch. Some of the step tasks
+        // have been OOM Killed.`
+        "oom_kill event",
+        "the Linux OOM killer ending a job's process for host memory (RAM) at the job's limit (Slurm's cgroup): the \
+         GPU's memory is not involved. Ask for more memory (--mem, --mem-per-cpu) or load less into RAM at once",
+    ),
+    (
+        // Intel MKL's allocator (CTranslate2 on the CPU, numpy): `mkl_malloc: failed to allocate memory`.
+        "mkl_malloc: failed to allocate",
+        "host memory (RAM) that Intel MKL could not allocate: the CPU's, not the GPU's. Load less at once, or run \
+         the model on the GPU if that was meant",
+    ),
+    (
+        // detectron2's retry_if_cuda_oom: `Attempting to copy inputs of <function ...> to CPU
+        // due to CUDA OOM`.
+        "to CPU due to CUDA OOM",
+        "detectron2 moving one op's inputs to the CPU after an out-of-memory error on the GPU, and carrying on \
+         there (its retry_if_cuda_oom): recovered, nothing failed. If the program stopped, its error is elsewhere \
+         in the log",
+    ),
+    (
+        "KV cache pool is full. Retract requests",
+        "SGLang retracting requests when its KV cache pool is full: it runs them again later, so nothing failed \
+         (throughput drops). Fewer requests at once (--max-running-requests) or more of the GPU for the cache \
+         (--mem-fraction-static) keep it from retracting",
+    ),
+    (
+        // `Sequence group ... is preempted by PreemptionMode.RECOMPUTE mode because there is not
+        // enough KV cache space.`
+        "is preempted by PreemptionMode",
+        "vLLM preempting a sequence when its KV cache is full: it recomputes or swaps it back later, so nothing \
+         failed (throughput drops). Fewer sequences at once (max_num_seqs) or more of the GPU for the cache \
+         (gpu_memory_utilization) keep it from preempting",
+    ),
+    (
+        // Ollama's scheduler: `model requires more gpu memory than is currently available,
+        // evicting a model to make space`.
+        "evicting a model to make",
+        "Ollama unloading another model to make room for this one: nothing failed. If loading failed after it, \
+         give that error",
+    ),
+    (
+        "insufficient VRAM to load any model layers",
+        "Ollama finding no room on the GPU for any of the model's layers and running it on the CPU: nothing \
+         failed, it runs slower. A smaller or more quantized model, a shorter context, or the GPU freed of other \
+         models gives it layers on the GPU",
     ),
     (
         "DXGI_ERROR_DEVICE_HUNG",
@@ -3514,6 +3569,19 @@ mod tests {
         assert!(not_an_oom("RuntimeError: CUDA error: an illegal memory access was encountered").is_some());
         assert!(not_an_oom("RuntimeError: CUDA error: out of memory").is_none());
         assert!(!recognises("RuntimeError: CUDA error: device-side assert triggered"));
+        let named = |t: &str, w: &str| not_an_oom(t).is_some_and(|l| l.what.contains(w));
+        assert!(named("slurmstepd: error: Detected 1 oom_kill event in StepId=4242871.batch.", "OOM killer"));
+        assert!(named("RuntimeError: mkl_malloc: failed to allocate memory", "Intel MKL"));
+        assert!(named("Exception(2) tid(9264) 887A0006 The GPU will not respond to more commands, most likely", "hung"));
+        assert!(named("[2025-05-20 14:02:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1", "SGLang"));
+        assert!(named(
+            "WARNING 03-01 10:22:13 [scheduler.py:1560] Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode",
+            "nothing failed"
+        ));
+        assert!(named(
+            "[d2.utils.memory]: Attempting to copy inputs of <function pairwise_iou> to CPU due to CUDA OOM",
+            "recovered"
+        ));
     }
 
     /// The generic reader's words: phrases with words between, a message that opens with them,
