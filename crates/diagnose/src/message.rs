@@ -99,9 +99,9 @@ pub enum MessageCause {
     NoKvBlocks,
     /// SGLang's start-up check: the weights leave no memory for the KV cache.
     SglangNoKv,
-    /// Another engine's start-up check, in its own words: the KV cache it `needed` is more than
-    /// the memory `available` for it.
-    EngineKvCache { needed: u64, available: u64 },
+    /// Another engine's start-up check, in its own words: what it `needed` (its KV cache, where
+    /// `kv`; else the weights and buffers it must load) is more than the memory `available`.
+    EngineCheck { needed: u64, available: u64, kv: bool },
     /// vLLM at start-up found `free` of the GPU's `total`, less than the `wanted`
     /// gpu_memory_utilization asks for: other processes hold the rest.
     VllmStartup { free: u64, total: u64, wanted: u64 },
@@ -124,7 +124,7 @@ impl MessageCause {
             | MessageCause::NoKvRoom { .. }
             | MessageCause::NoKvBlocks
             | MessageCause::SglangNoKv
-            | MessageCause::EngineKvCache { .. } => VerdictKind::Peak,
+            | MessageCause::EngineCheck { .. } => VerdictKind::Peak,
             MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
             MessageCause::XlaProgram { program, .. } if program.needed == 0 => VerdictKind::Undetermined,
@@ -202,6 +202,9 @@ pub enum MessageFix {
     /// Another engine's KV cache `short` of what it needs: a shorter context, fewer sequences,
     /// a smaller cache, or more of the GPU for it.
     EngineKvCache { short: u64 },
+    /// Another engine's weights and buffers `short` of what they need: more of the GPU for it,
+    /// a smaller model, the model split over GPUs, smaller temporary buffers.
+    EngineLoad { short: u64 },
     /// vLLM at start-up: the other processes' memory freed, or a gpu_memory_utilization of at
     /// most `fits` (hundredths) of the GPU.
     VllmStartupFree { fits: u64 },
@@ -424,12 +427,14 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     }
     // (Whatever its size: the cache the engine sizes from its context and sequences, not a
     // tensor the program asked for.)
-    if let (MessageFormat::KvCacheCheck, Some(r), Some(available)) = (m.format, &request, m.free)
+    if let (MessageFormat::KvCacheCheck | MessageFormat::EngineCheck, Some(r), Some(available)) =
+        (m.format, &request, m.free)
         && r.requested > available
     {
+        let (kv, short) = (m.format == MessageFormat::KvCacheCheck, r.requested - available);
         return MessageDiagnosis {
-            cause: MessageCause::EngineKvCache { needed: r.requested, available },
-            fix: MessageFix::EngineKvCache { short: r.requested - available },
+            cause: MessageCause::EngineCheck { needed: r.requested, available, kv },
+            fix: if kv { MessageFix::EngineKvCache { short } } else { MessageFix::EngineLoad { short } },
             breakdown: b,
         };
     }

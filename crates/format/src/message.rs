@@ -66,6 +66,11 @@ pub enum MessageFormat {
     /// than the memory left for it (vllm.rs's `Insufficient GPU memory for KVCache allocation.
     /// Available: 29353.63 MB, Required: 131072.00 MB`).
     KvCacheCheck,
+    /// Another inference engine at start-up, in its own words: the parts it must load (weights,
+    /// temporary buffers) sum to more than the memory available to it (MLC-LLM's `The available
+    /// single GPU memory is X, which is less than the sum of model weight size (W) and temporary
+    /// buffer size (B)`).
+    EngineCheck,
     /// ONNX Runtime's arena: `BFCArena::AllocateRawInternal ... Failed to allocate memory for
     /// requested buffer of size N`.
     OnnxArena,
@@ -105,6 +110,7 @@ impl MessageFormat {
             MessageFormat::VllmKvCache => "vLLM's KV cache check",
             MessageFormat::SglangKvCache => "SGLang's KV cache check",
             MessageFormat::KvCacheCheck => "an inference engine's KV cache check",
+            MessageFormat::EngineCheck => "an inference engine's memory check at start-up",
             MessageFormat::DeviceRuntime => "an accelerator runtime's allocator",
             MessageFormat::Other => "a newer oomscope's format",
         }

@@ -136,10 +136,24 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(total.saturating_sub(*free))
             )],
         ),
-        MessageCause::EngineKvCache { needed, available } => (
+        MessageCause::EngineCheck { needed, available, kv: true } => (
             format!(
                 "The engine's KV cache does not fit: the context and sequences it was started with need {} of KV \
                  cache, and {} is left for it after the weights",
+                torch(*needed),
+                torch(*available)
+            ),
+            vec![format!(
+                "{} needed > {} available: short by {} (the engine's own check, when it starts)",
+                torch(*needed),
+                torch(*available),
+                torch(needed.saturating_sub(*available))
+            )],
+        ),
+        MessageCause::EngineCheck { needed, available, kv: false } => (
+            format!(
+                "The engine does not fit: what it must load (the model's weights and its buffers) needs {}, and {} \
+                 is available to it",
                 torch(*needed),
                 torch(*available)
             ),
@@ -579,6 +593,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              make the cache smaller (an fp8 KV cache) or share the model over more GPUs",
             torch(*short)
         ),
+        MessageFix::EngineLoad { short } => format!(
+            "give the engine more of the GPU (its memory-utilization setting), or load {} less: a smaller or more \
+             quantized model, the model split over more GPUs (tensor parallelism), or smaller temporary buffers (a \
+             shorter prefill chunk or context)",
+            torch(*short)
+        ),
         MessageFix::SglangMemFraction => "raise --mem-fraction-static (the share of the GPU SGLang takes for the \
              weights and the KV cache; its log's `avail mem` after loading says what is left), or serve a smaller or \
              quantized model, or share it over more GPUs (--tp)"
@@ -675,6 +695,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
         MessageFormat::SglangKvCache => "SGLang KV cache out of memory",
         MessageFormat::KvCacheCheck => "KV cache out of memory",
+        MessageFormat::EngineCheck => "Inference engine out of memory at start-up",
         _ => "out of memory",
     };
     let _ = write!(o, "{what}");

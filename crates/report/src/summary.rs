@@ -41,7 +41,16 @@ pub fn render(d: &Dump) -> String {
         } else if has_totals && a.limit > 0 && chunks_known {
             let _ = writeln!(o, "{}", headroom_line(oom));
         }
-        if has_totals && a.limit > 0 {
+        // (A log with the Stats block alone gives what was in use, not the pool's regions: no
+        // pool of 0 bytes.)
+        if has_totals && a.limit > 0 && oom.pool_bytes < oom.bytes_in_use.max(1) {
+            let _ = writeln!(
+                o,
+                "  at the failure   {} in use (limit {}); the pool's size is not in the input",
+                human(oom.bytes_in_use),
+                human(a.limit),
+            );
+        } else if has_totals && a.limit > 0 {
             let _ = writeln!(
                 o,
                 "  at the failure   {} in use in a pool of {} (limit {}); {} free in the pool, largest free block {}",

@@ -506,7 +506,9 @@ fn peak_words(
     let need = in_use + request.rounded;
     let live: u64 = b.iter().map(|k| k.bytes).sum();
     let dominant = b.first().map(|k| k.kind).unwrap_or(Kind::Activation);
-    let what = if dominant == Kind::Unknown {
+    // (A log that gives the live memory but not what it is, a BFC Stats block alone, says
+    // nothing by kind.)
+    let what = if dominant == Kind::Unknown || live == 0 {
         String::new()
     } else {
         format!("; {} take {} of the {} live", dominant.plural(), human(b.first().map_or(0, |k| k.bytes)), human(live))
@@ -518,7 +520,9 @@ fn peak_words(
         human(need),
         human(*capacity)
     )];
-    evidence.push(format!("live by kind: {}", describe_breakdown(b, live)));
+    if live > 0 {
+        evidence.push(format!("live by kind: {}", describe_breakdown(b, live)));
+    }
     evidence.extend(node_lines(top));
     (
         format!("A true peak: {} is needed at this point and {} can be had{what}", human(need), human(*capacity)),

@@ -157,6 +157,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // RMM's device memory resource: `MemoryError: std::bad_alloc: CUDA error at: .../rmm/mr/...`
     // (its pinned host resource's path is a look-alike's).
     ("std::bad_alloc: CUDA error at", MessageFormat::CudaRuntime),
+    // RMM 22+: its own out-of-memory exception (`MemoryError: std::bad_alloc: out_of_memory:
+    // CUDA error at: .../rmm/mr/device/cuda_memory_resource.hpp`).
+    ("out_of_memory: CUDA error at", MessageFormat::CudaRuntime),
     // Stable Diffusion web UI's own check before its split attention: `Not enough memory, use
     // lower resolution (max approx. 640x640). Need: 1.5GB free, Have:0.1GB free`.
     ("Not enough memory, use lower resolution", MessageFormat::DeviceRuntime),
@@ -346,6 +349,14 @@ fn find(text: &str) -> Option<Found> {
         }
     }
     let lines: Vec<&str> = text.lines().collect();
+    // PaddlePaddle 1.x's legacy allocator (`Cannot allocate 382.812500MB in GPU 0, available
+    // 177.562500MB`, its pool's figures on the lines after) says more than its system
+    // allocator's line above it (`Cannot malloc 382.813 MB GPU memory. Please shrink ...`).
+    if text.contains(" in GPU ")
+        && let Some((line, at)) = lines.iter().enumerate().find_map(|(i, l)| paddle_legacy(l).map(|at| (i, at)))
+    {
+        return Some(Found { format: MessageFormat::Paddle, line, at });
+    }
     // Where each line starts in the text, to put a word found in the text on its line.
     let starts = line_starts(text, &lines);
     let line_of = |offset: usize| line_at(&starts, offset);
@@ -409,7 +420,13 @@ fn find(text: &str) -> Option<Found> {
             })
             .map(|g| if kv_cache_check(&lines, g.line).is_some() { Found { format: MessageFormat::KvCacheCheck, ..g } } else { g });
     }
-    best.filter(|_| !warning_only).map(|(_, f)| f)
+    best.filter(|_| !warning_only).map(|(_, f)| f).map(|f| {
+        if f.format == MessageFormat::DeviceRuntime && engine_check(&lines, f.line).is_some() {
+            Found { format: MessageFormat::EngineCheck, ..f }
+        } else {
+            f
+        }
+    })
 }
 
 /// Where `marker` starts on line `line` (or runs from it onto the next, wrapped), unless the
@@ -1948,8 +1965,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             usage = buffers(block);
             m.device = Some("TPU".into());
         }
-        MessageFormat::KvCacheCheck => {
-            if let Some((required, available)) = kv_cache_check(&lines, found.line) {
+        MessageFormat::KvCacheCheck | MessageFormat::EngineCheck => {
+            let check = if found.format == MessageFormat::KvCacheCheck { kv_cache_check } else { engine_check };
+            if let Some((required, available)) = check(&lines, found.line) {
                 request = Some(required);
                 m.free = Some(available);
             }
@@ -2022,6 +2040,15 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             m.device = after(&body, "Out of memory error on GPU ").and_then(leading_u64).map(|n| format!("GPU {n}"));
             m.allocated = figure_before(&body, " memory has been allocated");
             m.free = after(&body, "available memory is only ").and_then(leading_figure);
+            // The legacy allocator's report: `Cannot allocate 195.800781MB in GPU 0, available
+            // 5.937500MB`, `total 7981694976` (bytes), `GPU memory used: 324.750000kB` (what its
+            // pool holds); a paste may glue them into one line (`5.937500MBtotal 7981694976`).
+            if paddle_legacy(&body).is_some() {
+                m.device = after(&body, " in GPU ").and_then(leading_u64).map(|n| format!("GPU {n}"));
+                m.free = after(&body, ", available ").and_then(glued_figure);
+                m.total = after(&body, "total ").and_then(leading_u64);
+                m.allocated = after(&body, "GPU memory used: ").and_then(glued_figure);
+            }
         }
         MessageFormat::OnnxArena => {
             request = after(&body, "requested buffer of size ").and_then(leading_u64);
@@ -2071,7 +2098,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
     }
     m.total = m.total.filter(|&t| t > 0);
     // (vLLM's check is not a request a call made.)
-    if op.is_none() && !matches!(m.format, MessageFormat::VllmKvCache | MessageFormat::KvCacheCheck) {
+    if op.is_none() && !matches!(m.format, MessageFormat::VllmKvCache | MessageFormat::KvCacheCheck | MessageFormat::EngineCheck) {
         op = m.site.as_ref().map(ToString::to_string);
     }
     Ok(build(path, m, request, op, shape, usage, lines.len()))
@@ -2421,6 +2448,30 @@ fn kv_cache_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
     Some((figure(&["required", "needed"])?, figure(&["available"])?))
 }
 
+/// An engine's own check at start-up that what it must load does not fit, in words of its own:
+/// what is available, and the parts it needs, summed (MLC-LLM: `Insufficient GPU memory error:
+/// The available single GPU memory is 23669.327 MB, which is less than the sum of model weight
+/// size (17851.479 MB) and temporary buffer size (15275.630 MB).`). The two figures, needed
+/// first. (A budget of parts, not one allocation's request against the free memory, which
+/// says nothing of the cause.)
+fn engine_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
+    let around = lines.get(line..(line + 2).min(lines.len()))?.join(" ");
+    let lower = around.to_ascii_lowercase();
+    let sum = lower.find("less than the sum of ")?;
+    // The first figure within a few words after `available`.
+    let at = lower[..sum].find("available")? + "available".len();
+    let words = around[at..sum].split_whitespace().take(8).collect::<Vec<_>>();
+    let available = words.windows(2).find_map(|w| parse_figure(&format!("{} {}", w[0], w[1].trim_end_matches(','))))?;
+    // The parts: each figure in brackets after `sum of`.
+    let parts: Vec<u64> = around[sum..]
+        .split('(')
+        .skip(1)
+        .filter_map(|p| p.split(')').next())
+        .filter_map(|p| leading_figure(p).filter(|_| p.trim().contains(' ') || p.trim().ends_with('B')))
+        .collect();
+    (!parts.is_empty()).then(|| (parts.iter().sum(), available))
+}
+
 /// `not enough allocatable device memory`, `out of the memory`: memory run out, in words with
 /// others between (up to three; never `shared memory`, a kernel's per-block memory or the
 /// host's /dev/shm).
@@ -2676,6 +2727,37 @@ fn completed(part: &str, words: &[&str]) -> String {
 
 /// The figure a paste ends in, its unit cut to its first letters (`289.29 M`, `1.5 Gi`):
 /// read in the unit those letters begin. None when anything follows it.
+/// Where PaddlePaddle 1.x's legacy allocator's words start on `l`: `Cannot allocate X in GPU
+/// N, available Y`.
+fn paddle_legacy(l: &str) -> Option<usize> {
+    let at = l.find("Cannot allocate ")?;
+    let rest = &l[at..];
+    let gpu = rest.find(" in GPU ")?;
+    rest[gpu..].contains(", available ").then_some(at)
+}
+
+/// A figure at the start of `s` whose unit runs into the next word, as a paste that lost a
+/// line break leaves it (`5.937500MBtotal`): the longest unit it starts with.
+fn glued_figure(s: &str) -> Option<u64> {
+    let s = s.trim_start();
+    let digits = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let rest = &s[digits..];
+    ["bytes", "KiB", "MiB", "GiB", "TiB", "kB", "KB", "MB", "GB", "TB", "B"]
+        .iter()
+        .find(|u| rest.starts_with(**u))
+        .and_then(|u| parse_figure(&format!("{} {u}", &s[..digits])))
+}
+
+/// The figure at the start of `s` when all that follows it is the start of `label`, the words
+/// that name it, which a paste's end cut short (`217.26 MiB is reserve`).
+fn cut_label(s: &str, label: &str) -> Option<u64> {
+    let s = s.trim();
+    let mut words = s.splitn(3, ' ');
+    let (n, unit) = (words.next()?, words.next()?);
+    let rest = words.next().unwrap_or("");
+    (!rest.is_empty() && label.starts_with(rest)).then(|| parse_figure(&format!("{n} {unit}"))).flatten()
+}
+
 fn cut_figure(s: &str) -> Option<u64> {
     let s = s.trim();
     let (n, unit) = s.split_once(' ')?;
@@ -2841,9 +2923,12 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         m.allowed = figure_before(body, " allowed;");
         m.allocated = after(body, "Of the allocated memory ").and_then(leading_figure);
         m.private_pools = figure_before(body, " allocated in private pools");
-        // (A paste cut inside the last figure keeps its unit's first letter: `and 289.29 M`.)
-        let unallocated = figure_before(body, " is reserved by PyTorch but unallocated")
-            .or_else(|| after(body, " is allocated by PyTorch, and ").and_then(cut_figure));
+        // (A paste cut inside the last figure keeps its unit's first letter: `and 289.29 M`; one
+        // cut inside the words after it keeps the figure whole: `and 217.26 MiB is reserve`.)
+        let unallocated = figure_before(body, " is reserved by PyTorch but unallocated").or_else(|| {
+            after(body, " is allocated by PyTorch, and ")
+                .and_then(|r| cut_figure(r).or_else(|| cut_label(r, "is reserved by PyTorch but unallocated")))
+        });
         m.reserved = unallocated.and_then(|u| Some(u + m.allocated?));
         let mut rest = body;
         while let Some(r) = after(rest, "Process ") {
@@ -3188,6 +3273,7 @@ fn build(
         MessageFormat::VllmKvCache => "vLLM KV cache",
         MessageFormat::SglangKvCache => "SGLang KV cache",
         MessageFormat::KvCacheCheck => "the engine's KV cache",
+        MessageFormat::EngineCheck => "the engine's start-up check",
         _ => "the device",
     };
     Dump {

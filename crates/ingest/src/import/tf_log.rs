@@ -743,6 +743,10 @@ impl Log {
                 true
             }
             "If the cause is memory fragmentation" => true,
+            // (Not TF 1.x's warning in the same words that an allocation allowed to fail did: `Ran
+            // out of memory trying to allocate 1.33GiB. The caller indicates that this is not a
+            // failure`. It is no request of the report's.)
+            "Ran out of memory trying to allocate " if not_a_failure(p) => false,
             "Ran out of memory trying to allocate " => {
                 let h = p["Ran out of memory trying to allocate ".len()..].split_whitespace().next().unwrap_or("");
                 // TF <= 1.12 says it after the dump: it belongs to the dump just printed.
