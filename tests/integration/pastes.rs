@@ -69,6 +69,12 @@ const SETS: &[&str] = &[
     "messages-fifty-fourth",
     "messages-fifty-fifth",
     "messages-fifty-sixth",
+    "messages-fifty-seventh",
+    "messages-fifty-eighth",
+    "messages-fifty-ninth",
+    "messages-sixtieth",
+    "messages-sixty-first",
+    "messages-sixty-second",
 ];
 
 /// Every text of the sets: (set/file, text).
