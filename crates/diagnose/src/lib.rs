@@ -559,6 +559,12 @@ fn pool_in_pieces(d: &Dump, b: &[KindBytes]) -> Option<StateDiagnosis> {
     if in_use == 0 || o.requested == 0 || o.outside || asked > free {
         return None;
     }
+    // Without the chunks, "in pieces" rests on the totals alone: a limit the request passes by
+    // less than 2% of itself (and 16 MiB) is a pool full to within its rounding and its chunks'
+    // own, a peak (InUse + the request 1.79 MiB under the limit), as for PyTorch's figures.
+    if free - asked < (asked / 50).max(16 << 20) {
+        return None;
+    }
     // TF's occupancy bar draws the pool: one without a free cell (`_`) is a pool that grew
     // only as far as what is in use, the rest of the limit never its (a device that refused
     // more, or another report's bar). Not where what is free is less than one cell (a
@@ -850,6 +856,7 @@ fn fragmentation(
     }
     let a = &d.allocator;
     let chunks_known = !d.regions.is_empty() && d.has(Section::Regions);
+
     let pieces = d.regions.iter().flat_map(|r| &r.chunks).filter(|c| !c.in_use).count() as u64;
     let empty_regions: Vec<u64> =
         d.regions.iter().filter(|r| r.chunks.iter().all(|c| !c.in_use)).map(|r| r.size).collect();
@@ -988,7 +995,10 @@ fn peak(d: &Dump, o: &OomRecord, b: Vec<KindBytes>) -> StateDiagnosis {
     let optimizer_dominates = b.first().is_some_and(|k| k.kind == Kind::Optimizer);
     // Activations, inputs, the backward pass's tensors and temporaries scale with the
     // batch; weights, their gradients, optimizer state and collective buffers do not.
-    let fraction = if need > fixed { cap.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
+    // (A pool full to within its rounding, what is needed just under what can be had: below
+    // it by the margin that would leave the request a piece of its own.)
+    let room = if need <= cap { cap.saturating_sub((asked(o) / 50).max(16 << 20)) } else { cap };
+    let fraction = if need > fixed { room.saturating_sub(fixed) as f64 / (need - fixed) as f64 } else { 1.0 };
     // The batch: the workload's, else (a log, a recording) the failed tensor's first
     // dimension, said to be a guess.
     let batch = d.workload.as_ref().map(|w| (w.batch, true)).or(first_dim(o).map(|n| (n, false)));

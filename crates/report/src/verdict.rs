@@ -513,19 +513,43 @@ fn peak_words(
     } else {
         format!("; {} take {} of the {} live", dominant.plural(), human(b.first().map_or(0, |k| k.bytes)), human(live))
     };
-    let mut evidence = vec![format!(
-        "{} live + {} requested = {} needed; {} can be had",
-        human(*in_use),
-        human(request.rounded),
-        human(need),
-        human(*capacity)
-    )];
+    // (Needed just under what can be had: a pool full to within its rounding, said so, not
+    // as a `>` the figures do not show.)
+    let close = need <= *capacity && capacity - need < (request.rounded / 50).max(16 << 20);
+    let mut evidence = vec![if close {
+        format!(
+            "{} live + {} requested = {} needed, within {} of the {} that can be had: too close for the free \
+             memory to lie in one piece",
+            human(*in_use),
+            human(request.rounded),
+            human(need),
+            human(capacity - need),
+            human(*capacity)
+        )
+    } else {
+        format!(
+            "{} live + {} requested = {} needed; {} can be had",
+            human(*in_use),
+            human(request.rounded),
+            human(need),
+            human(*capacity)
+        )
+    }];
     if live > 0 {
         evidence.push(format!("live by kind: {}", describe_breakdown(b, live)));
     }
     evidence.extend(node_lines(top));
     (
-        format!("A true peak: {} is needed at this point and {} can be had{what}", human(need), human(*capacity)),
+        if close {
+            format!(
+                "A true peak: {} is needed at this point, the whole of the {} that can be had but {}{what}",
+                human(need),
+                human(*capacity),
+                human(capacity - need)
+            )
+        } else {
+            format!("A true peak: {} is needed at this point and {} can be had{what}", human(need), human(*capacity))
+        },
         evidence,
     )
 }

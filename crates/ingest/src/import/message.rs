@@ -211,6 +211,13 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("[malloc_or_wait] Unable to allocate", MessageFormat::DeviceRuntime),
     ("cudaMalloc failed: out of memory", MessageFormat::CudaRuntime),
     ("Allocation on device", MessageFormat::TorchAsync),
+    // Its figures without that line (a paste that kept only the block): read from its
+    // `Requested` line, above.
+    ("Free (according to CUDA)", MessageFormat::TorchAsync),
+    // A glog check on a CUDA or HIP call's status, 2 its out-of-memory status (TensorFlow's
+    // launch config: `Check failed: err == cudaSuccess (2 vs. 0)`).
+    ("cudaSuccess (2 vs. 0)", MessageFormat::CudaRuntime),
+    ("hipSuccess (2 vs. 0)", MessageFormat::CudaRuntime),
     // CuPy (its error is `cupy...OutOfMemoryError` too: read before PyTorch's word)
     // CuPy's memory pool: `Out of memory allocating 25,600,000 bytes (allocated so far:
     // 3,635,267,072 bytes).`
@@ -423,6 +430,12 @@ fn find(text: &str) -> Option<Found> {
     best.filter(|_| !warning_only).map(|(_, f)| f).map(|f| {
         if f.format == MessageFormat::DeviceRuntime && engine_check(&lines, f.line).is_some() {
             Found { format: MessageFormat::EngineCheck, ..f }
+        } else if f.format == MessageFormat::TorchAsync && !lines[f.line].contains("Allocation on device") {
+            // (The block's first figure is its request, a line or two above `Free`.)
+            let line = (f.line.saturating_sub(3)..f.line)
+                .find(|&i| lines[i].trim_start().starts_with("Requested"))
+                .unwrap_or(f.line);
+            Found { line, at: 0, ..f }
         } else {
             f
         }
@@ -1634,6 +1647,9 @@ fn process_end(l: &str) -> Option<&'static str> {
     if let Some(what) = signal_named(l) {
         return Some(what);
     }
+    if let Some(what) = status_check(l) {
+        return Some(what);
+    }
     if kernel_shared_memory(l) {
         return Some(
             "a kernel that needs more shared memory per block than the GPU offers (on-chip memory a launch asks \
@@ -1671,6 +1687,41 @@ fn process_end(l: &str) -> Option<&'static str> {
         );
     }
     None
+}
+
+/// A glog check on a CUDA or HIP call's status that failed with another status than out of
+/// memory (2): `Check failed: err == hipSuccess (98 vs. 0)`, the status's meaning where it is
+/// a common one.
+fn status_check(l: &str) -> Option<&'static str> {
+    let at = l.find("Success (")?;
+    if !(l[..at].ends_with("cuda") || l[..at].ends_with("hip")) {
+        return None;
+    }
+    let rest = &l[at + "Success (".len()..];
+    let (code, tail) = rest.split_once(' ')?;
+    if !tail.starts_with("vs. 0)") {
+        return None;
+    }
+    Some(match code.parse::<u32>().ok()? {
+        2 => return None,
+        98 => {
+            "a CUDA (or HIP) call that failed with status 98, an invalid device function: the build has no kernel \
+             for this GPU's architecture (a wheel or build for another GPU), not a lack of device memory"
+        }
+        209 => {
+            "a CUDA call that failed with status 209, no kernel image for this device: the build has no kernel for \
+             this GPU's architecture, not a lack of device memory"
+        }
+        35 => {
+            "a CUDA call that failed with status 35: the driver is older than the CUDA runtime the program was \
+             built with, not a lack of device memory. Update the driver"
+        }
+        700 => {
+            "a CUDA call that failed with status 700, an illegal memory access (a kernel's bad access, reported \
+             by the next call), not a lack of device memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel"
+        }
+        _ => CUDA_OTHER_ERROR,
+    })
 }
 
 /// A process's end by a signal, named after the word `signal` as a launcher says it: Go's
@@ -3722,6 +3773,10 @@ mod tests {
         let ollama = r#"msg="error loading llama server" error="llama runner process has terminated: signal: killed""#;
         assert!(process_end(ollama).is_some_and(|w| w.contains("SIGKILL")));
         assert!(process_end("worker killed by signal 9").is_some_and(|w| w.contains("SIGKILL")));
+        let hip = "F ./tensorflow/core/util/gpu_launch_config.h:174] Check failed: err == hipSuccess (98 vs. 0)";
+        assert!(process_end(hip).is_some_and(|w| w.contains("invalid device function")));
+        assert_eq!(process_end("Check failed: err == cudaSuccess (2 vs. 0)"), None);
+        assert!(find("F tensorflow/core/util/cuda_launch_config.h:127] Check failed: err == cudaSuccess (2 vs. 0)").is_some());
         assert!(process_end("exit status: signal: segmentation fault (core dumped)").is_some_and(|w| w.contains("SIGSEGV")));
         assert_eq!(process_end("the signal: 9.5 dB above the noise"), None);
         assert_eq!(process_end("signal: killing the old runner"), None);
