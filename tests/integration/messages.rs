@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The later sets, each read first as it came (the first reading is in a comment and in
     // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
     // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
-    let floors: [(&str, usize, usize, usize, usize); 60] = [
+    let floors: [(&str, usize, usize, usize, usize); 63] = [
         // Read first after the paste repair.
         ("messages-unseen", 50, 12, 51, 15),
         // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
@@ -296,7 +296,9 @@ fn held_out_texts_are_read_as_labelled() {
         // fifty-sixth, 10 of 13 and 3 of 5; the fifty-seventh to fifty-ninth (one collection,
         // a collector for each group of frameworks), 17 of 17 and 6 of 6, 16 of 18 and 7 of 7,
         // 16 of 17 and 5 of 6; the sixtieth to sixty-second likewise, 18 of 18 and 6 of 6, 10 of
-        // 14 and 4 of 5, 11 of 14 and 6 of 6 (two of the misses were labels, corrected).
+        // 14 and 4 of 5, 11 of 14 and 6 of 6 (two of the misses were labels, corrected); the
+        // sixty-third to sixty-fifth likewise, 16 of 17 and 6 of 6, 14 of 15 and 5 of 6, 20 of
+        // 20 and 5 of 5: 66 of 69 (95.7%).
         ("messages-fourth", 45, 14, 44, 14),
         ("messages-fifth", 44, 16, 42, 16),
         ("messages-sixth", 37, 12, 35, 12),
@@ -356,6 +358,9 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-sixtieth", 18, 6, 18, 6),
         ("messages-sixty-first", 15, 4, 15, 4),
         ("messages-sixty-second", 14, 6, 14, 6),
+        ("messages-sixty-third", 17, 6, 17, 6),
+        ("messages-sixty-fourth", 15, 6, 15, 6),
+        ("messages-sixty-fifth", 20, 5, 20, 5),
     ];
     for (set, has_n, has_look, at_least, looks_at_least) in floors {
         let (ok, n, look_ok, look, misses) = score(set);
@@ -1013,6 +1018,16 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         ],
     );
     refused_as("messages-fifty-ninth", &[("ollama-9685-jetson-orin-gemma27b-runner-signal-killed.txt", "SIGKILL")]);
+    // What the sixty-third to sixty-fifth showed: the cudaMallocAsync block without its first
+    // line; TF's Stats full to within the fragmentation margin (a peak, said without a `>`); a
+    // glog check on a HIP status that is no allocation's.
+    kinds(
+        "messages-sixty-third",
+        &[("comfyui-impact-pack-364-cudamallocasync-head-cut-7mib-free-4-82gib.txt", VerdictKind::Undetermined)],
+    );
+    let v = verdict("messages-sixty-fourth", "facenet-120-tf1-stats-request-fills-pool-to-2mib-cut.txt");
+    assert!(v.kind == VerdictKind::Peak && v.evidence[0].contains("within 1.79MiB"), "{v:?}");
+    refused_as("messages-sixty-fourth", &[("tensorflow-upstream-2163-rocm-check-failed-hipsuccess-98.txt", "invalid device function")]);
     // The engines' checks with their figures: what was needed against what was available.
     let v = verdict("messages-fifty-ninth", "xinfer-195-vllm-rs-kvcache-allocation-131072mb-required.txt");
     assert!(v.headline.contains("128.00 GiB") && v.headline.contains("28.67 GiB"), "{v:?}");

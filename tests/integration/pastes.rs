@@ -75,6 +75,9 @@ const SETS: &[&str] = &[
     "messages-sixtieth",
     "messages-sixty-first",
     "messages-sixty-second",
+    "messages-sixty-third",
+    "messages-sixty-fourth",
+    "messages-sixty-fifth",
 ];
 
 /// Every text of the sets: (set/file, text).
@@ -266,6 +269,16 @@ fn figures_that_contradict_each_other_get_no_verdict() {
             format!(
                 "{head} 512.00 MiB of which 17179869183.96 GiB is free. Of the allocated memory 292.04 MiB is \
                  allocated by PyTorch, and 137.96 MiB is reserved by PyTorch but unallocated."
+            ),
+            "more than any device holds",
+        ),
+        // Processes listed beyond any device, whose sum passes what a number holds (a paste
+        // that cut `14.59 GiB` to `14.59e`, read as exabytes).
+        (
+            format!(
+                "{head} 14.75 GiB of which 161.06 MiB is free. Process 121503 has 14.59e. Process 121504 has 14.59e. Process 121505 has 14.59e. \
+                 Of the allocated memory 14.39 GiB is allocated by PyTorch, and 61.74 MiB is reserved by PyTorch but \
+                 unallocated."
             ),
             "more than any device holds",
         ),

@@ -286,7 +286,9 @@ fn contradiction(m: &Message) -> Option<Contradiction> {
         return Some(Contradiction::NotSizes { figures: m.unreadable.clone() });
     }
     let round = |n: u64| (n / 100).max(ROUNDING);
-    for f in [m.total, m.free, m.allocated, m.reserved, m.process].into_iter().flatten() {
+    // (A process the message lists is one of the device's figures too.)
+    let listed = m.processes.iter().map(|p| Some(p.bytes));
+    for f in [m.total, m.free, m.allocated, m.reserved, m.process].into_iter().chain(listed).flatten() {
         if f >= NO_DEVICE {
             return Some(Contradiction::Absurd { figure: f });
         }
@@ -620,14 +622,18 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     // Others inferred (none listed, no process figure) are blamed only where they alone would
     // make room: the cache's free pieces did not serve the request, and whether they would
     // have without others is not known.
-    let room = if budget.others_inferred { free_now + other } else { free_now + cached + other };
+    let room = if budget.others_inferred {
+        free_now.saturating_add(other)
+    } else {
+        free_now.saturating_add(cached).saturating_add(other)
+    };
     let others_hold = !budget.limited() && other > 0 && q <= room;
     // Other processes holding more than this process's whole cache are the cause even when
     // the cache's free pieces would have done for this one request.
     if others_hold && other >= budget.reserved() {
         return others_verdict(budget, m, free_now, b);
     }
-    if q + slack <= free_now + cached {
+    if q.saturating_add(slack) <= free_now.saturating_add(cached) {
         let fix = fragmentation_fix(m, q, free_now);
         return MessageDiagnosis { cause: MessageCause::CacheInPieces { budget }, fix, breakdown: b };
     }

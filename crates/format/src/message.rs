@@ -299,7 +299,8 @@ impl Message {
     /// (`None` when they cannot tell it from this process's own non-PyTorch memory).
     pub fn others(&self) -> Option<u64> {
         if !self.processes.is_empty() {
-            return Some(self.processes.iter().filter(|p| !p.this).map(|p| p.bytes).sum());
+            // (Saturating: a paste's figures may be any size, `14.59e` read as exabytes.)
+            return Some(self.processes.iter().filter(|p| !p.this).fold(0u64, |s, p| s.saturating_add(p.bytes)));
         }
         let (total, free, process) = (self.total?, self.free?, self.process?);
         Some(total.saturating_sub(free).saturating_sub(process))

@@ -406,7 +406,7 @@ fn xla_cause(
             request.map_or(String::new(), |r| format!(", and allocating {} of it failed", s(r)))
         )
     } else {
-        let sum: u64 = top.iter().map(|t| t.1).sum();
+        let sum: u64 = top.iter().fold(0u64, |s, t| s.saturating_add(t.1));
         format!(
             "The message keeps only XLA's largest buffers ({} in the {} shown), not the program's totals",
             s(sum),
@@ -772,7 +772,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
             let _ = writeln!(o, "  {:>10}  {}", s(n.bytes), n.op);
         }
         if d.usage_by_node.len() > 10 {
-            let rest: u64 = d.usage_by_node[10..].iter().map(|n| n.bytes).sum();
+            let rest: u64 = d.usage_by_node[10..].iter().fold(0u64, |s, n| s.saturating_add(n.bytes));
             let _ = writeln!(o, "  ... {} more with {}", d.usage_by_node.len() - 10, s(rest));
         }
     }

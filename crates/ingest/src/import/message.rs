@@ -2520,7 +2520,7 @@ fn engine_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
         .filter_map(|p| p.split(')').next())
         .filter_map(|p| leading_figure(p).filter(|_| p.trim().contains(' ') || p.trim().ends_with('B')))
         .collect();
-    (!parts.is_empty()).then(|| (parts.iter().sum(), available))
+    (!parts.is_empty()).then(|| (parts.iter().fold(0u64, |s, p| s.saturating_add(*p)), available))
 }
 
 /// `not enough allocatable device memory`, `out of the memory`: memory run out, in words with
