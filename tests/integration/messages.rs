@@ -999,7 +999,10 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
             ("paddledetection-9005-paddle-cannot-allocate-13-9eb.txt", VerdictKind::SingleTensor),
         ],
     );
-    kinds("messages-fifty-ninth", &[("xinfer-195-vllm-rs-kvcache-allocation-131072mb-required.txt", VerdictKind::Peak)]);
+    kinds(
+        "messages-fifty-ninth",
+        &[("xinfer-195-vllm-rs-kvcache-allocation-131072mb-required.txt", VerdictKind::Peak)],
+    );
     kinds(
         "messages-sixty-first",
         &[
@@ -1027,7 +1030,10 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     );
     let v = verdict("messages-sixty-fourth", "facenet-120-tf1-stats-request-fills-pool-to-2mib-cut.txt");
     assert!(v.kind == VerdictKind::Peak && v.evidence[0].contains("within 1.79MiB"), "{v:?}");
-    refused_as("messages-sixty-fourth", &[("tensorflow-upstream-2163-rocm-check-failed-hipsuccess-98.txt", "invalid device function")]);
+    refused_as(
+        "messages-sixty-fourth",
+        &[("tensorflow-upstream-2163-rocm-check-failed-hipsuccess-98.txt", "invalid device function")],
+    );
     // The engines' checks with their figures: what was needed against what was available.
     let v = verdict("messages-fifty-ninth", "xinfer-195-vllm-rs-kvcache-allocation-131072mb-required.txt");
     assert!(v.headline.contains("128.00 GiB") && v.headline.contains("28.67 GiB"), "{v:?}");

@@ -425,7 +425,13 @@ fn find(text: &str) -> Option<Found> {
                         || l.line < g.line + 1 && NOT_A_FAILURE.iter().any(|w| l.what.contains(w))
                 })
             })
-            .map(|g| if kv_cache_check(&lines, g.line).is_some() { Found { format: MessageFormat::KvCacheCheck, ..g } } else { g });
+            .map(|g| {
+                if kv_cache_check(&lines, g.line).is_some() {
+                    Found { format: MessageFormat::KvCacheCheck, ..g }
+                } else {
+                    g
+                }
+            });
     }
     best.filter(|_| !warning_only).map(|(_, f)| f).map(|f| {
         if f.format == MessageFormat::DeviceRuntime && engine_check(&lines, f.line).is_some() {
@@ -1733,7 +1739,8 @@ fn signal_named(l: &str) -> Option<&'static str> {
         return None;
     }
     let l = l.to_ascii_lowercase();
-    let after: Vec<&str> = l.match_indices("signal").map(|(at, w)| l[at + w.len()..].trim_start_matches([':', ' '])).collect();
+    let after: Vec<&str> =
+        l.match_indices("signal").map(|(at, w)| l[at + w.len()..].trim_start_matches([':', ' '])).collect();
     // (A whole word or number: not `killing`, not `9.5`.)
     let ends = |rest: &str| {
         let mut c = rest.chars();
@@ -2149,7 +2156,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
     }
     m.total = m.total.filter(|&t| t > 0);
     // (vLLM's check is not a request a call made.)
-    if op.is_none() && !matches!(m.format, MessageFormat::VllmKvCache | MessageFormat::KvCacheCheck | MessageFormat::EngineCheck) {
+    if op.is_none()
+        && !matches!(m.format, MessageFormat::VllmKvCache | MessageFormat::KvCacheCheck | MessageFormat::EngineCheck)
+    {
         op = m.site.as_ref().map(ToString::to_string);
     }
     Ok(build(path, m, request, op, shape, usage, lines.len()))
@@ -3709,8 +3718,14 @@ mod tests {
         let named = |t: &str, w: &str| not_an_oom(t).is_some_and(|l| l.what.contains(w));
         assert!(named("slurmstepd: error: Detected 1 oom_kill event in StepId=4242871.batch.", "OOM killer"));
         assert!(named("RuntimeError: mkl_malloc: failed to allocate memory", "Intel MKL"));
-        assert!(named("Exception(2) tid(9264) 887A0006 The GPU will not respond to more commands, most likely", "hung"));
-        assert!(named("[2025-05-20 14:02:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1", "SGLang"));
+        assert!(named(
+            "Exception(2) tid(9264) 887A0006 The GPU will not respond to more commands, most likely",
+            "hung"
+        ));
+        assert!(named(
+            "[2025-05-20 14:02:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1",
+            "SGLang"
+        ));
         assert!(named(
             "WARNING 03-01 10:22:13 [scheduler.py:1560] Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode",
             "nothing failed"
@@ -3776,8 +3791,13 @@ mod tests {
         let hip = "F ./tensorflow/core/util/gpu_launch_config.h:174] Check failed: err == hipSuccess (98 vs. 0)";
         assert!(process_end(hip).is_some_and(|w| w.contains("invalid device function")));
         assert_eq!(process_end("Check failed: err == cudaSuccess (2 vs. 0)"), None);
-        assert!(find("F tensorflow/core/util/cuda_launch_config.h:127] Check failed: err == cudaSuccess (2 vs. 0)").is_some());
-        assert!(process_end("exit status: signal: segmentation fault (core dumped)").is_some_and(|w| w.contains("SIGSEGV")));
+        assert!(
+            find("F tensorflow/core/util/cuda_launch_config.h:127] Check failed: err == cudaSuccess (2 vs. 0)")
+                .is_some()
+        );
+        assert!(
+            process_end("exit status: signal: segmentation fault (core dumped)").is_some_and(|w| w.contains("SIGSEGV"))
+        );
         assert_eq!(process_end("the signal: 9.5 dB above the noise"), None);
         assert_eq!(process_end("signal: killing the old runner"), None);
     }
