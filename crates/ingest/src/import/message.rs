@@ -1547,7 +1547,7 @@ fn within_edits(pattern: &[char], text: &str, n: usize) -> bool {
 }
 
 /// `needle` (ASCII) in `l`, in any case, without allocating.
-fn contains_ignoring_case(l: &str, needle: &str) -> bool {
+pub(crate) fn contains_ignoring_case(l: &str, needle: &str) -> bool {
     l.as_bytes().windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 

@@ -89,8 +89,21 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
                 .iter()
                 .any(|m| m.starts_with(&w))
         });
+    // (Nor a last line cut short that speaks of memory at all: `ValueError: Free memory on
+    // device cuda:0 (22.76/24.0 GiB) on startup is less than de` may have gone on to say it ran
+    // out; the cut is said instead.)
+    // Nor an error line the cut left with its first words only (`RuntimeError: CUDA`,
+    // `RuntimeError: cuDNN error:`): what it was is not in the paste.
+    let cut_about_memory =
+        pasted.cut && text.lines().last().is_some_and(|l| message::contains_ignoring_case(l, "memory"));
+    let cut_early = |words: &str| {
+        pasted.cut && words.split_once(": ").is_none_or(|(_, said)| said.split_whitespace().count() <= 3)
+    };
     let read = read.map_err(|e| match other_error::another_error(text) {
-        Some((line, words)) if e.message.starts_with("no out-of-memory") && !(cut_in_words && line == last) => {
+        Some((line, words))
+            if e.message.starts_with("no out-of-memory")
+                && !((cut_in_words || cut_about_memory || cut_early(&words)) && line == last) =>
+        {
             InputError {
                 path: path.to_path_buf(),
                 line,

@@ -891,13 +891,16 @@ fn ends_open(l: &str) -> bool {
         return false;
     }
     let last = t.chars().last().unwrap_or(' ');
-    if ".)]}!?\"':>".contains(last) {
+    // (A colon ends a line that goes on below it: `RuntimeError: cuDNN error:` last is cut.)
+    if ".)]}!?\"'>".contains(last) {
         return false;
     }
-    // Old PyTorch messages end on the variable's name; a stats row on its figure.
+    // Old PyTorch messages end on the variable's name; a stats row on its figure. (Not a
+    // runtime's name, after which its error's words come: `RuntimeError: CUDA`.)
     let word = t.rsplit(' ').next().unwrap_or(t);
     let stat = t.split_whitespace().count() <= 3 && word.chars().all(|c| c.is_ascii_digit());
-    !(word.len() > 3 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_') || stat)
+    let runtime = ["CUDA", "CUBLAS", "CUDNN", "NCCL", "HIP", "ROCM", "XLA", "GPU", "MIOPEN"].contains(&word);
+    !(word.len() > 3 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_') && !runtime || stat)
 }
 
 #[cfg(test)]
