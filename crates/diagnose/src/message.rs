@@ -550,7 +550,11 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             breakdown: b,
         };
     }
-    let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated) else {
+    // A CUDA program's own account of the device (PhoenixMiner's `CUDA memory: 4.00 GB total,
+    // 3.30 GB free`) with no allocator of its own that caches: nothing held in a cache, all it
+    // holds outside one, where the total less the free shows it.
+    let no_cache = (m.format == MessageFormat::CudaRuntime && m.total.is_some()).then_some(0);
+    let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated.or(no_cache)) else {
         return without(b);
     };
     let budget = budget_of(m, r, free, live);

@@ -334,6 +334,10 @@ fn ever_terms(b: &Budget) -> String {
         );
     }
     match b.context.filter(|&c| c > 0) {
+        // (A CUDA program with no cache of its own: what it and the desktop hold.)
+        Some(c) if b.total.saturating_sub(c) >= b.free + b.reserved() && b.format == MessageFormat::CudaRuntime => {
+            format!("{} total - {} in use besides (its context and buffers, the desktop's)", s(b.total), s(c))
+        }
         Some(c) if b.total.saturating_sub(c) >= b.free + b.reserved() => {
             format!("{} total - {} it holds outside {}", s(b.total), s(c), framework_name(b.format))
         }

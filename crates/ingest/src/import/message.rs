@@ -289,6 +289,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // PyTorch's old form with its head cut off (`Tried to allocate 7.93 GiB (GPU 2; 22.38 GiB
     // total capacity; ...)`).
     ("total capacity;", MessageFormat::TorchCapacity),
+    // TensorFlow's hint, which it adds to an out-of-memory error only, pasted without the
+    // error's own line: an OOM without figures.
+    ("add report_tensor_allocations_upon_oom to RunOptions", MessageFormat::TfTensor),
 ];
 
 /// A line that says a CUDA allocation ran out of memory in no words above (an engine's own
@@ -404,6 +407,11 @@ fn find(text: &str) -> Option<Found> {
         if in_other_words || cut() {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
+        // DirectML's own buffer allocator failing, in words a paste may have garbled (`8007000E
+        // Not enough memory resources are available`, as `800 7000E to enough memory resources`).
+        else if l.contains("BucketizedBufferAllocator") && contains_ignoring_case(l, "memory") {
+            best = Some((MARKERS.len() + 1, Found { format: MessageFormat::DeviceRuntime, line, at: 0 }));
+        }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
         else if is_buffer_head(l) && lines.get(line + 1).is_some_and(|n| field(n, "Size:").is_some()) {
             best = Some((MARKERS.len(), Found { format: MessageFormat::XlaRuntime, line, at: 0 }));
@@ -471,12 +479,15 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     }
     // Pinned host memory named just above (`ggml_vulkan: Failed to allocate pinned memory.` then
     // the driver's `ErrorOutOfDeviceMemory` for that host-visible buffer, which a wrap may have
-    // put a line lower), or just below (NCCL's `Failed to CUDA host alloc`).
+    // put a line lower), or just below (NCCL's `Failed to CUDA host alloc`). (Not below a line
+    // that names its own call: OpenCV's `out of memory in function 'setDevice'` is the device's,
+    // whatever failed after it.)
+    let names_its_call = l.contains("in function '");
     if matches!(format, MessageFormat::CudaRuntime | MessageFormat::DeviceRuntime)
         && (lines[line.saturating_sub(2)..line]
             .iter()
             .any(|above| ["pinned memory", "pinned host"].iter().any(|p| above.contains(p)))
-            || lines.get(line + 1).is_some_and(|below| PINNED.iter().any(|p| below.contains(p))))
+            || !names_its_call && lines.get(line + 1).is_some_and(|below| PINNED.iter().any(|p| below.contains(p))))
     {
         return None;
     }
@@ -537,6 +548,8 @@ const DEVICE_ASSERT: &str = "a device-side assert: a kernel's check failed, most
      class label >= the number of classes, a token id >= the vocabulary size). Rerun with CUDA_LAUNCH_BLOCKING=1, \
      or on the CPU, to see the failing check";
 
+pub(crate) const NO_KERNEL_IMAGE: &str =
+    "a build without kernels for this GPU's architecture: install a build of the framework compiled for this GPU";
 const ILLEGAL_ACCESS: &str = "an illegal memory access: a kernel read or wrote memory it does not own (an index \
      out of range or a bug in a kernel), not a lack of memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to see which op it \
      was";
@@ -588,8 +601,7 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     (
         // (Also as some builds word it: `... for execution this device`.)
         "no kernel image is available",
-        "a build without kernels for this GPU's architecture: install a build of the framework compiled for \
-         this GPU",
+        NO_KERNEL_IMAGE,
     ),
     (
         "driver version is insufficient",
@@ -1287,6 +1299,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          models gives it layers on the GPU",
     ),
     (
+        // cudaErrorCallRequiresNewerDriver (36), LMDeploy's TurboMind raising it from its
+        // allocator: `CUDA runtime error: API call is not supported in the installed CUDA driver`.
+        "API call is not supported in the installed CUDA driver",
+        "a CUDA call the installed driver is too old for (cudaErrorCallRequiresNewerDriver): the driver, not the \
+         GPU's memory, even where an allocator made the call. Update the driver to one the CUDA runtime supports",
+    ),
+    (
         "DXGI_ERROR_DEVICE_HUNG",
         "Windows removing or resetting the GPU (DXGI's device removed or hung: a driver timeout (TDR) or crash), not \
          an allocation. A longer TdrDelay, an updated driver, or smaller work per call",
@@ -1303,6 +1322,14 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "NCCL error",
         "an NCCL (multi-GPU communication) error: a network, shared-memory or setup problem between processes, \
          not the GPU's memory. Rerun with NCCL_DEBUG=INFO for the cause",
+    ),
+    (
+        // NCCL's own result's name: `ncclUnhandledCudaError: Call to CUDA function failed.` (its
+        // CUDA failure's words below it: `out of memory` is read as the device's, before this).
+        "ncclUnhandledCudaError",
+        "an NCCL (multi-GPU communication) error: a CUDA call NCCL made failed for a reason other than memory \
+         (the CUDA failure's words say which), not the GPU's memory running out. Rerun with NCCL_DEBUG=INFO for \
+         the cause",
     ),
     (
         "ray-oom-prevention",
@@ -1434,7 +1461,14 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
     // words come first).
     let end = found.map_or(lines.len(), |f| f.0 + 1);
     for (i, l) in lines[..end].iter().enumerate() {
-        if let Some(what) = process_end(l) {
+        // (A line a paste broke after `signal:`, its signal on the next.)
+        let with_next = || {
+            let next = lines.get(i + 1)?;
+            l.trim_end()
+                .ends_with("signal:")
+                .then(|| process_end(&format!("{} {}", l.trim_end(), next.trim_start())))?
+        };
+        if let Some(what) = process_end(l).or_else(with_next) {
             if found.is_none_or(|f| i < f.0) {
                 return Some(LookAlike { line: i + 1, what });
             }
@@ -2047,8 +2081,14 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // A terminal may wrap it mid-word: read it joined without breaks too.
             let tight = joined(&lines, Found { line: found.line.saturating_sub(1), ..found }, "");
             let around = if tight.contains("KV cache is needed") { tight } else { body.clone() };
-            request = figure_before(&around, " KV cache is needed");
-            m.free = after(&around, "available KV cache memory (").and_then(leading_figure);
+            // (Joined without breaks, a forum's break at a word runs two words into one:
+            // `(1048576),22.5 GiB`; read with the spaces then.)
+            let spaced = joined(&lines, Found { line: found.line.saturating_sub(1), ..found }, " ");
+            request =
+                figure_before(&around, " KV cache is needed").or_else(|| figure_before(&spaced, " KV cache is needed"));
+            m.free = after(&around, "available KV cache memory (")
+                .and_then(leading_figure)
+                .or_else(|| after(&spaced, "available KV cache memory (").and_then(leading_figure));
             m.max_len = after(&around, "max seq len (").and_then(leading_u64);
             m.estimated_len = after(&around, "maximum model length is ").and_then(leading_u64);
             // The tokens form: `max seq len (32768) is larger than the maximum number of
@@ -2130,6 +2170,21 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             if let Some(a) = after(text, "(allocated so far: ").and_then(grouped_u64) {
                 m.allocated = Some(a);
                 m.allowed = after(text, "limit set to: ").and_then(grouped_u64);
+            }
+            // A CUDA program's own account of the device beside its error (PhoenixMiner: `CUDA
+            // error in CudaProgram.cu:373 : out of memory (2)`, then `GPU1: CUDA memory: 4.00 GB
+            // total, 3.30 GB free`), and what it was allocating (`Allocating DAG (3.33) GB`).
+            let near = lines[found.line.saturating_sub(3)..(found.line + 4).min(lines.len())].join("\n");
+            if let Some(l) =
+                near.lines().find(|l| l.contains("memory: ") && l.contains(" total, ") && l.contains(" free"))
+            {
+                m.total = after(l, "memory: ").and_then(leading_figure);
+                m.free = after(l, " total, ").and_then(leading_figure);
+                request = request.or_else(|| {
+                    let dag = after(text, "Allocating DAG (")?;
+                    let (n, rest) = dag.split_once(')')?;
+                    parse_figure(&format!("{n} {}", rest.split_whitespace().next()?))
+                });
             }
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.

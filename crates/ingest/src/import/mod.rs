@@ -96,9 +96,8 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     // `RuntimeError: cuDNN error:`): what it was is not in the paste.
     let cut_about_memory =
         pasted.cut && text.lines().last().is_some_and(|l| message::contains_ignoring_case(l, "memory"));
-    let cut_early = |words: &str| {
-        pasted.cut && words.split_once(": ").is_none_or(|(_, said)| said.split_whitespace().count() <= 3)
-    };
+    let cut_early =
+        |words: &str| pasted.cut && words.split_once(": ").is_none_or(|(_, said)| said.split_whitespace().count() <= 3);
     let read = read.map_err(|e| match other_error::another_error(text) {
         Some((line, words))
             if e.message.starts_with("no out-of-memory")
@@ -252,7 +251,20 @@ fn handle_after_a_fault(d: &Dump, text: &str) -> Option<message::LookAlike> {
     if !matches!(m.format, oomscope_format::MessageFormat::Cudnn | oomscope_format::MessageFormat::Cublas) {
         return None;
     }
-    message::root_cause(text).filter(|l| l.line <= m.line as usize)
+    if let Some(l) = message::root_cause(text).filter(|l| l.line <= m.line as usize) {
+        return Some(l);
+    }
+    // A handle that would not start (not one refused memory: no `ALLOC_FAILED`) in a build
+    // without kernels for this GPU, which the program then raised: the build, not memory
+    // (TensorFlow's `failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED`, then
+    // `CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image is available`).
+    let handle = text.lines().nth((m.line as usize).saturating_sub(1)).unwrap_or("");
+    if handle.contains("ALLOC_FAILED") {
+        return None;
+    }
+    let line =
+        text.lines().position(|l| l.contains("no kernel image is available") || l.contains("NO_BINARY_FOR_GPU"))?;
+    Some(message::LookAlike { line: line + 1, what: message::NO_KERNEL_IMAGE })
 }
 
 const CACHING_HOST: &str = "not an out-of-memory error of the GPU: this is a pinned host memory allocator running \

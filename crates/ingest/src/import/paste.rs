@@ -510,7 +510,16 @@ fn starts_a_line(l: &str) -> bool {
         && (t.as_bytes()[1..5].iter().all(u8::is_ascii_digit) && t.as_bytes().get(5) == Some(&b' ')
             // TF 1.x's `I tensorflow/core/common_runtime/bfc_allocator.cc:643] `.
             || t.as_bytes()[1] == b' ' && t.split_once("] ").is_some_and(|(p, _)| p.contains(".cc:") || p.contains(".h:")));
-    glog || date_time(t).is_some()
+    // A compiler's or a library's `path/file.cpp:74: error: ...` (OpenCV's errors, one a line;
+    // not a path's tail a wrap put first, `ource.hpp:182: Maximum pool size exceeded`).
+    let source_line = t.split_whitespace().next().is_some_and(|w| {
+        w.contains('/')
+            && [".cpp:", ".cc:", ".cu:", ".c:", ".h:", ".hpp:", ".cuh:"]
+                .iter()
+                .any(|e| w.find(e).is_some_and(|i| w[i + e.len()..].starts_with(|c: char| c.is_ascii_digit())))
+    }) && [": error", ": warning", ": fatal"].iter().any(|k| t.contains(k));
+    glog || source_line
+        || date_time(t).is_some()
         || without_prefixes(t).len() != t.len()
         || vllm_logger(t).is_some()
         || [
@@ -959,6 +968,9 @@ mod tests {
 
     #[test]
     fn lists_and_logs_are_not_joined() {
+        let opencv = "opencv/modules/core/src/cuda_info.cpp:74: error: (-217:Gpu API call) out of memory in function 'setDevice'\n\
+                      opencv/modules/core/src/cuda_host_mem.cpp:95: error: (-217:Gpu API call) out of memory in function 'allocate'\n";
+        assert_eq!(undo(opencv).text, opencv);
         let bins = "Bin (256): \tTotal Chunks: 12, Chunks in use: 12. 3.0KiB allocated for chunks. 3.0KiB in use.\n\
                     Bin (512): \tTotal Chunks: 1, Chunks in use: 1. 512B allocated for chunks. 512B in use in bin.\n\
                     Bin (1024): \tTotal Chunks: 3, Chunks in use: 2. 3.2KiB allocated for chunks. 2.0KiB in use.\n";
