@@ -78,6 +78,12 @@ const SETS: &[&str] = &[
     "messages-sixty-third",
     "messages-sixty-fourth",
     "messages-sixty-fifth",
+    "messages-sixty-sixth",
+    "messages-sixty-seventh",
+    "messages-sixty-eighth",
+    "messages-sixty-ninth",
+    "messages-seventieth",
+    "messages-seventy-first",
 ];
 
 /// Every text of the sets: (set/file, text).
