@@ -136,34 +136,27 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 torch(total.saturating_sub(*free))
             )],
         ),
-        MessageCause::EngineCheck { needed, available, kv: true } => (
-            format!(
-                "The engine's KV cache does not fit: the context and sequences it was started with need {} of KV \
-                 cache, and {} is left for it after the weights",
-                torch(*needed),
-                torch(*available)
-            ),
-            vec![format!(
-                "{} needed > {} available: short by {} (the engine's own check, when it starts)",
-                torch(*needed),
-                torch(*available),
-                torch(needed.saturating_sub(*available))
-            )],
-        ),
-        MessageCause::EngineCheck { needed, available, kv: false } => (
-            format!(
-                "The engine does not fit: what it must load (the model's weights and its buffers) needs {}, and {} \
-                 is available to it",
-                torch(*needed),
-                torch(*available)
-            ),
-            vec![format!(
-                "{} needed > {} available: short by {} (the engine's own check, when it starts)",
-                torch(*needed),
-                torch(*available),
-                torch(needed.saturating_sub(*available))
-            )],
-        ),
+        MessageCause::EngineCheck { needed, available, kv } => {
+            let short = torch(needed.saturating_sub(*available));
+            let (needed, available) = (torch(*needed), torch(*available));
+            let headline = if *kv {
+                format!(
+                    "The engine's KV cache does not fit: the context and sequences it was started with need \
+                     {needed} of KV cache, and {available} is left for it after the weights"
+                )
+            } else {
+                format!(
+                    "The engine does not fit: what it must load (the model's weights and its buffers) needs \
+                     {needed}, and {available} is available to it"
+                )
+            };
+            (
+                headline,
+                vec![format!(
+                    "{needed} needed > {available} available: short by {short} (the engine's own check, when it starts)"
+                )],
+            )
+        }
         MessageCause::SglangNoKv => (
             "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
                 .to_string(),
