@@ -403,6 +403,25 @@ fn other_runtimes_out_of_memory_errors_are_read_and_their_look_alikes_refused() 
         let m = d.imported.and_then(|i| i.message).unwrap();
         assert_eq!(m.format, oomscope_format::MessageFormat::DeviceRuntime, "{text}");
     }
+    // A runtime's figures in words of its own, each named by the words beside it.
+    let read = |text: &str| {
+        let mut d = import::import(Path::new("paste.txt"), text.as_bytes(), None, None).unwrap();
+        oomscope_report::verdict::attach(&mut d, &mut oomscope_replay::what_if::from_history);
+        d
+    };
+    let d = read("[ERROR] Out of GPU memory: requested 12 GB, free 100 MB, total 8 GB");
+    assert_eq!(d.oom.as_ref().map(|o| o.requested), Some(12 << 30));
+    let m = d.imported.as_ref().and_then(|i| i.message.as_ref()).unwrap();
+    assert_eq!((m.free, m.total), (Some(100 << 20), Some(8 << 30)));
+    assert_eq!(d.verdict.unwrap().kind, oomscope_format::VerdictKind::SingleTensor);
+    // What a model's load needs against what is available: the engine's budget, a peak; one
+    // allocation's own figures give no such verdict without what the process holds.
+    let d = read("ValueError: Not enough GPU memory to load the model: required 14.5 GiB, available 11.2 GiB");
+    let v = d.verdict.unwrap();
+    assert_eq!(v.kind, oomscope_format::VerdictKind::Peak, "{v:?}");
+    assert!(v.headline.contains("14.50 GiB") && v.headline.contains("11.20 GiB"), "{v:?}");
+    let d = read("RuntimeError: Insufficient VRAM. Need 8.0GB but only 6.0GB available.");
+    assert_eq!(d.verdict.unwrap().kind, oomscope_format::VerdictKind::Undetermined);
     let refused = [
         ("RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)", "host memory"),
         (

@@ -207,10 +207,13 @@ fn cause(c: &Cause, b: &[KindBytes]) -> (String, Vec<String>) {
             )],
         ),
         Cause::PartialRequest { request } => (
-            format!(
-                "{} could not be allocated; the log does not show what else was in use, nor a failure after it",
-                request.as_ref().map_or_else(|| "an allocation".to_string(), request_text)
-            ),
+            match request {
+                Some(r) => format!(
+                    "{} could not be allocated; the log does not show what else was in use, nor a failure after it",
+                    request_text(r)
+                ),
+                None => "An allocation failed, but the log shows neither its size nor what else was in use".to_string(),
+            },
             Vec::new(),
         ),
         Cause::SingleTensor { request, capacity, fixed } => (

@@ -11,6 +11,7 @@
 //! A text that is not an OOM of the device but looks like one (an illegal memory access, a
 //! device-side assert, host memory) is refused with what it is: [`not_an_oom`].
 
+use super::figures::{self, Role};
 use oomscope_base::size::parse_figure;
 use oomscope_format::InputError;
 use oomscope_format::{
@@ -436,6 +437,8 @@ fn find(text: &str) -> Option<Found> {
             .map(|g| {
                 if kv_cache_check(&lines, g.line).is_some() {
                     Found { format: MessageFormat::KvCacheCheck, ..g }
+                } else if engine_check(&lines, g.line).is_some() {
+                    Found { format: MessageFormat::EngineCheck, ..g }
                 } else {
                     g
                 }
@@ -2194,6 +2197,11 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                 m.device = after(a, " on device ").and_then(leading_u64).map(|n| format!("GPU {n}"));
                 m.format = MessageFormat::Ggml;
             }
+            // Figures in words of their own, on the failing line and the two below it.
+            if request.is_none() {
+                let near = lines[found.line..(found.line + 3).min(lines.len())].join(" ");
+                request = named_figures(&near, &mut m);
+            }
         }
         _ => {}
     }
@@ -2391,8 +2399,12 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     if let Some(hex) = hex {
         return u64::from_str_radix(hex, 16).ok();
     }
-    // Any other runtime: a count of bytes on the failing line (`allocate 1048576 bytes`,
-    // `of 4004bytes`).
+    // Any other runtime: its figures named by the words beside them (`requested 512 MB, free
+    // 100 MB, total 8 GB`), else a count of bytes on the failing line (`allocate 1048576
+    // bytes`, `of 4004bytes`).
+    if let Some(q) = named_figures(body, m) {
+        return Some(q);
+    }
     let line = body.lines().next().unwrap_or("");
     let at = line
         .find(" bytes")
@@ -2406,6 +2418,16 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
         .rev()
         .collect();
     grouped_u64(&digits)
+}
+
+/// A runtime's figures in words of no known format, read by the words beside them: the
+/// free memory and the total into `m` where it has none, and the request returned.
+fn named_figures(text: &str, m: &mut Message) -> Option<u64> {
+    let f = figures::labelled(text);
+    let request = figures::first(&f, Role::Request).or_else(|| figures::first(&f, Role::Need))?;
+    m.free = m.free.or(figures::first(&f, Role::Free));
+    m.total = m.total.or(figures::first(&f, Role::Total));
+    Some(request)
 }
 
 /// Whether `line` holds any of `words`.
@@ -2572,7 +2594,22 @@ fn kv_cache_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
 fn engine_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
     let around = lines.get(line..(line + 2).min(lines.len()))?.join(" ");
     let lower = around.to_ascii_lowercase();
-    let sum = lower.find("less than the sum of ")?;
+    let Some(sum) = lower.find("less than the sum of ") else {
+        // In other words: what a model's load needs beside what is available (`Not enough GPU
+        // memory to load the model: required 14.5 GiB, available 11.2 GiB`), with no one
+        // allocation's request. (Not one step's own need: `Need: 1.5GB free, Have:0.1GB free`.)
+        let near = lines.get(line..(line + 3).min(lines.len()))?.join(" ");
+        let lower = near.to_ascii_lowercase();
+        if !["model", "weight", "load", "engine", "checkpoint"].iter().any(|w| lower.contains(w)) {
+            return None;
+        }
+        let f = figures::labelled(&near);
+        return match (figures::first(&f, Role::Need), figures::first(&f, Role::Free), figures::first(&f, Role::Request))
+        {
+            (Some(need), Some(free), None) => Some((need, free)),
+            _ => None,
+        };
+    };
     // The first figure within a few words after `available`.
     let at = lower[..sum].find("available")? + "available".len();
     let words = around[at..sum].split_whitespace().take(8).collect::<Vec<_>>();

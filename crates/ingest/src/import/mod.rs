@@ -1,6 +1,7 @@
 //! Foreign data → dumps: TensorFlow OOM logs and PyTorch memory snapshots, so that what
 //! users already have gets the same report, verdict and UI as oomscope's own recordings.
 
+pub(crate) mod figures;
 pub mod message;
 pub mod other_error;
 pub mod paste;

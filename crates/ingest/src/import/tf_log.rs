@@ -1026,7 +1026,20 @@ fn occupancy(trimmed: &str) -> Option<String> {
         return Some("<allocator contains no memory>".to_string());
     }
     let word = trimmed.split_whitespace().next_back()?;
-    (word.len() == 100 && word.bytes().all(|b| matches!(b, b'*' | b'x' | b'_'))).then(|| word.to_string())
+    // (A paste may glue the bar to its logger's prefix, `bfc_allocator.cc:474]****__`, and
+    // lose a cell or two of it.)
+    let word = match word.rsplit_once(']') {
+        Some((head, bar)) if head.contains("allocator.cc:") => bar,
+        _ => word,
+    };
+    let cells = if word.len() == 100 {
+        100
+    } else if word.len() >= 95 && word != trimmed.trim() {
+        word.len()
+    } else {
+        0
+    };
+    (cells > 0 && word.bytes().all(|b| matches!(b, b'*' | b'x' | b'_'))).then(|| word.to_string())
 }
 
 /// The text with TF's "not a failure" warning whole on its header's line where a paste
