@@ -84,6 +84,9 @@ const SETS: &[&str] = &[
     "messages-sixty-ninth",
     "messages-seventieth",
     "messages-seventy-first",
+    "messages-seventy-second",
+    "messages-seventy-third",
+    "messages-seventy-fourth",
 ];
 
 /// Every text of the sets: (set/file, text).

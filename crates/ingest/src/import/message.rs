@@ -627,6 +627,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     ("_ArrayMemoryError", "host memory (RAM) running out, in NumPy: the GPU's memory is not involved"),
     (
+        // PyTorch's CPU allocator before 1.2: `enforce fail at CPUAllocator.cpp:56]
+        // posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0` (12 is ENOMEM).
+        "posix_memalign",
+        "host memory (RAM) running out: posix_memalign is the C library's allocator of host memory (PyTorch's \
+         CPU allocator calls it; status 12 is ENOMEM): the GPU's memory is not involved",
+    ),
+    (
         "(-4:Insufficient memory)",
         "OpenCV's allocator running out of host memory (RAM; its CUDA module's errors say `Gpu API call`): the \
          GPU's memory is not involved. Fewer or smaller images held in RAM at once",
@@ -813,6 +820,10 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     ),
     ("CUDNN_STATUS_EXECUTION_FAILED", CUDNN_EXECUTION),
+    // TensorFlow's words for a cuDNN kernel whose launch returned a failure (`InternalError:
+    // cuDNN launch failure : input shape ([64,128,1,1])`), most often a cuDNN that does not
+    // match the CUDA the build wants.
+    ("cuDNN launch failure", CUDNN_EXECUTION),
     (
         "Error: buffer is not large enough",
         "an MPS kernel given a buffer smaller than its shape needs (an assertion in Metal Performance Shaders, \
@@ -1860,7 +1871,7 @@ fn host_memory(text: &str) -> Option<LookAlike> {
             return false;
         }
         let l = l.to_ascii_lowercase();
-        ran_out(&l) && has(&l, ON_THE_HOST) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
+        ran_out(&l) && on_the_host(&l) && has(&l, FAILED) && !has(&l, ON_A_DEVICE)
     });
     if let Some(line) = line {
         return Some(LookAlike {
@@ -2685,11 +2696,15 @@ fn device_then_cut_words(l: &str) -> bool {
     let l = l.trim_end().trim_end_matches(['`', '*', '"', '\'']).to_ascii_lowercase();
     let Some(at) = l.rfind(" out") else { return false };
     let tail = &l[at + 1..];
+    // (The device's word just before, or its runtime's error: `CUDA error: out o`, no other
+    // of CUDA's errors starting so.)
+    let device = |w: &str| any_of(w, &["cuda", "gpu", "hip", "mps", "xpu", "npu"]);
+    let mut before = l[..at].split_whitespace().rev();
     "out of memory".starts_with(tail)
-        && l[..at]
-            .split_whitespace()
-            .next_back()
-            .is_some_and(|w| any_of(w, &["cuda", "gpu", "hip", "mps", "xpu", "npu"]))
+        && match before.next() {
+            Some("error:") => before.next().is_some_and(device),
+            w => w.is_some_and(device),
+        }
 }
 
 /// `memory allocation on GPU failed`: an allocation, then a few words on in the same clause,
@@ -2786,7 +2801,10 @@ fn on_the_host(l: &str) -> bool {
         l.match_indices(w).any(|(at, _)| {
             let before = l[..at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric());
             let after = l[at + w.len()..].chars().next().is_none_or(|c| !c.is_ascii_alphabetic());
-            before && after
+            // (Not a part of a name inside an identifier: `<cryptonight_extra_cpu_init>`, the
+            // function that set up a miner's kernel on the device.)
+            let inside = l[..at].ends_with('_') && l[at + w.len()..].starts_with('_');
+            before && after && !inside
         })
     })
 }

@@ -258,10 +258,12 @@ pub fn has_report(text: &str) -> bool {
     let (mut before, mut last) = ("", "");
     text.lines().any(|l| {
         // A `Stats:` block pasted alone, without its `Stats:` line: its limit, then what was
-        // in use.
+        // in use. With its `Stats:` line, the allocator's state without the header that names
+        // the request (a paste from `Stats:` to the bar, then TF's `RESOURCE_EXHAUSTED: failed
+        // to allocate memory`), unless XLA's message names it.
         let stats = last.trim().trim_matches(['>', '*', '`', ' ']).starts_with("Limit:")
             && l.trim().trim_matches(['>', '*', '`', ' ']).starts_with("InUse:")
-            && !before.contains("Stats:");
+            && (!before.contains("Stats:") || !text.contains(XLA_REQUEST) && text.lines().any(is_occupancy));
         (before, last) = (last, l);
         stats
             || is_oom_header(l)
