@@ -115,13 +115,14 @@ fn exception_line(l: &str) -> bool {
             && last.starts_with(|c: char| c.is_ascii_uppercase())
             && ENDINGS.iter().any(|s| last.ends_with(s))
     };
-    // The name alone, or before `: ` (after a warning's `file:line: `).
+    // The name alone, or before `: ` (after a warning's `file:line: `; TensorFlow 1.x's
+    // `InternalError (see above for traceback): ...`).
     name_like(t)
         || t.split(": ")
             .take(3)
             .collect::<Vec<_>>()
             .split_last()
-            .is_some_and(|(_, heads)| heads.iter().any(|h| name_like(h)))
+            .is_some_and(|(_, heads)| heads.iter().any(|h| name_like(h.trim_end_matches(" (see above for traceback)"))))
 }
 
 /// A log's error line: `ERROR: ...`, `error: ...`, `FATAL ...`, `E1127 10:00:00 ...] ...`.
@@ -198,6 +199,8 @@ mod tests {
         assert_eq!(another_error("E1127 10:00:00.1 123 main.cc:9] bad flag\n").unwrap().0, 1);
         let warned = "/usr/lib/python3/site-packages/keras/trainers/epoch_iterator.py:164: UserWarning: Your input ran out of data\n";
         assert_eq!(another_error(warned).unwrap().0, 1);
+        let tf1 = "> InvalidArgumentError (see above for traceback): Incompatible shapes: [64,10] vs. [32,10]\n";
+        assert_eq!(another_error(tf1).unwrap().0, 1);
         // Prose with `Error` in it is no exception line.
         assert_eq!(another_error("The Error was strange, said the user\n"), None);
         let long = format!("ValueError: {}\n", "x".repeat(400));
