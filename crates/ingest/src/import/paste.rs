@@ -168,7 +168,7 @@ pub fn undo(text: &str) -> Pasted {
         }
         let before = lines.len();
         let mut again = lines.clone();
-        if unwrap(&mut again, &widths).is_some_and(|w| matches!(w, PasteDamage::Wrapped { mid_word: true, .. }))
+        if unwrap(&mut again, &widths).is_some_and(|w| matches!(w, PasteDamage::Wrapped { .. }))
             && again.len() < before
         {
             lines = again;
