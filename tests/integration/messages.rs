@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The later sets, each read first as it came (the first reading is in a comment and in
     // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
     // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
-    let floors: [(&str, usize, usize, usize, usize); 72] = [
+    let floors: [(&str, usize, usize, usize, usize); 75] = [
         // Read first after the paste repair.
         ("messages-unseen", 50, 12, 51, 15),
         // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
@@ -303,7 +303,9 @@ fn held_out_texts_are_read_as_labelled() {
         // misses a label, corrected); the sixty-ninth to seventy-first likewise, 14 of 14 and 4
         // of 5, 12 of 15 and 5 of 5, 14 of 15 and 7 of 7: 56 of 61 (91.8%); the seventy-second to
         // seventy-fourth likewise, 17 of 19 and 5 of 6, 15 of 16 and 5 of 6, 17 of 18 and 6 of 6:
-        // 65 of 71 (91.5%).
+        // 65 of 71 (91.5%); the seventy-fifth to seventy-seventh likewise, 16 of 16 and 6 of 6,
+        // 15 of 17 and 7 of 7, 14 of 16 and 6 of 6: 64 of 68 (94.1%; one of the misses a label,
+        // corrected).
         ("messages-fourth", 45, 14, 44, 14),
         ("messages-fifth", 44, 16, 42, 16),
         ("messages-sixth", 37, 12, 35, 12),
@@ -375,6 +377,9 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-seventy-second", 19, 6, 19, 6),
         ("messages-seventy-third", 16, 6, 16, 6),
         ("messages-seventy-fourth", 18, 6, 18, 6),
+        ("messages-seventy-fifth", 16, 6, 16, 6),
+        ("messages-seventy-sixth", 17, 7, 17, 7),
+        ("messages-seventy-seventh", 16, 6, 16, 6),
     ];
     for (set, has_n, has_look, at_least, looks_at_least) in floors {
         let (ok, n, look_ok, look, misses) = score(set);
@@ -1143,6 +1148,31 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
     }
     refused_as("messages-seventy-second", &[("squad-5-train-posix-memalign-12-vs-0.txt", "posix_memalign")]);
+    // An XLA account cut before its totals yields to the allocator's full bar; a device that
+    // says it has not enough memory; TensorRT's workspace limit, passed by one request.
+    for (set, file, kind) in [
+        ("messages-seventy-sixth", "localcolabfold-50-unified-memory-bfc-12mib-bar-account-cut.txt", VerdictKind::Peak),
+        (
+            "messages-seventy-sixth",
+            "magan-2-k80-totalmemory-11-17gib-failed-to-allocate-11-17g.txt",
+            VerdictKind::Undetermined,
+        ),
+        (
+            "messages-seventy-seventh",
+            "hashcat-516-v3-10-device-does-not-provide-enough-allocatable-750ti.txt",
+            VerdictKind::Undetermined,
+        ),
+        (
+            "messages-seventy-seventh",
+            "tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt",
+            VerdictKind::SingleTensor,
+        ),
+    ] {
+        assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
+    }
+    let v =
+        verdict("messages-seventy-seventh", "tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt");
+    assert!(v.evidence[0].contains("52.53 GiB requested > 44.32 GiB"), "{v:?}");
     refused_as(
         "messages-seventy-third",
         &[("roundtrip-4-tf-cudnn-launch-failure-fusedbatchnorm-quoted.txt", "cuDNN kernel")],

@@ -87,6 +87,9 @@ const SETS: &[&str] = &[
     "messages-seventy-second",
     "messages-seventy-third",
     "messages-seventy-fourth",
+    "messages-seventy-fifth",
+    "messages-seventy-sixth",
+    "messages-seventy-seventh",
 ];
 
 /// Every text of the sets: (set/file, text).

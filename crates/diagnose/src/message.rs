@@ -497,12 +497,25 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     // says: Windows can report more in use than the device holds, from shared system memory)
     // is one tensor too large, with or without the other figures.
     let figured = m.total.is_some() && m.free.is_some() && m.allocated.is_some();
+    // (A limit alone, with no device figures: TensorRT's workspace pool, `requires N bytes of
+    // scratch space, but only L is available`; one request past it never fits.)
+    let past_limit = |r: &Request| {
+        m.total.is_none() && m.free.is_none() && m.allocated.is_none() && m.allowed.is_some_and(|l| r.requested > l)
+    };
     if let Some(r) = request.as_ref().filter(|r| {
         !figured
-            && (r.requested > LARGEST_GPU || m.total.is_some_and(|t| r.requested > t && m.free.is_none_or(|f| f <= t)))
+            && (r.requested > LARGEST_GPU
+                || m.total.is_some_and(|t| r.requested > t && m.free.is_none_or(|f| f <= t))
+                || past_limit(r))
     }) {
         let total = m.total.unwrap_or(0);
-        let can_ever = if total > 0 && r.requested > total { total.min(m.allowed.unwrap_or(total)) } else { 0 };
+        let can_ever = if total > 0 && r.requested > total {
+            total.min(m.allowed.unwrap_or(total))
+        } else if past_limit(r) {
+            m.allowed.unwrap_or(0)
+        } else {
+            0
+        };
         let budget = Budget {
             format: m.format,
             device: m.device.clone().unwrap_or_else(|| "the device".into()),

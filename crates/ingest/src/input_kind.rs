@@ -77,7 +77,11 @@ pub(crate) fn text_importer(text: &str) -> crate::import::From {
     // XLA's own account of the program (its rematerialization falling short; its buffer
     // assignment's totals where the BFC allocator's state, its Stats, is not in the text) says
     // more than the BFC allocator's lines beside it.
-    let account = text.contains("BufferAssignment stats:") && !text.contains("Limit:") && !text.contains("InUse:");
+    // (An account cut before its totals says less than the allocator's own bar.)
+    let account = text.contains("BufferAssignment stats:")
+        && (text.contains("total allocation:") || !text.lines().any(crate::import::tf_log::is_occupancy))
+        && !text.contains("Limit:")
+        && !text.contains("InUse:");
     let xla = text.contains("by rematerialization; only reduced to") || account;
     if (xla || !tf_log::has_report(text)) && message::recognises(text) { From::Message } else { From::TfLog }
 }

@@ -316,7 +316,8 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
 /// `31.47 GiB total - 307.20 MiB outside PyTorch`.
 fn ever_terms(b: &Budget) -> String {
     let s = |n| size(b.format, n);
-    if b.limited() {
+    // (A limit with no device figures at all is the limit: TensorRT's workspace pool.)
+    if b.limited() || b.total == 0 && b.limit.is_some() {
         return format!("{} allowed by the limit set for it", s(b.limit.unwrap_or(0)));
     }
     if b.total > 0 && b.request > b.total && b.total < b.free + b.reserved() && b.free <= b.total {

@@ -176,6 +176,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("PT_DEVMEM Allocation failed", MessageFormat::DeviceRuntime),
     ("would exceed memory (size=", MessageFormat::DeviceRuntime),
     ("exceeding available bytes", MessageFormat::DeviceRuntime),
+    // TensorRT's builder: a plugin's workspace past the workspace pool's limit (`plugin node
+    // ... requires 56405524864 bytes of scratch space, but only 47590277120 is available`).
+    ("bytes of scratch space, but only", MessageFormat::DeviceRuntime),
     // PaddlePaddle's allocator failing, its message cut away: the exception's type, or the
     // allocator's frames in its C++ traceback.
     ("paddle::memory::allocation::BadAlloc", MessageFormat::DeviceRuntime),
@@ -2388,6 +2391,11 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
         m.free = m.total.map(|t| t.saturating_sub(used.saturating_add(event)));
         return number("alloc size :");
     }
+    if let Some(rest) = after(body, " bytes of scratch space, but only ") {
+        // TensorRT: the workspace pool's limit, which the request passes whatever else is free.
+        m.allowed = leading_u64(rest);
+        return exact_before(body, " bytes of scratch space");
+    }
     if let Some(rest) = after(body, "Not enough space to allocate ") {
         // Tenstorrent: a buffer over banks, `each bank needs to store N B, but bank size is S B
         // (allocated: A B, free: F B, largest free block: L B)`: one bank's share is what must fit.
@@ -2569,7 +2577,10 @@ fn generic(lines: &[&str]) -> Option<Found> {
                 || named_out_of_memory(&l)
                 || named_oom(&l)
                 || l.contains("out of gpu memory")
-                || opens_a_message(&l))
+                || opens_a_message(&l)
+                // (The device the subject: `Device does not provide enough allocatable
+                // device-memory`, `GPU does not have enough memory`.)
+                || ["not provide enough", "not have enough", "n't have enough"].iter().any(|w| l.contains(w)))
             && !on_the_host(&l)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
@@ -2639,11 +2650,25 @@ fn engine_check(lines: &[&str], line: usize) -> Option<(u64, u64)> {
 /// others between (up to three; never `shared memory`, a kernel's per-block memory or the
 /// host's /dev/shm).
 pub(crate) fn ran_out_of_some(l: &str) -> bool {
-    ["not enough ", "insufficient ", "unsufficient ", "out of "].iter().any(|head| {
+    // (hashcat 3: `Device does not provide enough allocatable device-memory`.)
+    [
+        "not enough ",
+        "insufficient ",
+        "unsufficient ",
+        "out of ",
+        "not provide enough ",
+        "not have enough ",
+        "n't have enough ",
+    ]
+    .iter()
+    .any(|head| {
         l.match_indices(head).any(|(at, _)| {
             let words: Vec<&str> = l[at + head.len()..].split_whitespace().take(4).collect();
             let memory = words.iter().position(|w| {
-                w.starts_with("memory") || w.starts_with("vram") || w.trim_end_matches([',', '.']) == "ram"
+                w.starts_with("memory")
+                    || w.starts_with("device-memory")
+                    || w.starts_with("vram")
+                    || w.trim_end_matches([',', '.']) == "ram"
             });
             memory.is_some_and(|m| !words[..m].contains(&"shared"))
         })

@@ -168,8 +168,7 @@ pub fn undo(text: &str) -> Pasted {
         }
         let before = lines.len();
         let mut again = lines.clone();
-        if unwrap(&mut again, &widths).is_some_and(|w| matches!(w, PasteDamage::Wrapped { .. }))
-            && again.len() < before
+        if unwrap(&mut again, &widths).is_some_and(|w| matches!(w, PasteDamage::Wrapped { .. })) && again.len() < before
         {
             lines = again;
         }
@@ -537,8 +536,11 @@ fn starts_a_line(l: &str) -> bool {
         .iter()
         .any(|p| t.starts_with(p))
         || t.split_once(": ").is_some_and(|(head, _)| {
+            // (An exception's name starts with a capital, after its module's path: not the
+            // tail of a word a wrap cut, glued to one, `memoryError: Program not built!`.)
+            let named = head.rsplit('.').next().is_some_and(|n| n.starts_with(|c: char| c.is_ascii_uppercase()));
             !head.contains(' ')
-                && (head.ends_with("Error") || head.ends_with("Exception") || head.ends_with("Exhausted")
+                && (named && (head.ends_with("Error") || head.ends_with("Exception") || head.ends_with("Exhausted"))
                     // A C program's log line that starts with its function's name
                     // (`ggml_backend_cuda_buffer_type_alloc_buffer: allocating ...`).
                     || head.len() >= 8
