@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The later sets, each read first as it came (the first reading is in a comment and in
     // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
     // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
-    let floors: [(&str, usize, usize, usize, usize); 75] = [
+    let floors: [(&str, usize, usize, usize, usize); 78] = [
         // Read first after the paste repair.
         ("messages-unseen", 50, 12, 51, 15),
         // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
@@ -305,7 +305,8 @@ fn held_out_texts_are_read_as_labelled() {
         // seventy-fourth likewise, 17 of 19 and 5 of 6, 15 of 16 and 5 of 6, 17 of 18 and 6 of 6:
         // 65 of 71 (91.5%); the seventy-fifth to seventy-seventh likewise, 16 of 16 and 6 of 6,
         // 15 of 17 and 7 of 7, 14 of 16 and 6 of 6: 64 of 68 (94.1%; one of the misses a label,
-        // corrected).
+        // corrected); the seventy-eighth to eightieth likewise, 15 of 15 and 7 of 7, 14 of 16 and
+        // 7 of 7, 17 of 18 and 7 of 7: 67 of 70 (95.7%).
         ("messages-fourth", 45, 14, 44, 14),
         ("messages-fifth", 44, 16, 42, 16),
         ("messages-sixth", 37, 12, 35, 12),
@@ -380,6 +381,9 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-seventy-fifth", 16, 6, 16, 6),
         ("messages-seventy-sixth", 17, 7, 17, 7),
         ("messages-seventy-seventh", 16, 6, 16, 6),
+        ("messages-seventy-eighth", 15, 7, 15, 7),
+        ("messages-seventy-ninth", 16, 7, 16, 7),
+        ("messages-eightieth", 18, 7, 18, 7),
     ];
     for (set, has_n, has_look, at_least, looks_at_least) in floors {
         let (ok, n, look_ok, look, misses) = score(set);
@@ -1169,6 +1173,15 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         ),
     ] {
         assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
+    }
+    // MIOpen's memory not available to allocate, cuRAND's allocation failure, a card named by
+    // its maker's and line's name two lines above a bare `Error: out of memory`.
+    for (set, file) in [
+        ("messages-seventy-ninth", "miopen-47-tf-rocm-memory-not-available-655360000-no-suitable-algorithm.txt"),
+        ("messages-seventy-ninth", "spacy-3397-cupy-curand-status-allocation-failed-backticks.txt"),
+        ("messages-eightieth", "bitcrack-13-starting-points-1855mb-out-of-memory.txt"),
+    ] {
+        assert_eq!(verdict(set, file).kind, VerdictKind::Undetermined, "{set}/{file}");
     }
     let v =
         verdict("messages-seventy-seventh", "tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt");

@@ -90,6 +90,9 @@ const SETS: &[&str] = &[
     "messages-seventy-fifth",
     "messages-seventy-sixth",
     "messages-seventy-seventh",
+    "messages-seventy-eighth",
+    "messages-seventy-ninth",
+    "messages-eightieth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -70,6 +70,7 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("cuFFT failed to allocate GPU or CPU memory", MessageFormat::CudaRuntime),
     ("CUSPARSE_STATUS_ALLOC_FAILED", MessageFormat::CudaRuntime),
     ("NVJPEG_STATUS_ALLOCATOR_FAILURE", MessageFormat::CudaRuntime),
+    ("CURAND_STATUS_ALLOCATION_FAILED", MessageFormat::CudaRuntime),
     // TensorRT 8+: `Error Code 2: OutOfMemory (no further information)`.
     ("Error Code 2: OutOfMemory", MessageFormat::CudaRuntime),
     // OpenCL's failed buffer allocation; OpenVINO's GPU plugin.
@@ -1617,6 +1618,7 @@ const CUDA_ERROR_WORDS: &[&str] = &[
     "CUDNN_STATUS_",
     "CUSPARSE_STATUS_",
     "CUSOLVER_STATUS_",
+    "CURAND_STATUS_",
     "CUDA driver error",
     "THCudaCheck FAIL",
     "CUDA error (code",
@@ -2471,6 +2473,8 @@ const RAN_OUT: &[&str] = &[
     "out of vram",
     "out of video memory",
     "memory exhausted",
+    // MIOpen: `Memory not available to allocate buffer: 655360000`.
+    "memory not available to allocate",
     "memory is insufficient",
     "memory insufficient",
     // Chinese and Japanese for the device's memory short (显存: video memory).
@@ -2524,6 +2528,13 @@ const ON_A_DEVICE: &[&str] = &[
     "mlu",
     "hpu",
     "dcu",
+    // A card by its maker's or its line's name (`Initializing NVIDIA GeForce GTX 1060`).
+    "nvidia",
+    "geforce",
+    "radeon",
+    "quadro",
+    "rtx",
+    "gtx",
 ];
 /// Words that put it in the host's memory instead.
 const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
