@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The later sets, each read first as it came (the first reading is in a comment and in
     // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
     // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
-    let floors: [(&str, usize, usize, usize, usize); 78] = [
+    let floors: [(&str, usize, usize, usize, usize); 81] = [
         // Read first after the paste repair.
         ("messages-unseen", 50, 12, 51, 15),
         // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
@@ -306,7 +306,9 @@ fn held_out_texts_are_read_as_labelled() {
         // 65 of 71 (91.5%); the seventy-fifth to seventy-seventh likewise, 16 of 16 and 6 of 6,
         // 15 of 17 and 7 of 7, 14 of 16 and 6 of 6: 64 of 68 (94.1%; one of the misses a label,
         // corrected); the seventy-eighth to eightieth likewise, 15 of 15 and 7 of 7, 14 of 16 and
-        // 7 of 7, 17 of 18 and 7 of 7: 67 of 70 (95.7%).
+        // 7 of 7, 17 of 18 and 7 of 7: 67 of 70 (95.7%); the eighty-first to eighty-third
+        // likewise, 20 of 20 and 7 of 7, 13 of 17 and 6 of 7, 19 of 19 and 6 of 6: 71 of 76
+        // (93.4%; one of the misses a label, corrected).
         ("messages-fourth", 45, 14, 44, 14),
         ("messages-fifth", 44, 16, 42, 16),
         ("messages-sixth", 37, 12, 35, 12),
@@ -384,6 +386,9 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-seventy-eighth", 15, 7, 15, 7),
         ("messages-seventy-ninth", 16, 7, 16, 7),
         ("messages-eightieth", 18, 7, 18, 7),
+        ("messages-eighty-first", 20, 7, 20, 7),
+        ("messages-eighty-second", 17, 7, 17, 7),
+        ("messages-eighty-third", 19, 6, 19, 6),
     ];
     for (set, has_n, has_look, at_least, looks_at_least) in floors {
         let (ok, n, look_ok, look, misses) = score(set);
@@ -1152,6 +1157,17 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
     }
     refused_as("messages-seventy-second", &[("squad-5-train-posix-memalign-12-vs-0.txt", "posix_memalign")]);
+    refused_as(
+        "messages-eighty-second",
+        &[("diffusers-4772-colab-session-crashed-all-available-ram.txt", "host memory")],
+    );
+    // XLA's rematerialization with `below` broken by a paste; a bar whose free cells are all
+    // at its end, with no Stats.
+    let v = verdict("messages-eighty-second", "alphafold3-697-rematerialization-be-low-24-11gib-only-34-36gib.txt");
+    assert!(v.kind == VerdictKind::Peak && v.headline.contains("24.11GiB"), "{v:?}");
+    let v =
+        verdict("messages-eighty-second", "tensorflow-wavenet-281-bar-one-free-cell-not-a-failure-then-summary.txt");
+    assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
     // An XLA account cut before its totals yields to the allocator's full bar; a device that
     // says it has not enough memory; TensorRT's workspace limit, passed by one request.
     for (set, file, kind) in [
@@ -1180,6 +1196,10 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
         ("messages-seventy-ninth", "miopen-47-tf-rocm-memory-not-available-655360000-no-suitable-algorithm.txt"),
         ("messages-seventy-ninth", "spacy-3397-cupy-curand-status-allocation-failed-backticks.txt"),
         ("messages-eightieth", "bitcrack-13-starting-points-1855mb-out-of-memory.txt"),
+        // CUDA.jl's cuDNN handle that could not be created; PaddlePaddle's buddy allocator's
+        // first chunk.
+        ("messages-eighty-second", "cuda-jl-692-worker-3-cudnn-status-internal-error-cudnncreate-cut.txt"),
+        ("messages-eighty-second", "paddle-6265-ctest-242-enforce-allocating-less-than-available.txt"),
     ] {
         assert_eq!(verdict(set, file).kind, VerdictKind::Undetermined, "{set}/{file}");
     }

@@ -93,6 +93,9 @@ const SETS: &[&str] = &[
     "messages-seventy-eighth",
     "messages-seventy-ninth",
     "messages-eightieth",
+    "messages-eighty-first",
+    "messages-eighty-second",
+    "messages-eighty-third",
 ];
 
 /// Every text of the sets: (set/file, text).

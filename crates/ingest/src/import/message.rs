@@ -106,6 +106,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // room for); ONNX Runtime's failed handle, `expr=cudnnCreate(&cudnn_handle_)`.
     ("because cuDNN failed to initialize", MessageFormat::Cudnn),
     ("expr=cudnnCreate(", MessageFormat::Cudnn),
+    // CUDA.jl's frame of the same (`cudnnCreate at .../lib/cudnn/base.jl:9`), under its
+    // `CUDNNError: CUDNN_STATUS_INTERNAL_ERROR (code 4)`.
+    ("cudnnCreate at ", MessageFormat::Cudnn),
     ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
     ("CUDA error: out of memory", MessageFormat::CudaRuntime),
     ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
@@ -251,6 +254,8 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("on startup is less than desired GPU memory utilization", MessageFormat::VllmKvCache),
     ("Ran out of GPU memory when allocating", MessageFormat::TfTensor),
     ("enforce allocating <= available failed", MessageFormat::Paddle),
+    // (Its buddy allocator's first chunk: `enforce allocating < available failed, N >= M`.)
+    ("enforce allocating < available failed", MessageFormat::Paddle),
     ("Requested amount of GPU memory (", MessageFormat::CudaRuntime),
     // TensorRT 7's words.
     ("Requested amount of memory (", MessageFormat::CudaRuntime),
@@ -695,6 +700,12 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         DEVICE_ASSERT,
     ),
     ("std::bad_alloc", "host memory (RAM) running out in C++ (std::bad_alloc): the GPU's memory is not involved"),
+    (
+        "session crashed after using all available RAM",
+        "Colab's notice that the session ran out of host memory (RAM) and was restarted: the GPU's memory is not \
+         involved. Load less into RAM at once (a smaller dataset in memory, a model loaded in half precision or \
+         straight to the GPU), or a runtime with more RAM",
+    ),
     (
         "GPU memory usage is close to the limit",
         "Colab's notice that the GPU's memory is nearly all in use (JAX and TensorFlow take most of it up \
@@ -2088,11 +2099,15 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // A kernel's scratch memory: `Ran out of GPU memory when allocating 1294336000 bytes for`.
             request = after(&body, "Ran out of GPU memory when allocating ").and_then(leading_u64);
         }
-        MessageFormat::Paddle if body.contains("enforce allocating <= available failed") => {
-            // PaddlePaddle Fluid: `enforce allocating <= available failed, 10513462067 > 1369702144`.
+        MessageFormat::Paddle
+            if body.contains("enforce allocating <= available failed")
+                || body.contains("enforce allocating < available failed") =>
+        {
+            // PaddlePaddle Fluid: `enforce allocating <= available failed, 10513462067 > 1369702144`
+            // (`< ... N >= M` for its buddy allocator's first chunk).
             let figures = after(&body, "failed, ");
             request = figures.and_then(leading_u64);
-            m.free = figures.and_then(|f| after(f, "> ")).and_then(leading_u64);
+            m.free = figures.and_then(|f| after(f, "> ").or_else(|| after(f, ">= "))).and_then(leading_u64);
         }
         MessageFormat::VllmKvCache => {
             // `(4.26 GiB KV cache is needed, which is larger than the available KV cache memory
@@ -3242,7 +3257,8 @@ fn rematerialized(lines: &[&str]) -> Option<XlaProgram> {
     let bytes_in = |r: &str| r.find('(').and_then(|i| leading_u64(&r[i + 1..])).or_else(|| leading_figure(r));
     // (A limit below zero, `below -30.29GiB`: the device less the program's arguments and
     // outputs, these alone more than it; what the program may have beyond them is nothing.)
-    let below = after(line, "reduce memory use below ")?;
+    // (Its words as a paste may break them, `use be low 24.11GiB`: the figure after them.)
+    let below = after(line, "reduce memory use ")?.trim_start_matches(|c: char| c.is_ascii_alphabetic() || c == ' ');
     let capacity = if below.trim_start().starts_with('-') { 0 } else { bytes_in(below)? };
     let needed = after(line, "only reduced to ").and_then(bytes_in)?;
     Some(XlaProgram { needed, capacity, ..XlaProgram::default() })
