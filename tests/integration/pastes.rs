@@ -96,6 +96,9 @@ const SETS: &[&str] = &[
     "messages-eighty-first",
     "messages-eighty-second",
     "messages-eighty-third",
+    "messages-eighty-fourth",
+    "messages-eighty-fifth",
+    "messages-eighty-sixth",
 ];
 
 /// Every text of the sets: (set/file, text).

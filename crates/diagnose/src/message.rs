@@ -99,6 +99,8 @@ pub enum MessageCause {
     NoKvBlocks,
     /// SGLang's start-up check: the weights leave no memory for the KV cache.
     SglangNoKv,
+    /// TGI's warm-up: a prefill of `tokens` (its largest batch) did not fit beside the model.
+    TgiWarmup { tokens: Option<u64> },
     /// Another engine's start-up check, in its own words: what it `needed` (its KV cache, where
     /// `kv`; else the weights and buffers it must load) is more than the memory `available`.
     EngineCheck { needed: u64, available: u64, kv: bool },
@@ -107,7 +109,16 @@ pub enum MessageCause {
     VllmStartup { free: u64, total: u64, wanted: u64 },
     /// A message without the figures to tell the causes apart (cuBLAS, cuDNN, the CUDA
     /// runtime, XLA or TF without their breakdown).
-    WithoutFigures { format: MessageFormat, framework: Framework, request: Option<Request>, site: Option<String> },
+    /// `free` and `total`: the device's, where the message gives them without what this process
+    /// holds (DeepSpeed's workspace: `Requested`, `Free`, `Total`).
+    WithoutFigures {
+        format: MessageFormat,
+        framework: Framework,
+        request: Option<Request>,
+        site: Option<String>,
+        free: Option<u64>,
+        total: Option<u64>,
+    },
 }
 
 impl MessageCause {
@@ -124,6 +135,7 @@ impl MessageCause {
             | MessageCause::NoKvRoom { .. }
             | MessageCause::NoKvBlocks
             | MessageCause::SglangNoKv
+            | MessageCause::TgiWarmup { .. }
             | MessageCause::EngineCheck { .. } => VerdictKind::Peak,
             MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
@@ -199,6 +211,9 @@ pub enum MessageFix {
     VllmNoKvBlocks,
     /// SGLang with no room for a KV cache: a larger `--mem-fraction-static`, a smaller model.
     SglangMemFraction,
+    /// TGI's warm-up past the device: a smaller `--max-batch-prefill-tokens` than `tokens`, a
+    /// quantized model, more shards.
+    TgiPrefillTokens { tokens: Option<u64> },
     /// Another engine's KV cache `short` of what it needs: a shorter context, fewer sequences,
     /// a smaller cache, or more of the GPU for it.
     EngineKvCache { short: u64 },
@@ -358,6 +373,8 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             framework: m.framework,
             request: request.clone(),
             site: site.clone(),
+            free: m.free,
+            total: m.total,
         },
         fix: MessageFix::FindOut { format: m.format, framework: m.framework },
         breakdown: b,
@@ -437,6 +454,14 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         return MessageDiagnosis {
             cause: MessageCause::EngineCheck { needed: r.requested, available, kv },
             fix: if kv { MessageFix::EngineKvCache { short } } else { MessageFix::EngineLoad { short } },
+            breakdown: b,
+        };
+    }
+    if m.format == MessageFormat::TgiWarmup {
+        let tokens = m.prefill_tokens;
+        return MessageDiagnosis {
+            cause: MessageCause::TgiWarmup { tokens },
+            fix: MessageFix::TgiPrefillTokens { tokens },
             breakdown: b,
         };
     }

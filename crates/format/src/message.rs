@@ -62,6 +62,10 @@ pub enum MessageFormat {
     /// SGLang at start-up: the weights leave nothing for the KV cache under
     /// `--mem-fraction-static` (`Loaded weights leave no GPU memory for the KV cache`).
     SglangKvCache,
+    /// Text Generation Inference at start-up: its warm-up, a prefill of the largest batch it
+    /// allows, ran out of memory beside the model (`Not enough memory to handle 4096 prefill
+    /// tokens. You need to decrease --max-batch-prefill-tokens`).
+    TgiWarmup,
     /// Another inference engine at start-up, in its own words: the KV cache it needs is more
     /// than the memory left for it (vllm.rs's `Insufficient GPU memory for KVCache allocation.
     /// Available: 29353.63 MB, Required: 131072.00 MB`).
@@ -109,6 +113,7 @@ impl MessageFormat {
             MessageFormat::OnnxArena => "ONNX Runtime",
             MessageFormat::VllmKvCache => "vLLM's KV cache check",
             MessageFormat::SglangKvCache => "SGLang's KV cache check",
+            MessageFormat::TgiWarmup => "Text Generation Inference's warm-up",
             MessageFormat::KvCacheCheck => "an inference engine's KV cache check",
             MessageFormat::EngineCheck => "an inference engine's memory check at start-up",
             MessageFormat::DeviceRuntime => "an accelerator runtime's allocator",
@@ -269,6 +274,10 @@ pub struct Message {
     /// needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_tokens: Option<u64>,
+    /// The tokens of the prefill batch an engine's warm-up could not run (TGI's
+    /// `--max-batch-prefill-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tokens: Option<u64>,
     /// Figures the message prints that are not sizes (`-2.00 GiB`, `nan GiB`, `1e308 GiB`),
     /// as printed: no framework prints them, so the text was edited or garbled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

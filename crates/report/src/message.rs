@@ -157,6 +157,18 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 )],
             )
         }
+        MessageCause::TgiWarmup { tokens } => (
+            format!(
+                "Text Generation Inference's warm-up does not fit: its largest prefill batch{} and the model need \
+                 more than the GPU has",
+                tokens.map_or_else(String::new, |t| format!(" ({t} tokens)"))
+            ),
+            vec![
+                "TGI runs a prefill of --max-batch-prefill-tokens at start-up, beside the loaded weights, to size its \
+                 KV cache; that step ran out of memory: the peak of its warm-up"
+                    .to_string(),
+            ],
+        ),
         MessageCause::SglangNoKv => (
             "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
                 .to_string(),
@@ -303,8 +315,31 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
         MessageCause::XlaProgram { format, request, program, top, single } => {
             xla_cause(*format, *request, program, top, *single)
         }
-        MessageCause::WithoutFigures { format, framework, request, site } => {
-            let (headline, mut evidence) = without(*format, *framework, request.as_ref());
+        MessageCause::WithoutFigures { format, framework, request, site, free, total } => {
+            let (mut headline, mut evidence) = without(*format, *framework, request.as_ref());
+            // (A runtime's request beside the device's free memory, and nothing of what this
+            // process holds: said with them, not as a message without figures.)
+            if let (Some(r), Some(free), MessageFormat::DeviceRuntime | MessageFormat::CudaRuntime) =
+                (request.as_ref(), *free, *format)
+            {
+                let s = |n| size(*format, n);
+                let of = total.map_or(String::new(), |t| format!(" of {}", s(t)));
+                headline = if r.requested <= free {
+                    format!(
+                        "The runtime could not allocate {} although {} was free{of}: the figures say it should have \
+                         fit (memory in pieces, or freed just after the failure)",
+                        s(r.requested),
+                        s(free)
+                    )
+                } else {
+                    format!(
+                        "The runtime could not allocate {} with {} free{of}: the message does not say what held the \
+                         rest (this process's own memory, or other processes')",
+                        s(r.requested),
+                        s(free)
+                    )
+                };
+            }
             if let Some(s) = site.as_ref().filter(|_| request.is_none()) {
                 evidence.push(format!("it came from {s}"));
             }
@@ -597,6 +632,12 @@ pub(super) fn fix(f: &MessageFix) -> String {
              shorter prefill chunk or context)",
             torch(*short)
         ),
+        MessageFix::TgiPrefillTokens { tokens } => format!(
+            "lower --max-batch-prefill-tokens{} (and --max-input-tokens and --max-total-tokens with it: a prefill \
+             batch holds at least one input), or serve a quantized model (--quantize), or shard it over more GPUs \
+             (--num-shard)",
+            tokens.map_or_else(String::new, |t| format!(" below {t}"))
+        ),
         MessageFix::SglangMemFraction => "raise --mem-fraction-static (the share of the GPU SGLang takes for the \
              weights and the KV cache; its log's `avail mem` after loading says what is left), or serve a smaller or \
              quantized model, or share it over more GPUs (--tp)"
@@ -692,6 +733,7 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         MessageFormat::DeviceRuntime => "Accelerator runtime out of memory",
         MessageFormat::VllmKvCache => "vLLM KV cache out of memory",
         MessageFormat::SglangKvCache => "SGLang KV cache out of memory",
+        MessageFormat::TgiWarmup => "Text Generation Inference out of memory at warm-up",
         MessageFormat::KvCacheCheck => "KV cache out of memory",
         MessageFormat::EngineCheck => "Inference engine out of memory at start-up",
         _ => "out of memory",

@@ -418,8 +418,12 @@ fn find(text: &str) -> Option<Found> {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::CudaRuntime, line, at: 0 }));
         }
         // DirectML's own buffer allocator failing, in words a paste may have garbled (`8007000E
-        // Not enough memory resources are available`, as `800 7000E to enough memory resources`).
-        else if l.contains("BucketizedBufferAllocator") && contains_ignoring_case(l, "memory") {
+        // Not enough memory resources are available`, as `800 7000E to enough memory resources`);
+        // DeepSpeed's inference workspace, its three lines before `Workspace can't be allocated`
+        // (which a paste may have cut): `Requested: N`, `Free: N`, `Total: N`.
+        else if l.contains("BucketizedBufferAllocator") && contains_ignoring_case(l, "memory")
+            || deepspeed_workspace(&lines, line).is_some()
+        {
             best = Some((MARKERS.len() + 1, Found { format: MessageFormat::DeviceRuntime, line, at: 0 }));
         }
         // A paste of XLA's buffer list alone (`Buffer 13:` with its `Size:` line).
@@ -456,6 +460,8 @@ fn find(text: &str) -> Option<Found> {
     best.filter(|_| !warning_only).map(|(_, f)| f).map(|f| {
         if f.format == MessageFormat::DeviceRuntime && engine_check(&lines, f.line).is_some() {
             Found { format: MessageFormat::EngineCheck, ..f }
+        } else if f.format == MessageFormat::DeviceRuntime && tgi_warmup(lines[f.line]).is_some() {
+            Found { format: MessageFormat::TgiWarmup, ..f }
         } else if f.format == MessageFormat::TorchAsync && !lines[f.line].contains("Allocation on device") {
             // (The block's first figure is its request, a line or two above `Free`.)
             let line = (f.line.saturating_sub(3)..f.line)
@@ -475,8 +481,13 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     // A marker the paste wrapped onto the next line still starts on this one.
     let joined = || format!("{} {}", l.trim_end(), lines.get(line + 1).map_or("", |n| n.trim_start()));
     let at = l.find(marker).or_else(|| joined().find(marker).filter(|&i| i < l.trim_end().len()))?;
-    // Pinned host memory is the host's, not the device's; so is Intel MKL's allocator's.
-    if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p)) || l.contains("mkl_malloc") {
+    // Pinned host memory is the host's, not the device's; so is Intel MKL's allocator's. An
+    // allocation the device refused with a status that is not memory's (Kokkos: `... returned
+    // the error code "cudaErrorNotSupported"`) is that status.
+    if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p))
+        || l.contains("mkl_malloc")
+        || l.contains("cudaErrorNotSupported")
+    {
         return None;
     }
     // Java's heap is the host's; so is OpenCV's allocator (`(-4:Insufficient memory) Failed to
@@ -686,6 +697,26 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "pinned host memory",
         "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
          GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers)",
+    ),
+    (
+        // ggml's page-locked host buffer (`unable to allocate CUDA_Host buffer`).
+        "CUDA_Host buffer",
+        "llama.cpp's pinned host buffer (CUDA_Host: page-locked RAM for the layers kept on the CPU and for \
+         transfers) that could not be allocated: host memory, not the GPU's. Free RAM, offload more layers to the \
+         GPU, or turn pinned memory off (GGML_CUDA_NO_PINNED=1)",
+    ),
+    (
+        // Kokkos's host memory space: `Kokkos::HostSpace::allocate[ INTEL_MM_ALLOC ]( N ) FAILED`.
+        "HostSpace::allocate",
+        "Kokkos allocating in its host memory space (RAM), which failed: the GPU's memory is not involved (a \
+         size of nearly 2^64 bytes is a negative size wrapped: an array's extent computed wrong)",
+    ),
+    (
+        // A CUDA call this device or its mode does not support (MIG, a driver without the
+        // feature), whatever it was asked to do: `cudaMalloc` returning `cudaErrorNotSupported`.
+        "cudaErrorNotSupported",
+        "a CUDA call this device or setup does not support (cudaErrorNotSupported: MIG slices, a driver or \
+         container without the feature, a virtual GPU), not a lack of memory",
     ),
     (
         "bytes on host",
@@ -2087,6 +2118,9 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             usage = buffers(block);
             m.device = Some("TPU".into());
         }
+        MessageFormat::TgiWarmup => {
+            m.prefill_tokens = tgi_warmup(lines[found.line]).flatten();
+        }
         MessageFormat::KvCacheCheck | MessageFormat::EngineCheck => {
             let check = if found.format == MessageFormat::KvCacheCheck { kv_cache_check } else { engine_check };
             if let Some((required, available)) = check(&lines, found.line) {
@@ -2286,7 +2320,7 @@ fn framework(format: MessageFormat, text: &str) -> Framework {
         MessageFormat::Paddle => Framework::Paddle,
         MessageFormat::Ggml => Framework::LlamaCpp,
         MessageFormat::OnnxArena => Framework::OnnxRuntime,
-        MessageFormat::VllmKvCache | MessageFormat::SglangKvCache => Framework::PyTorch,
+        MessageFormat::VllmKvCache | MessageFormat::SglangKvCache | MessageFormat::TgiWarmup => Framework::PyTorch,
         _ => {
             let has = |k: &str| text.contains(k);
             if has("mxnet") || has("MXNet") {
@@ -2398,6 +2432,12 @@ fn fine_unit(s: &str) -> bool {
 /// An accelerator runtime's allocator, in its words. Returns the request.
 fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
     let number = |key: &str| after(body, key).map(str::trim_start).and_then(leading_u64);
+    if body.trim_start().starts_with("Requested:") && body.contains(" Free:") && body.contains(" Total:") {
+        // DeepSpeed's inference workspace: what it asked for, the device's free and total.
+        m.free = number(" Free:");
+        m.total = number(" Total:");
+        return number("Requested:");
+    }
     if body.contains("is more than total mem size") {
         // MindSpore: `TotalUsedMemStatistics : U plus TotalUsedByEventMemStatistics : E and
         // plus alloc size : A is more than total mem size : T`.
@@ -2584,9 +2624,11 @@ fn generic(lines: &[&str]) -> Option<Found> {
         let around = || lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
         let t = l.trim_start();
         // (Not prose: advice, a question, a run that went well.)
+        // (Nor a warning that says itself it is none: TensorFlow's `... The caller indicates
+        // that this is not a failure`.)
         let prose = t.starts_with("if ")
             || t.starts_with("when ")
-            || ["?", "avoid", "prevent", "successfully"].iter().any(|w| l.contains(w));
+            || ["?", "avoid", "prevent", "successfully", "this is not a failure"].iter().any(|w| l.contains(w));
         // (Blender's Cycles: `out of GPU and shared host memory`, the device's memory and the
         // mapped host memory it overflows into: the device's.)
         let l = host_as_overflow(&l);
@@ -2610,6 +2652,25 @@ fn generic(lines: &[&str]) -> Option<Found> {
             && !on_the_host(&l)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// DeepSpeed's inference workspace refused: `Requested: N`, `Free: N`, `Total: N` on lines of
+/// their own from `line`, each a count of bytes.
+fn deepspeed_workspace(lines: &[&str], line: usize) -> Option<()> {
+    let field = |i: usize, key: &str| {
+        lines.get(i).and_then(|l| l.trim().strip_prefix(key)).and_then(|r| r.trim().parse::<u64>().ok())
+    };
+    field(line, "Requested:")?;
+    field(line + 1, "Free:")?;
+    field(line + 2, "Total:").map(|_| ())
+}
+
+/// TGI's warm-up failing: `Not enough memory to handle 4096 prefill tokens` (a paste may cut
+/// it at `prefil`). `Some` with the tokens where they are printed.
+fn tgi_warmup(l: &str) -> Option<Option<u64>> {
+    let rest = after(l, "Not enough memory to handle ")?;
+    let (n, words) = rest.split_once(' ')?;
+    ("prefill tokens".starts_with(words.trim_end()) || words.starts_with("prefill tokens")).then(|| n.parse().ok())
 }
 
 /// An engine's own check that its KV cache does not fit, in words of its own: the line that
@@ -3494,6 +3555,7 @@ fn build(
         MessageFormat::OnnxArena => "ONNX Runtime arena",
         MessageFormat::VllmKvCache => "vLLM KV cache",
         MessageFormat::SglangKvCache => "SGLang KV cache",
+        MessageFormat::TgiWarmup => "TGI's warm-up",
         MessageFormat::KvCacheCheck => "the engine's KV cache",
         MessageFormat::EngineCheck => "the engine's start-up check",
         _ => "the device",

@@ -60,6 +60,7 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
     let read = match from {
         From::Message => message::parse(path, text)
             .and_then(|d| refused(path, not_the_devices(&d, text), d))
+            .map(|d| bar_instead(path, text, d))
             .map_err(|e| look_alike(path, text).unwrap_or(e)),
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
             .and_then(|d| refused(path, pinned_host(text).map(|l| (l, PINNED_HOST_BFC.to_string())), d))
@@ -129,6 +130,17 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
             Err(e)
         }
     }
+}
+
+/// A message without a figure (TensorFlow's `Dst tensor is not initialized`) beside the BFC
+/// allocator's occupancy bar: the bar says more (all in use, a peak), and is read instead.
+fn bar_instead(path: &Path, text: &str, d: Dump) -> Dump {
+    let figureless = d.oom.as_ref().is_none_or(|o| o.requested == 0)
+        && d.imported.as_ref().and_then(|i| i.message.as_ref()).is_some_and(|m| m.total.is_none() && m.free.is_none());
+    if !figureless || !text.lines().any(tf_log::is_occupancy) {
+        return d;
+    }
+    tf_log::parse(path, text).unwrap_or(d)
 }
 
 /// `d`, unless what was read is `found` instead: its line and what it is.

@@ -128,7 +128,10 @@ fn exception_line(l: &str) -> bool {
 /// A log's error line: `ERROR: ...`, `error: ...`, `FATAL ...`, `E1127 10:00:00 ...] ...`.
 fn log_error_line(l: &str) -> bool {
     let t = clean(l);
+    // (A tagged logger's `[TensorRT-LLM][ERROR] ...` may come anywhere on a line: inside a
+    // table's cell, after a status.)
     ["ERROR", "Error:", "error:", "FATAL", "Fatal error", "[E]", "[ERROR]"].iter().any(|p| t.starts_with(p))
+        || t.contains("][ERROR] ")
         || t.starts_with('E')
             && t[1..].starts_with(|c: char| c.is_ascii_digit())
             && t.split_whitespace().next().is_some_and(|w| w[1..].chars().all(|c| c.is_ascii_digit()))
@@ -197,6 +200,9 @@ mod tests {
         assert_eq!(another_error(text), Some((2, "what():  failed to create plan".into())));
         assert_eq!(another_error("step 1\nIllegal instruction (core dumped)\n").unwrap().0, 2);
         assert_eq!(another_error("E1127 10:00:00.1 123 main.cc:9] bad flag\n").unwrap().0, 1);
+        let cell =
+            "| trt | 1 | UNAVAILABLE: [TensorRT-LLM][ERROR] CUDA runtime error in cudaGetDevice(): no device |\n";
+        assert_eq!(another_error(cell).unwrap().0, 1);
         let warned = "/usr/lib/python3/site-packages/keras/trainers/epoch_iterator.py:164: UserWarning: Your input ran out of data\n";
         assert_eq!(another_error(warned).unwrap().0, 1);
         let tf1 = "> InvalidArgumentError (see above for traceback): Incompatible shapes: [64,10] vs. [32,10]\n";
