@@ -99,6 +99,9 @@ const SETS: &[&str] = &[
     "messages-eighty-fourth",
     "messages-eighty-fifth",
     "messages-eighty-sixth",
+    "messages-eighty-seventh",
+    "messages-eighty-eighth",
+    "messages-eighty-ninth",
 ];
 
 /// Every text of the sets: (set/file, text).

@@ -625,6 +625,27 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             breakdown: b,
         };
     }
+    // TF's occupancy bar with every cell in use (`*`, or `x`: the rounding of a chunk in use,
+    // which no other request can have): live tensors filled the pool. So with 95% of it in use
+    // (as `Stats:` at 95% of the limit) and its free cells in one run at its end: the pool's
+    // one free piece, which the request did not fit.
+    let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
+    let free_tail = bar.map_or(0, |bar| bar.len() - bar.trim_end_matches('_').len());
+    let one_piece = bar.is_some_and(|bar| !bar.trim_end_matches('_').contains('_')) && free_tail <= 5;
+    // (Not against `Stats:` that put what is in use well below the limit: a paste of two
+    // reports.)
+    let limit = (card >= 256 << 20).then_some(card);
+    let stats_disagree = limit.is_some() && d.has(Section::Stats);
+    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op.is_some()).map(Request::of);
+    // Refusals without the card's size say only that the pool got less than TF asked; a bar
+    // all in use after them says the pool, whatever it got, was full of live tensors.
+    if card == 0 && !refused.is_empty() && o.is_some() && one_piece && d.usage_by_node.is_empty() {
+        return StateDiagnosis {
+            cause: Cause::PartialFull { request, in_use: None, limit: None, free_tail },
+            fix: Fix::ShrinkWorkingSet { need: None },
+            breakdown: b,
+        };
+    }
     if let Some(&last) = refused.last() {
         // TF backs off by 10% (in f32) after each refusal and logs every refusal, so the size
         // after the last logged one is the one the device gave.
@@ -642,11 +663,9 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             breakdown: b,
         };
     }
-    let request = o.filter(|o| o.requested > 0 || o.shape.is_some() || o.op.is_some()).map(Request::of);
-    // A pool of less than 256 MiB is not a card's memory but what TF could get of it (`Created
-    // TensorFlow device ... with 1 MB memory`: the GPU was nearly full when TF started): a
-    // request beyond it says nothing of the tensor.
-    let limit = (card >= 256 << 20).then_some(card);
+    // (A pool of less than 256 MiB, `limit` above, is not a card's memory but what TF could get
+    // of it, `Created TensorFlow device ... with 1 MB memory`: the GPU was nearly full when TF
+    // started; a request beyond it says nothing of the tensor.)
     if let Some(o) = o.filter(|o| o.requested > message::LARGEST_GPU || limit.is_some_and(|l| o.requested > l)) {
         return StateDiagnosis {
             cause: Cause::BeyondAnyGpu { request: Request::of(o), limit },
@@ -676,16 +695,6 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
             };
         }
     }
-    // TF's occupancy bar with every cell in use (`*`, or `x`: the rounding of a chunk in use,
-    // which no other request can have): live tensors filled the pool. So with 95% of it in use
-    // (as `Stats:` at 95% of the limit) and its free cells in one run at its end: the pool's
-    // one free piece, which the request did not fit.
-    let bar = d.imported.as_ref().and_then(|i| i.occupancy.as_deref()).filter(|bar| bar.len() == 100);
-    let free_tail = bar.map_or(0, |bar| bar.len() - bar.trim_end_matches('_').len());
-    let one_piece = bar.is_some_and(|bar| !bar.trim_end_matches('_').contains('_')) && free_tail <= 5;
-    // (Not against `Stats:` that put what is in use well below the limit: a paste of two
-    // reports.)
-    let stats_disagree = limit.is_some() && d.has(Section::Stats);
     if one_piece && d.usage_by_node.is_empty() && !stats_disagree {
         return StateDiagnosis {
             cause: Cause::PartialFull { request, in_use: None, limit: None, free_tail },

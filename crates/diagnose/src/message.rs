@@ -101,6 +101,9 @@ pub enum MessageCause {
     SglangNoKv,
     /// TGI's warm-up: a prefill of `tokens` (its largest batch) did not fit beside the model.
     TgiWarmup { tokens: Option<u64> },
+    /// An engine's own load check said without figures (ExLlamaV2's `Insufficient VRAM for
+    /// model and cache`): what it must load does not fit.
+    EngineNoRoom,
     /// Another engine's start-up check, in its own words: what it `needed` (its KV cache, where
     /// `kv`; else the weights and buffers it must load) is more than the memory `available`.
     EngineCheck { needed: u64, available: u64, kv: bool },
@@ -136,6 +139,7 @@ impl MessageCause {
             | MessageCause::NoKvBlocks
             | MessageCause::SglangNoKv
             | MessageCause::TgiWarmup { .. }
+            | MessageCause::EngineNoRoom
             | MessageCause::EngineCheck { .. } => VerdictKind::Peak,
             MessageCause::VllmStartup { .. } => VerdictKind::Others,
             MessageCause::XlaProgram { single: true, .. } => VerdictKind::SingleTensor,
@@ -214,6 +218,9 @@ pub enum MessageFix {
     /// TGI's warm-up past the device: a smaller `--max-batch-prefill-tokens` than `tokens`, a
     /// quantized model, more shards.
     TgiPrefillTokens { tokens: Option<u64> },
+    /// An engine's load past the device, by how much not said: a smaller cache or context, a
+    /// quantized model, more GPUs.
+    EngineNoRoom,
     /// Another engine's KV cache `short` of what it needs: a shorter context, fewer sequences,
     /// a smaller cache, or more of the GPU for it.
     EngineKvCache { short: u64 },
@@ -456,6 +463,9 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
             fix: if kv { MessageFix::EngineKvCache { short } } else { MessageFix::EngineLoad { short } },
             breakdown: b,
         };
+    }
+    if m.format == MessageFormat::EngineCheck && (request.is_none() || m.free.is_none()) {
+        return MessageDiagnosis { cause: MessageCause::EngineNoRoom, fix: MessageFix::EngineNoRoom, breakdown: b };
     }
     if m.format == MessageFormat::TgiWarmup {
         let tokens = m.prefill_tokens;

@@ -169,6 +169,16 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                     .to_string(),
             ],
         ),
+        MessageCause::EngineNoRoom => (
+            "The engine does not fit: what it must load (the model's weights and its cache) is more than the GPUs \
+             have, by the engine's own check"
+                .to_string(),
+            vec![
+                "the engine's check found too little GPU memory for the model and its cache (the message gives no \
+                  figures)"
+                    .to_string(),
+            ],
+        ),
         MessageCause::SglangNoKv => (
             "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
                 .to_string(),
@@ -638,6 +648,9 @@ pub(super) fn fix(f: &MessageFix) -> String {
              (--num-shard)",
             tokens.map_or_else(String::new, |t| format!(" below {t}"))
         ),
+        MessageFix::EngineNoRoom => "a smaller cache (a shorter maximum context, fewer sequences at once), a \
+             smaller or quantized model, or the model split over more GPUs"
+            .to_string(),
         MessageFix::SglangMemFraction => "raise --mem-fraction-static (the share of the GPU SGLang takes for the \
              weights and the KV cache; its log's `avail mem` after loading says what is left), or serve a smaller or \
              quantized model, or share it over more GPUs (--tp)"

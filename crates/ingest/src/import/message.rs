@@ -106,6 +106,17 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // room for); ONNX Runtime's failed handle, `expr=cudnnCreate(&cudnn_handle_)`.
     ("because cuDNN failed to initialize", MessageFormat::Cudnn),
     ("expr=cudnnCreate(", MessageFormat::Cudnn),
+    // TensorFlow's autotuning finding no convolution algorithm that ran (`No algorithm
+    // worked!`): most often none whose workspace fit.
+    ("No algorithm worked", MessageFormat::Cudnn),
+    // OpenGL's error (TF Lite's GL delegate: `[GL_OUT_OF_MEMORY]: There is not enough memory
+    // left to execute the command.`).
+    ("GL_OUT_OF_MEMORY", MessageFormat::DeviceRuntime),
+    // ExLlamaV2's own load check, without figures.
+    ("Insufficient VRAM for model and cache", MessageFormat::EngineCheck),
+    // SGLang's start-up check in other words (`Not enough memory. Please try to increase
+    // --mem-fraction-static.`).
+    ("Please try to increase --mem-fraction-static", MessageFormat::SglangKvCache),
     // CUDA.jl's frame of the same (`cudnnCreate at .../lib/cudnn/base.jl:9`), under its
     // `CUDNNError: CUDNN_STATUS_INTERNAL_ERROR (code 4)`.
     ("cudnnCreate at ", MessageFormat::Cudnn),
@@ -697,6 +708,23 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
         "pinned host memory",
         "pinned host memory (page-locked RAM for transfers) that could not be allocated: host memory, not the \
          GPU's. Lower the size of what is pinned (data loader pin_memory, prefetch buffers)",
+    ),
+    (
+        // MXNet's CPU storage: `cpu_device_storage.h:75: Failed to allocate CPU Memory`.
+        "Failed to allocate CPU Memory",
+        "MXNet failing to allocate host memory (RAM) for a CPU array: the GPU's memory is not involved",
+    ),
+    (
+        // TF Lite's GPU delegate given more data than its buffer holds.
+        "Source data is larger than buffer",
+        "TF Lite's GPU delegate given more data than the buffer it made for an input (a shape or type that \
+         does not match the model's), not a lack of memory",
+    ),
+    (
+        // TensorFlow's BFC allocator's own consistency check, aborting.
+        "Check failed: c->in_use()",
+        "TensorFlow's allocator failing its own consistency check (a chunk freed twice, or memory written out of \
+         bounds: a bug in TensorFlow or a custom op), not a lack of memory",
     ),
     (
         // ggml's page-locked host buffer (`unable to allocate CUDA_Host buffer`).
@@ -1528,7 +1556,7 @@ fn first_look_alike(text: &str) -> Option<LookAlike> {
                 .ends_with("signal:")
                 .then(|| process_end(&format!("{} {}", l.trim_end(), next.trim_start())))?
         };
-        if let Some(what) = process_end(l).or_else(with_next) {
+        if let Some(what) = process_end(l).or_else(with_next).or_else(|| rust_alloc(l)) {
             if found.is_none_or(|f| i < f.0) {
                 return Some(LookAlike { line: i + 1, what });
             }
@@ -2171,7 +2199,8 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             // GPU memory utilization (0.9, 71.27 GiB).`: free and total, and what it wanted.
             if let Some(r) = after(&around, "on startup is less than desired GPU memory utilization (") {
                 // (Older releases name no device: `Free memory on device (6.92/8.0 GiB) ...`.)
-                let figures = around.split("Free memory on device ").nth(1).and_then(|f| f.split_once('('));
+                // (A title may begin it in lower case: `free memory on device cuda:0 (...)`.)
+                let figures = around.split("ree memory on device ").nth(1).and_then(|f| f.split_once('('));
                 if let Some((_, f)) = figures {
                     let unit = f.split(')').next().unwrap_or("").rsplit(' ').next().unwrap_or("");
                     let (free, total) = f.split_once('/').unwrap_or(("", ""));
@@ -2179,8 +2208,13 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                     m.free = leading_figure(&format!("{free} {unit}"));
                     m.total = leading_figure(&format!("{total} {unit}"));
                 }
-                m.allowed = r.split_once(", ").and_then(|(_, w)| leading_figure(w));
-                m.device = after(&around, "Free memory on device ")
+                // (Its figure cut by the paste, `(0.6, `: the share of the total it names.)
+                m.allowed = r.split_once(", ").and_then(|(_, w)| leading_figure(w)).or_else(|| {
+                    let share: f64 = r.split(',').next()?.trim().parse().ok()?;
+                    let total = m.total?;
+                    (share > 0.0 && share <= 1.0).then(|| (total as f64 * share) as u64)
+                });
+                m.device = after(&around, "ree memory on device ")
                     .and_then(|d| d.split_whitespace().next())
                     .filter(|d| !d.starts_with('('))
                     .map(str::to_string);
@@ -2374,6 +2408,11 @@ fn joined(lines: &[&str], f: Found, sep: &str) -> String {
         // A paste's quote or heading marks (`> `, `# `) are not the message's.
         let t = strip_prefix(l).trim().trim_start_matches(['#', '>', ' ']);
         if t.is_empty() || t.starts_with("Traceback") || t.starts_with("File \"") || t.starts_with("During handling") {
+            break;
+        }
+        // Another rank's message on the next line is its own, not this one's tail (two workers'
+        // `torch.OutOfMemoryError: ... Tried to allocate ...` one after the other).
+        if s.contains("Tried to allocate") && t.contains("Tried to allocate") {
             break;
         }
         s.push_str(sep);
@@ -2652,6 +2691,16 @@ fn generic(lines: &[&str]) -> Option<Found> {
             && !on_the_host(&l)
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// Rust's global allocator failing (`memory allocation of 2097152 bytes failed`, then an abort:
+/// a tokenizer, a data loader written in Rust): the host's memory.
+fn rust_alloc(l: &str) -> Option<&'static str> {
+    let t = l.trim();
+    (t.starts_with("memory allocation of ") && t.trim_end_matches('.').ends_with(" bytes failed")).then_some(
+        "a Rust program's allocator failing (`memory allocation of N bytes failed`: host memory, RAM): the \
+         GPU's memory is not involved",
+    )
 }
 
 /// DeepSpeed's inference workspace refused: `Requested: N`, `Free: N`, `Total: N` on lines of
