@@ -588,6 +588,17 @@ fn mutate(text: &str, rng: &mut TestRng) -> String {
 /// panic. `OOMSCOPE_FUZZ_ROUNDS` sets the rounds (each damages every text once more).
 #[test]
 fn no_paste_makes_the_reader_panic() {
+    // What damage once made panic, read each time: XLA's buffer list with a size cut to `13.7e`
+    // (read as 13.7 EiB, its share of the program multiplied past u64's end).
+    let xla = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 14745600000 bytes.\n\
+               BufferAssignment OOM Debugging.\nBufferAssignment stats:\n\
+               \x20            parameter allocation:   802.3KiB\n\
+               \x20       maybe_live_out allocation:   13.73GiB\n\
+               \x20    preallocated temp allocation:    7.92MiB\n\
+               \x20                total allocation:   13.74GiB\n\
+               Peak buffers:\n\tBuffer 1:\n\t\tSize: 13.7e: f32[500,18,640,640]\n";
+    let read = std::panic::catch_unwind(|| reading("xla.txt", xla));
+    assert!(read.is_ok_and(|r| r.verdict != "unread"), "{xla}");
     let rounds: usize = std::env::var("OOMSCOPE_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
     let texts = texts();
     let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);

@@ -708,7 +708,7 @@ fn partial_log(d: &Dump, b: Vec<KindBytes>) -> StateDiagnosis {
         let live = d.usage_total();
         let layout: u64 = d.usage_by_node.iter().filter(|n| n.op.contains("LayoutOptimizer")).map(|n| n.bytes).sum();
         let dominant = b.first().map(|k| k.kind);
-        let layout_copies = (layout * 10 > live).then_some(layout);
+        let layout_copies = (layout.saturating_mul(10) > live).then_some(layout);
         return StateDiagnosis {
             cause: Cause::PartialUsage {
                 request,
@@ -1043,8 +1043,8 @@ fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDia
     for c in d.live_chunks() {
         *by_size.entry(c.size).or_default() += 1;
     }
-    let (&size, &count) = by_size.iter().max_by_key(|(size, count)| **size * **count)?;
-    let bytes = size * count;
+    let (&size, &count) = by_size.iter().max_by_key(|(size, count)| size.saturating_mul(**count))?;
+    let bytes = size.saturating_mul(count);
     let one_more = asked(o) == size || rounded_chunk(asked(o)) == size;
     let in_use = o.bytes_in_use.max(1);
     if count < MANY_CHUNKS || (bytes as f64) < MANY_SHARE * in_use as f64 || !one_more {
@@ -1059,7 +1059,7 @@ fn many_of_one_size(d: &Dump, o: &OomRecord, b: &[KindBytes]) -> Option<StateDia
 
 /// A request's chunk: TF rounds to 256 bytes.
 fn rounded_chunk(n: u64) -> u64 {
-    n.div_ceil(256) * 256
+    n.div_ceil(256).saturating_mul(256)
 }
 
 fn fits(d: &Dump, b: Vec<KindBytes>, growth: Option<Growth>) -> StateDiagnosis {

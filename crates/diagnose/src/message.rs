@@ -778,7 +778,7 @@ fn segment(format: MessageFormat, q: u64) -> u64 {
     } else if q < 10 * MIB {
         20 * MIB
     } else {
-        q.div_ceil(2 * MIB) * 2 * MIB
+        q.div_ceil(2 * MIB).saturating_mul(2 * MIB)
     }
 }
 
@@ -844,7 +844,8 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<MessageDiagnosis, Vec
         .usage_by_node
         .iter()
         .find(|n| !n.op.starts_with("parameter "))
-        .filter(|n| program.needed > 0 && n.bytes * 10 >= program.needed * 4);
+        // (Figures a paste garbled may be near u64's end: compared without overflow.)
+        .filter(|n| program.needed > 0 && n.bytes.saturating_mul(10) >= program.needed.saturating_mul(4));
     // One buffer (or request) larger than any device, a program several times the largest
     // device (a shape the code did not mean), or the arguments alone larger than this one: a
     // smaller batch cannot help. (A program a little beyond any one device is a peak: a smaller
@@ -854,8 +855,8 @@ fn xla(d: &Dump, m: &Message, b: Vec<KindBytes>) -> Result<MessageDiagnosis, Vec
         || program.needed > ABSURD * LARGEST_GPU
         || (program.capacity > 0 && program.parameters > program.capacity);
     let donate = program.parameters > 0
-        && program.outputs * 10 >= program.parameters * 9
-        && program.parameters * 4 >= program.needed;
+        && program.outputs.saturating_mul(10) >= program.parameters.saturating_mul(9)
+        && program.parameters.saturating_mul(4) >= program.needed;
     Ok(MessageDiagnosis {
         fix: MessageFix::XlaShrink {
             format: m.format,

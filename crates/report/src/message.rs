@@ -73,7 +73,7 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                 s(*can_ever),
                 ever_terms(b)
             )];
-            if b.request > 4 * b.total.max(*can_ever) {
+            if b.request > b.total.max(*can_ever).saturating_mul(4) {
                 evidence.push(format!(
                     "{:.0} times the device: a shape is probably not what the code meant (a sequence, an image or a \
                      batch far larger than intended, a broadcast of two large dimensions, or a mask of length x length)",
@@ -1119,7 +1119,7 @@ fn xla_shrink_fix(
     }
     if *format == MessageFormat::XlaHbm && *capacity > 0 {
         let over = needed.saturating_sub(*capacity);
-        if *arguments * 2 >= *capacity {
+        if arguments.saturating_mul(2) >= *capacity {
             steps.push(format!(
                 "the arguments (parameters, optimizer state) take {} of the {}: shard them over more chips \
                  (FSDP-style sharding) or keep them in bfloat16",

@@ -2212,7 +2212,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                 m.allowed = r.split_once(", ").and_then(|(_, w)| leading_figure(w)).or_else(|| {
                     let share: f64 = r.split(',').next()?.trim().parse().ok()?;
                     let total = m.total?;
-                    (share > 0.0 && share <= 1.0).then(|| (total as f64 * share) as u64)
+                    (share > 0.0 && share <= 1.0).then_some((total as f64 * share) as u64)
                 });
                 m.device = after(&around, "ree memory on device ")
                     .and_then(|d| d.split_whitespace().next())
