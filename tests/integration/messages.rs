@@ -1145,26 +1145,21 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     // A request retyped with `Gib` for GiB, beyond any GPU; `CUDA error: out o` cut at the
     // paste's end (no other of CUDA's errors starts so); a miner's function named `_cpu_`, no
     // host; TensorFlow's Stats and a full bar pasted without the header that names the request.
-    for (set, file, kind) in [
-        (
-            "messages-seventy-second",
-            "attention-augmented-conv2d-18-title-retyped-32768-gib.txt",
-            VerdictKind::SingleTensor,
-        ),
-        (
-            "messages-seventy-second",
-            "mmdetection3d-947-model-cuda-cut-inside-out-of-memory.txt",
-            VerdictKind::Undetermined,
-        ),
-        (
-            "messages-seventy-fourth",
-            "xmrig-2569-cuda-plugin-kawpow-mem-6686-8192-memory-3056.txt",
-            VerdictKind::Undetermined,
-        ),
-        ("messages-seventy-third", "recognize-771-tfjs-node-gpu-stats-full-bar-tf-status-8.txt", VerdictKind::Peak),
-    ] {
-        assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
-    }
+    kinds(
+        "messages-seventy-second",
+        &[
+            ("attention-augmented-conv2d-18-title-retyped-32768-gib.txt", VerdictKind::SingleTensor),
+            ("mmdetection3d-947-model-cuda-cut-inside-out-of-memory.txt", VerdictKind::Undetermined),
+        ],
+    );
+    kinds(
+        "messages-seventy-fourth",
+        &[("xmrig-2569-cuda-plugin-kawpow-mem-6686-8192-memory-3056.txt", VerdictKind::Undetermined)],
+    );
+    kinds(
+        "messages-seventy-third",
+        &[("recognize-771-tfjs-node-gpu-stats-full-bar-tf-status-8.txt", VerdictKind::Peak)],
+    );
     refused_as("messages-seventy-second", &[("squad-5-train-posix-memalign-12-vs-0.txt", "posix_memalign")]);
     refused_as(
         "messages-eighty-second",
@@ -1203,37 +1198,26 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     // A full bar after TF's refusals; OpenGL's out-of-memory error; TF's `No algorithm worked!`;
     // ExLlamaV2's and SGLang's load checks without figures; two workers' messages, each its
     // own; vLLM's utilization check in a cut title.
-    for (set, file, kind) in [
-        (
-            "messages-eighty-seventh",
-            "tacotron-2-196-windows-not-a-failure-then-bar-all-in-use-cut.txt",
-            VerdictKind::Peak,
-        ),
-        (
-            "messages-eighty-eighth",
-            "tensorflow-26297-tflite-gl-delegate-gl-out-of-memory-cut.txt",
-            VerdictKind::Undetermined,
-        ),
-        ("messages-eighty-eighth", "tf-serving-1825-no-algorithm-worked-gtx1660-4859mb.txt", VerdictKind::Undetermined),
-        (
-            "messages-eighty-ninth",
-            "exllamav2-383-colab-load-autosplit-insufficient-vram-for-model-and-cache.txt",
-            VerdictKind::Peak,
-        ),
-        (
-            "messages-eighty-ninth",
-            "gpustack-3831-sglang-ascend-not-enough-memory-mem-fraction-0-2.txt",
-            VerdictKind::Peak,
-        ),
-        ("messages-eighty-ninth", "vllm-15105-v1-worker-process-listed-1-74gib-cut.txt", VerdictKind::Peak),
-        (
-            "messages-eighty-ninth",
-            "vllm-omni-1144-title-free-memory-46-95-of-79-18-utilization-0-6-cut.txt",
-            VerdictKind::Others,
-        ),
-    ] {
-        assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
-    }
+    kinds(
+        "messages-eighty-seventh",
+        &[("tacotron-2-196-windows-not-a-failure-then-bar-all-in-use-cut.txt", VerdictKind::Peak)],
+    );
+    kinds(
+        "messages-eighty-eighth",
+        &[
+            ("tensorflow-26297-tflite-gl-delegate-gl-out-of-memory-cut.txt", VerdictKind::Undetermined),
+            ("tf-serving-1825-no-algorithm-worked-gtx1660-4859mb.txt", VerdictKind::Undetermined),
+        ],
+    );
+    kinds(
+        "messages-eighty-ninth",
+        &[
+            ("exllamav2-383-colab-load-autosplit-insufficient-vram-for-model-and-cache.txt", VerdictKind::Peak),
+            ("gpustack-3831-sglang-ascend-not-enough-memory-mem-fraction-0-2.txt", VerdictKind::Peak),
+            ("vllm-15105-v1-worker-process-listed-1-74gib-cut.txt", VerdictKind::Peak),
+            ("vllm-omni-1144-title-free-memory-46-95-of-79-18-utilization-0-6-cut.txt", VerdictKind::Others),
+        ],
+    );
     let v = verdict("messages-eighty-ninth", "vllm-omni-1144-title-free-memory-46-95-of-79-18-utilization-0-6-cut.txt");
     assert!(v.headline.contains("asks for 47.51 GiB"), "{v:?}");
     // TensorFlow's bar all in use beside a message without a figure; TGI's warm-up, the peak of
@@ -1257,39 +1241,39 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     assert_eq!(v.kind, VerdictKind::Peak, "{v:?}");
     // An XLA account cut before its totals yields to the allocator's full bar; a device that
     // says it has not enough memory; TensorRT's workspace limit, passed by one request.
-    for (set, file, kind) in [
-        ("messages-seventy-sixth", "localcolabfold-50-unified-memory-bfc-12mib-bar-account-cut.txt", VerdictKind::Peak),
-        (
-            "messages-seventy-sixth",
-            "magan-2-k80-totalmemory-11-17gib-failed-to-allocate-11-17g.txt",
-            VerdictKind::Undetermined,
-        ),
-        (
-            "messages-seventy-seventh",
-            "hashcat-516-v3-10-device-does-not-provide-enough-allocatable-750ti.txt",
-            VerdictKind::Undetermined,
-        ),
-        (
-            "messages-seventy-seventh",
-            "tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt",
-            VerdictKind::SingleTensor,
-        ),
-    ] {
-        assert_eq!(verdict(set, file).kind, kind, "{set}/{file}");
-    }
+    kinds(
+        "messages-seventy-sixth",
+        &[
+            ("localcolabfold-50-unified-memory-bfc-12mib-bar-account-cut.txt", VerdictKind::Peak),
+            ("magan-2-k80-totalmemory-11-17gib-failed-to-allocate-11-17g.txt", VerdictKind::Undetermined),
+        ],
+    );
+    kinds(
+        "messages-seventy-seventh",
+        &[
+            ("hashcat-516-v3-10-device-does-not-provide-enough-allocatable-750ti.txt", VerdictKind::Undetermined),
+            ("tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt", VerdictKind::SingleTensor),
+        ],
+    );
     // MIOpen's memory not available to allocate, cuRAND's allocation failure, a card named by
     // its maker's and line's name two lines above a bare `Error: out of memory`.
-    for (set, file) in [
-        ("messages-seventy-ninth", "miopen-47-tf-rocm-memory-not-available-655360000-no-suitable-algorithm.txt"),
-        ("messages-seventy-ninth", "spacy-3397-cupy-curand-status-allocation-failed-backticks.txt"),
-        ("messages-eightieth", "bitcrack-13-starting-points-1855mb-out-of-memory.txt"),
-        // CUDA.jl's cuDNN handle that could not be created; PaddlePaddle's buddy allocator's
-        // first chunk.
-        ("messages-eighty-second", "cuda-jl-692-worker-3-cudnn-status-internal-error-cudnncreate-cut.txt"),
-        ("messages-eighty-second", "paddle-6265-ctest-242-enforce-allocating-less-than-available.txt"),
-    ] {
-        assert_eq!(verdict(set, file).kind, VerdictKind::Undetermined, "{set}/{file}");
-    }
+    kinds(
+        "messages-seventy-ninth",
+        &[
+            ("miopen-47-tf-rocm-memory-not-available-655360000-no-suitable-algorithm.txt", VerdictKind::Undetermined),
+            ("spacy-3397-cupy-curand-status-allocation-failed-backticks.txt", VerdictKind::Undetermined),
+        ],
+    );
+    kinds("messages-eightieth", &[("bitcrack-13-starting-points-1855mb-out-of-memory.txt", VerdictKind::Undetermined)]);
+    // CUDA.jl's cuDNN handle that could not be created; PaddlePaddle's buddy allocator's first
+    // chunk.
+    kinds(
+        "messages-eighty-second",
+        &[
+            ("cuda-jl-692-worker-3-cudnn-status-internal-error-cudnncreate-cut.txt", VerdictKind::Undetermined),
+            ("paddle-6265-ctest-242-enforce-allocating-less-than-available.txt", VerdictKind::Undetermined),
+        ],
+    );
     let v =
         verdict("messages-seventy-seventh", "tensorrt-llm-352-gptattention-plugin-scratch-56405524864-bytes-cut.txt");
     assert!(v.evidence[0].contains("52.53 GiB requested > 44.32 GiB"), "{v:?}");

@@ -256,6 +256,8 @@ fn not_a_failure(line: &str) -> bool {
 /// module reads, rather than another framework's message.
 pub fn has_report(text: &str) -> bool {
     let (mut before, mut last) = ("", "");
+    // (Looked for once, only when a `Stats:` block asks.)
+    let bar_alone = std::cell::OnceCell::new();
     text.lines().any(|l| {
         // A `Stats:` block pasted alone, without its `Stats:` line: its limit, then what was
         // in use. With its `Stats:` line, the allocator's state without the header that names
@@ -263,7 +265,8 @@ pub fn has_report(text: &str) -> bool {
         // to allocate memory`), unless XLA's message names it.
         let stats = last.trim().trim_matches(['>', '*', '`', ' ']).starts_with("Limit:")
             && l.trim().trim_matches(['>', '*', '`', ' ']).starts_with("InUse:")
-            && (!before.contains("Stats:") || !text.contains(XLA_REQUEST) && text.lines().any(is_occupancy));
+            && (!before.contains("Stats:")
+                || *bar_alone.get_or_init(|| !text.contains(XLA_REQUEST) && text.lines().any(is_occupancy)));
         (before, last) = (last, l);
         stats
             || is_oom_header(l)
