@@ -114,6 +114,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("GL_OUT_OF_MEMORY", MessageFormat::DeviceRuntime),
     // ExLlamaV2's own load check, without figures.
     ("Insufficient VRAM for model and cache", MessageFormat::EngineCheck),
+    // A Jetson's nvmap, the allocator of the memory its GPU shares with the CPU, refusing with
+    // ENOMEM (`NvMapMemAllocInternalTagged: 1075072515 error 12`): the device's memory on a
+    // board where it is the system's.
+    ("NvMapMemAllocInternalTagged", MessageFormat::DeviceRuntime),
     // SGLang's start-up check in other words (`Not enough memory. Please try to increase
     // --mem-fraction-static.`).
     ("Please try to increase --mem-fraction-static", MessageFormat::SglangKvCache),
@@ -525,6 +529,10 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     {
         return None;
     }
+    // nvmap's refusals other than ENOMEM (12) are not memory's.
+    if marker == "NvMapMemAllocInternalTagged" && !joined().contains("error 12") {
+        return None;
+    }
     // A TPU's on-chip scratch memories (vmem, smem) are a kernel's limit, not the device's.
     if marker == "Ran out of memory in memory space" && !joined().contains("memory space hbm") {
         return None;
@@ -598,6 +606,16 @@ const CUDNN_EXECUTION: &str = "a cuDNN kernel that failed while running (a bad i
 const CUDA_SETUP: &str = "the CUDA driver or device not usable by this process (no GPU visible, a driver that failed \
      to start or is in a bad state after a suspend or an update, CUDA_VISIBLE_DEVICES set wrong): a setup problem, not \
      device memory. nvidia-smi shows whether the driver sees the GPU";
+
+/// A notebook's kernel that died without an error of its own.
+const NOTEBOOK_DIED: &str = "a notebook's kernel that died without an error of its own: a process killed, most often \
+     by the system's OOM killer for host memory (RAM); the GPU's memory running out raises an error in the cell \
+     instead. Watch the RAM while the cell runs (free -h, the system's log for `Killed process`), and load less \
+     into RAM at once";
+
+/// MATLAB running out of the host's memory.
+const MATLAB_HOST: &str = "MATLAB running out of host memory (RAM) for an array: the GPU's memory is not involved \
+     (MATLAB's GPU says `Out of memory on device`)";
 
 /// A runtime's own error for host memory (Intel's, Vulkan's).
 const RUNTIME_HOST_MEMORY: &str =
@@ -1091,6 +1109,22 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          notice, not the failure. If loading failed after it, give that error",
     ),
     ("no CUDA-capable device is detected", CUDA_SETUP),
+    ("couldn't communicate with the NVIDIA driver", CUDA_SETUP),
+    // A notebook's kernel that died (Jupyter's and VS Code's words): a process killed, most
+    // often by the OOM killer for host memory; a GPU that ran out raises an error instead.
+    ("appears to have died. It will restart automatically", NOTEBOOK_DIED),
+    ("Kernel crashed while executing code in the current cell", NOTEBOOK_DIED),
+    (
+        "tried to allocate more memory than is available. It has restarted",
+        "Kaggle's notice that the notebook ran out of host memory (RAM) and was restarted: the GPU's memory is not \
+         involved. Load less into RAM at once (a smaller dataset in memory, data read in batches)",
+    ),
+    // MATLAB's host memory: `Out of memory. Type "help memory" for your options.` (older:
+    // `Type HELP MEMORY`), and an array past its size preference. (Its GPU's is `Out of memory
+    // on device`.)
+    ("\"help memory\" for your options", MATLAB_HOST),
+    ("HELP MEMORY for your options", MATLAB_HOST),
+    ("exceeds maximum array size preference", MATLAB_HOST),
     ("CUDA driver initialization failed", CUDA_SETUP),
     ("CUDA unknown error", CUDA_SETUP),
     ("CUDA error: unknown error", CUDA_SETUP),
@@ -2574,6 +2608,9 @@ const RAN_OUT: &[&str] = &[
     // Chinese and Japanese for the device's memory short (显存: video memory).
     "显存不足",
     "显存溢出",
+    // (内存: memory, the host's unless a device is named on the line: `CUDA 内存不足`.)
+    "内存不足",
+    "内存溢出",
     "gpuメモリ不足",
     "ビデオメモリ不足",
     "allocation failed",
@@ -2633,7 +2670,8 @@ const ON_A_DEVICE: &[&str] = &[
 /// Words that put it in the host's memory instead.
 const ON_THE_HOST: &[&str] = &["host", "cpu", " ram", "system memory", "swap", "page file", "virtual memory", "heap"];
 /// Words of a failure (not a log's note that it retried).
-const FAILED: &[&str] = &["error", "fail", "exception", "panic", "abort", "fatal", "could not", "cannot", "unable"];
+const FAILED: &[&str] =
+    &["error", "fail", "exception", "panic", "abort", "fatal", "could not", "cannot", "unable", "exhausted"];
 
 /// A line in no runtime's words above that still says a device ran out of memory and failed
 /// (a runtime oomscope has not met): read as an accelerator runtime's, without figures but
@@ -4007,6 +4045,22 @@ mod tests {
             "[d2.utils.memory]: Attempting to copy inputs of <function pairwise_iou> to CPU due to CUDA OOM",
             "recovered"
         ));
+        // A notebook's kernel that died; Kaggle's and MATLAB's host memory; nvidia-smi without
+        // its driver.
+        let died = "Kernel Restarting\nThe kernel for train.ipynb appears to have died. It will restart automatically.";
+        assert!(named(died, "OOM killer"));
+        assert!(named("The Kernel crashed while executing code in the current cell or a previous cell.", "notebook"));
+        assert!(named("Your notebook tried to allocate more memory than is available. It has restarted.", "Kaggle"));
+        assert!(named("Out of memory. Type \"help memory\" for your options.", "MATLAB"));
+        assert!(named("Out of memory. Type HELP MEMORY for your options.", "MATLAB"));
+        assert!(named("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "driver"));
+        // MATLAB's GPU is the device's; so is a Jetson's nvmap refusing with ENOMEM, not with
+        // another status.
+        assert!(recognises(
+            "Error using gpuArray\nOut of memory on device. To view more detail about available memory on the GPU, use 'gpuDevice()'."
+        ));
+        assert!(recognises("NvMapMemAllocInternalTagged: 1075072515 error 12\nNvMapMemHandleAlloc: error 0"));
+        assert!(!recognises("NvMapMemAllocInternalTagged: 1075072515 error 22"));
     }
 
     /// The generic reader's words: phrases with words between, a message that opens with them,
@@ -4029,6 +4083,10 @@ mod tests {
         assert!(generic(&lines).is_some());
         let lines = ["CUDA failure 2: out of memory ; GPU=0 ; hostname=IW-LOG-HOST ; expr=cudaMalloc(("];
         assert!(generic(&lines).is_some());
+        // Memory exhausted is a failure; Chinese for memory short, with a device named.
+        assert!(generic(&["GPU memory exhausted: requested 512 MB, only 128 MB available"]).is_some());
+        assert!(generic(&["RuntimeError: CUDA 内存不足。尝试分配 2.00 GiB"]).is_some());
+        assert!(generic(&["CPU 内存不足"]).is_none());
     }
 
     /// Another engine's KV cache check, in its own words: its two figures, required first; not a
