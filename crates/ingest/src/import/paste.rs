@@ -76,7 +76,34 @@ pub fn normalised(text: &str) -> String {
             _ => out.push(c),
         }
     }
-    decimal_commas(&out)
+    decimal_commas(&entities(&out))
+}
+
+/// HTML's entities as the characters they stand for (`&lt;=` as `<=`, `&quot;`): a paste copied
+/// from a page's source, or a page stored with its markup's escapes. `&amp;` last, so that an
+/// escaped entity (`&amp;lt;`) stays one.
+fn entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    const NAMED: &[(&str, &str)] = &[
+        ("&lt;", "<"),
+        ("&gt;", ">"),
+        ("&quot;", "\""),
+        ("&#34;", "\""),
+        ("&#39;", "'"),
+        ("&#x27;", "'"),
+        ("&apos;", "'"),
+        ("&nbsp;", " "),
+        ("&amp;", "&"),
+    ];
+    let mut out = text.to_string();
+    for (e, c) in NAMED {
+        if out.contains(e) {
+            out = out.replace(e, c);
+        }
+    }
+    out
 }
 
 /// `2,00 GiB` as `2.00 GiB`: a comma followed by exactly two digits and a size's unit (a
@@ -936,6 +963,11 @@ mod tests {
         assert_eq!(normalised("a\nb\n").lines().count(), 2);
         // A comma before two digits and a multi-byte character is no figure's (and no panic).
         assert_eq!(normalised("1,23已"), "1,23已");
+        // HTML's escapes as their characters, an escaped escape once.
+        assert_eq!(
+            normalised("enforce allocating &lt;= available failed, &quot;x&quot; &amp;lt;"),
+            "enforce allocating <= available failed, \"x\" &lt;"
+        );
     }
 
     #[test]
