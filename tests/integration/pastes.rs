@@ -102,6 +102,9 @@ const SETS: &[&str] = &[
     "messages-eighty-seventh",
     "messages-eighty-eighth",
     "messages-eighty-ninth",
+    "messages-ninetieth",
+    "messages-ninety-first",
+    "messages-ninety-second",
 ];
 
 /// Every text of the sets: (set/file, text).

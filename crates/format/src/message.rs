@@ -282,6 +282,11 @@ pub struct Message {
     /// as printed: no framework prints them, so the text was edited or garbled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The process figure PyTorch printed is 2^64 bytes (`this process has 17179869184.00 GiB`):
+    /// NVML's answer when it has none (WSL, some containers), not a measure. Left out
+    /// (`process` is `None`); the verdict is built on the other figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub process_unanswered: bool,
     /// The free memory and the cache's free memory are printed in MiB or finer (PyTorch
     /// switches units by size): their rounding is a hundredth of a MiB, not of a GiB.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

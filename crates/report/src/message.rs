@@ -803,6 +803,16 @@ pub fn summary(d: &Dump, m: &Message) -> String {
         let process = m.process.map_or(String::new(), |p| format!("{} in all; ", s(p)));
         let _ = writeln!(o, "  {:<16} {process}{} allocated{reserved}", "this process", s(a));
     }
+    if m.process_unanswered {
+        let _ = writeln!(
+            o,
+            "  {:<16} 'this process has {}' is 2^64 bytes, NVML's answer when it has none\n  {:<16} (WSL, \
+             some containers): left out, the verdict built on the other figures",
+            "",
+            s(u64::MAX),
+            ""
+        );
+    }
     let others: Vec<String> =
         m.processes.iter().filter(|p| !p.this).map(|p| format!("process {} {}", p.pid, s(p.bytes))).collect();
     if !others.is_empty() {

@@ -124,6 +124,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // CUDA.jl's frame of the same (`cudnnCreate at .../lib/cudnn/base.jl:9`), under its
     // `CUDNNError: CUDNN_STATUS_INTERNAL_ERROR (code 4)`.
     ("cudnnCreate at ", MessageFormat::Cudnn),
+    // TensorFlow's cuFFT plan that could not get its work area from TF's allocator (`failed to
+    // allocate work area.`, then this fatal line): an OOM in disguise, as cuDNN's handle is.
+    ("failed to initialize batched cufft plan with customized allocator", MessageFormat::CudaRuntime),
     ("Failed to determine best cudnn convolution algorithm", MessageFormat::Cudnn),
     ("CUDA error: out of memory", MessageFormat::CudaRuntime),
     ("cudaErrorMemoryAllocation", MessageFormat::CudaRuntime),
@@ -1109,6 +1112,12 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          notice, not the failure. If loading failed after it, give that error",
     ),
     ("no CUDA-capable device is detected", CUDA_SETUP),
+    (
+        // (Its op's proto follows, with the device's description: `memory_size: 2917584078`.)
+        "Error in PredictCost() for the op",
+        "TensorFlow's graph optimizer (Grappler) unable to estimate an op's cost, its shapes unknown until it \
+         runs: a warning, nothing failed and no memory ran out",
+    ),
     ("couldn't communicate with the NVIDIA driver", CUDA_SETUP),
     // A notebook's kernel that died (Jupyter's and VS Code's words): a process killed, most
     // often by the OOM killer for host memory; a GPU that ran out raises an error instead.
@@ -1753,9 +1762,39 @@ fn cuda_error(text: &str) -> Option<LookAlike> {
             && !any_of(&l.to_ascii_lowercase(), RAN_OUT)
             && !l.contains("ALLOC")
             && !l.contains("MemoryAllocation")
+            || other_status(l).is_some()
     })?;
+    let l = text.lines().nth(line).unwrap_or("");
+    if any_of(&l.to_ascii_lowercase(), RAN_OUT) && other_status(l).is_some() {
+        return Some(LookAlike { line: line + 1, what: REFUSED_WITH_OTHER_STATUS });
+    }
     Some(LookAlike { line: line + 1, what: CUDA_OTHER_ERROR })
 }
+
+/// The status an allocation's line gives as its result when it is not memory's
+/// (`failed to alloc 47987818496 bytes unified memory; result: CUDA_ERROR_INVALID_VALUE`):
+/// the call failed for that, whatever the line's words. Not a status the line compares
+/// against (MXNet's `e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: out of memory`).
+fn other_status(l: &str) -> Option<&str> {
+    const STATUSES: &[(&str, &[&str])] = &[
+        ("CUDA_ERROR_", &["OUT_OF_MEMORY", "OUT_O"]),
+        ("cudaError", &["MemoryAllocation"]),
+        ("hipError", &["OutOfMemory"]),
+    ];
+    STATUSES.iter().find_map(|(prefix, memory)| {
+        l.match_indices(prefix).find_map(|(at, _)| {
+            let rest = &l[at + prefix.len()..];
+            let name = &rest[..rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len())];
+            let compared = l[..at].trim_end().ends_with("==");
+            (!name.is_empty() && !compared && !memory.iter().any(|m| name.starts_with(m)))
+                .then(|| &l[at..at + prefix.len() + name.len()])
+        })
+    })
+}
+
+const REFUSED_WITH_OTHER_STATUS: &str = "an allocation the runtime refused with a status that is not out of memory \
+     (the line gives it: an invalid value, an unsupported call): the call's arguments or the setup, not a lack of \
+     device memory (a size past what that call takes, a kind of memory this device or driver does not offer)";
 
 const CUDA_OTHER_ERROR: &str = "a CUDA (or HIP) error that is not an allocation failure (the line gives the runtime's \
      words for it): not a lack of device memory. Rerun with CUDA_LAUNCH_BLOCKING=1 to find the call that failed";
@@ -1784,6 +1823,15 @@ fn vulkan_allocation(line: &str) -> Option<&'static str> {
     }
 }
 
+/// `...]Killed`, `... - loss: 2.1371Killed`: the shell's word glued where a progress bar left
+/// the cursor (a figure's digit or a bar's bracket before it, not a word's letter nor a space).
+fn glued_killed(l: &str) -> bool {
+    l.trim_end()
+        .trim_end_matches(['`', '*'])
+        .strip_suffix("Killed")
+        .is_some_and(|head| head.chars().next_back().is_some_and(|c| c.is_ascii_digit() || c.is_ascii_punctuation()))
+}
+
 /// A line that says how a process ended, in no look-alike's words: the OOM killer's `Killed`,
 /// a Vulkan result that is no OOM, a launcher's exit code of SIGKILL or SIGBUS.
 fn process_end(l: &str) -> Option<&'static str> {
@@ -1796,7 +1844,7 @@ fn process_end(l: &str) -> Option<&'static str> {
         let words: Vec<&str> = l.split_whitespace().collect();
         let job = words.windows(2).any(|w| {
             matches!(w[1], "Killed" | "killed") && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
-        }) || l.trim_end().trim_end_matches(['`', '*']).ends_with("]Killed");
+        }) || glued_killed(l);
         if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
             return Some(
                 "a process killed by the system, usually the Linux OOM killer for host memory (RAM): the GPU's \
@@ -2484,7 +2532,19 @@ fn leading_figure(s: &str) -> Option<u64> {
     let rest = &s[num_end..];
     let unit_start = rest.len() - rest.trim_start().len();
     let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
-    parse_figure(&s[..num_end + unit_start + unit_len])
+    let figure = &s[..num_end + unit_start + unit_len];
+    parse_figure(figure).or_else(|| past_u64(figure))
+}
+
+/// A figure past what 64 bits count as the most they do, so that the checks of the figures
+/// see it beyond any device rather than no figure at all. (PyTorch's process figure of 2^64
+/// bytes, `17179869184.00 GiB`, is NVML's answer when it has none: its reader leaves it out.)
+fn past_u64(figure: &str) -> Option<u64> {
+    let split = figure.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let value: f64 = figure[..split].parse().ok()?;
+    // (The figure with a unit's first letter: the checks above refused all else.)
+    let power = "bkmgtpe".find(figure[split..].trim_start().chars().next()?.to_ascii_lowercase())?;
+    (value.is_finite() && value * 1024f64.powi(power as i32) >= u64::MAX as f64).then_some(u64::MAX)
 }
 
 /// A whole number at the start of `s` with its thousands grouped by commas (`25,600,000`).
@@ -2727,6 +2787,7 @@ fn generic(lines: &[&str]) -> Option<Found> {
                 // device-memory`, `GPU does not have enough memory`.)
                 || ["not provide enough", "not have enough", "n't have enough"].iter().any(|w| l.contains(w)))
             && !on_the_host(&l)
+            && other_status(lines[i]).is_none()
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
 }
@@ -3018,7 +3079,10 @@ fn on_a_device(l: &str) -> bool {
 
 /// The line says what could not be had is memory (`failed to allocate device number` is not).
 fn mentions_memory(l: &str) -> bool {
-    ["mem", "buffer", "byte", "tensor", "vram", "cache", "pool", "malloc", "显存", "メモリ"].iter().any(|w| l.contains(w))
+    // (`array`: Theano's `CudaNdarray_ZEROS: allocation failed.`, an array on the device.)
+    ["mem", "buffer", "byte", "tensor", "array", "vram", "cache", "pool", "malloc", "显存", "メモリ"]
+        .iter()
+        .any(|w| l.contains(w))
         || oom_word(l)
         // A size: digits, then a unit (`4 gb`, `896mb`).
         || ["gb", "mb", "gib", "mib", "kb", "kib"].iter().any(|u| {
@@ -3289,6 +3353,11 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
         m.fine_figures = after(body, " of which ").is_some_and(fine_unit)
             && after(body, " is allocated by PyTorch, and ").is_some_and(fine_unit);
         m.process = after(body, "this process has ").and_then(leading_figure);
+        // (NVML's no-answer, 2^64 bytes: no measure, left out.)
+        if m.process == Some(u64::MAX) {
+            m.process = None;
+            m.process_unanswered = true;
+        }
         m.allowed = figure_before(body, " allowed;");
         m.allocated = after(body, "Of the allocated memory ").and_then(leading_figure);
         m.private_pools = figure_before(body, " allocated in private pools");
@@ -4061,6 +4130,48 @@ mod tests {
         ));
         assert!(recognises("NvMapMemAllocInternalTagged: 1075072515 error 12\nNvMapMemHandleAlloc: error 0"));
         assert!(!recognises("NvMapMemAllocInternalTagged: 1075072515 error 22"));
+    }
+
+    /// An allocation's line whose result is another status is that status's failure.
+    #[test]
+    fn an_allocations_other_status_is_that_status() {
+        let l = "E cuda_driver.cc:767] failed to alloc 47987818496 bytes unified memory; result: CUDA_ERROR_INVALID_VALUE: invalid argument";
+        assert_eq!(other_status(l), Some("CUDA_ERROR_INVALID_VALUE"));
+        assert!(generic(&[l]).is_none());
+        assert!(cuda_error(l).is_some());
+        assert_eq!(
+            other_status("failed to alloc 2.00G (2147483648 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY"),
+            None
+        );
+        assert_eq!(
+            other_status("Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: out of memory"),
+            None
+        );
+        assert_eq!(other_status("cudaMalloc returned cudaErrorMemoryAllocation"), None);
+    }
+
+    /// A figure past 64 bits is the most they count, not none (NVML's 2^64 bytes).
+    #[test]
+    fn a_figure_past_64_bits_is_the_most_they_count() {
+        assert_eq!(leading_figure("17179869184.00 GiB memory in use."), Some(u64::MAX));
+        assert_eq!(leading_figure("20.00 MiB."), Some(20 << 20));
+        assert_eq!(leading_figure("12.00 parsecs"), None);
+    }
+
+    /// PyTorch's process figure of 2^64 bytes is NVML's no-answer: left out, and said so; a
+    /// device figure past 64 bits stays, beyond any device.
+    #[test]
+    fn nvmls_no_answer_is_left_out() {
+        let text = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 1 has a total \
+                    capacty of 24.00 GiB of which 0 bytes is free. Including non-PyTorch memory, this process has \
+                    17179869184.00 GiB memory in use. Of the allocated memory 23.01 GiB is allocated by PyTorch, and \
+                    121.23 MiB is reserved by PyTorch but unallocated.";
+        let d = parse(Path::new("m.txt"), text).unwrap();
+        let m = d.imported.and_then(|i| i.message).unwrap();
+        assert!(m.process_unanswered && m.process.is_none() && m.allocated.is_some(), "{m:?}");
+        let text = text.replace("a total capacty of 24.00 GiB", "a total capacty of 17179869184.00 GiB");
+        let m = parse(Path::new("m.txt"), &text).unwrap().imported.and_then(|i| i.message).unwrap();
+        assert_eq!(m.total, Some(u64::MAX));
     }
 
     /// The generic reader's words: phrases with words between, a message that opens with them,
