@@ -105,6 +105,9 @@ const SETS: &[&str] = &[
     "messages-ninetieth",
     "messages-ninety-first",
     "messages-ninety-second",
+    "messages-ninety-third",
+    "messages-ninety-fourth",
+    "messages-ninety-fifth",
 ];
 
 /// Every text of the sets: (set/file, text).

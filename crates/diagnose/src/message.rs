@@ -605,6 +605,16 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
     let (Some(r), Some(free), Some(live)) = (&request, m.free, m.allocated.or(no_cache)) else {
         return without(b);
     };
+    // PyTorch's cache figure cut away (`Of the allocated memory 6.93 GiB is alloca`): what the
+    // cache held free is not known, and with it neither fragmentation nor a peak, unless the
+    // live tensors and the request pass the whole device.
+    if m.format.is_torch_cache()
+        && m.reserved.is_none()
+        && m.total.is_some_and(|t| live.saturating_add(r.requested) <= t)
+        && r.requested > free
+    {
+        return without(b);
+    }
     let budget = budget_of(m, r, free, live);
     // A request beyond the device's total is too large whatever the other figures say; they
     // are checked against each other before any other verdict.

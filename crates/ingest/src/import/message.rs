@@ -114,6 +114,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("GL_OUT_OF_MEMORY", MessageFormat::DeviceRuntime),
     // ExLlamaV2's own load check, without figures.
     ("Insufficient VRAM for model and cache", MessageFormat::EngineCheck),
+    // MLC-LLM's: `Cannot estimate KV cache capacity. The model weight size W may be larger
+    // than GPU memory size G`.
+    ("Cannot estimate KV cache capacity", MessageFormat::EngineCheck),
     // A Jetson's nvmap, the allocator of the memory its GPU shares with the CPU, refusing with
     // ENOMEM (`NvMapMemAllocInternalTagged: 1075072515 error 12`): the device's memory on a
     // board where it is the system's.
@@ -320,6 +323,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // TensorFlow's hint, which it adds to an out-of-memory error only, pasted without the
     // error's own line: an OOM without figures.
     ("add report_tensor_allocations_upon_oom to RunOptions", MessageFormat::TfTensor),
+    // The tail of PyTorch's message alone, its head lost (`ERROR : ` then `If reserved memory
+    // is >> allocated memory try setting max_split_size_mb ...`): its advice is printed with
+    // the out-of-memory error only.
+    ("try setting max_split_size_mb to avoid fragmentation", MessageFormat::TorchMaxSplitHint),
 ];
 
 /// A line that says a CUDA allocation ran out of memory in no words above (an engine's own
@@ -504,7 +511,7 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
     // the error code "cudaErrorNotSupported"`) is that status.
     if format == MessageFormat::CudaRuntime && PINNED.iter().any(|p| l.contains(p))
         || l.contains("mkl_malloc")
-        || l.contains("cudaErrorNotSupported")
+        || other_status(l).is_some()
     {
         return None;
     }
@@ -609,6 +616,11 @@ const CUDNN_EXECUTION: &str = "a cuDNN kernel that failed while running (a bad i
 const CUDA_SETUP: &str = "the CUDA driver or device not usable by this process (no GPU visible, a driver that failed \
      to start or is in a bad state after a suspend or an update, CUDA_VISIBLE_DEVICES set wrong): a setup problem, not \
      device memory. nvidia-smi shows whether the driver sees the GPU";
+
+/// Vulkan's device lost.
+const DEVICE_LOST: &str = "the GPU lost to the program (Vulkan's VK_ERROR_DEVICE_LOST): the driver reset it after a \
+     fault or a submission that ran too long for its watchdog, not an allocation. Smaller work per submission, an \
+     updated driver";
 
 /// A notebook's kernel that died without an error of its own.
 const NOTEBOOK_DIED: &str = "a notebook's kernel that died without an error of its own: a process killed, most often \
@@ -1119,6 +1131,8 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          runs: a warning, nothing failed and no memory ran out",
     ),
     ("couldn't communicate with the NVIDIA driver", CUDA_SETUP),
+    ("VK_ERROR_DEVICE_LOST", DEVICE_LOST),
+    ("ErrorDeviceLost", DEVICE_LOST),
     // A notebook's kernel that died (Jupyter's and VS Code's words): a process killed, most
     // often by the OOM killer for host memory; a GPU that ran out raises an error instead.
     ("appears to have died. It will restart automatically", NOTEBOOK_DIED),
@@ -4130,6 +4144,18 @@ mod tests {
         ));
         assert!(recognises("NvMapMemAllocInternalTagged: 1075072515 error 12\nNvMapMemHandleAlloc: error 0"));
         assert!(!recognises("NvMapMemAllocInternalTagged: 1075072515 error 22"));
+        // A marker's line that gives another status is that status's; Vulkan's device lost.
+        assert!(named(
+            "MemoryError: std::bad_alloc: CUDA error at: cuda_memory_resource.hpp:66: cudaErrorIllegalAddress an illegal memory access was encountered",
+            "illegal memory access"
+        ));
+        assert!(named("Failed to acquire fence: vkQueueSubmit VK_ERROR_DEVICE_LOST", "VK_ERROR_DEVICE_LOST"));
+        // MLC-LLM's load check; PyTorch's advice alone, its head lost.
+        let mlc = "AssertionError: Cannot estimate KV cache capacity. The model weight size 11219714048.0 may b";
+        assert_eq!(find(mlc).map(|f| f.format), Some(MessageFormat::EngineCheck));
+        let hint =
+            "ERROR : \nIf reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.";
+        assert_eq!(find(hint).map(|f| f.format), Some(MessageFormat::TorchMaxSplitHint));
     }
 
     /// An allocation's line whose result is another status is that status's failure.
