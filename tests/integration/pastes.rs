@@ -108,6 +108,9 @@ const SETS: &[&str] = &[
     "messages-ninety-third",
     "messages-ninety-fourth",
     "messages-ninety-fifth",
+    "messages-ninety-sixth",
+    "messages-ninety-seventh",
+    "messages-ninety-eighth",
 ];
 
 /// Every text of the sets: (set/file, text).

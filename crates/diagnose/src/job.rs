@@ -210,7 +210,16 @@ fn cause(ranks: &[(JobRank, &Dump)], i: usize, own: Option<&Diagnosis>) -> (JobC
     // The ranks' in-use bytes, the failing one counted with its failed request (what it
     // would have held).
     let wanted = failing.allocated + failing.request.unwrap_or(0);
-    if !all_failed && wanted as f64 > IMBALANCE * (med + failing.request.unwrap_or(0).min(med)) as f64 && wanted > med {
+    // Or its data alone: the inputs a rank holds are the same through its step, whatever
+    // point of it each rank's state was taken at (the others' totals, taken mid-backward or
+    // between steps, are not).
+    let input = kind_bytes(failing, Kind::Input);
+    let input_med = median(others.iter().map(|(r, _)| kind_bytes(r, Kind::Input)).collect());
+    let more_data = input_med > 0 && input as f64 > IMBALANCE * input_med as f64 && input - input_med >= 1 << 20;
+    if !all_failed
+        && (more_data
+            || wanted as f64 > IMBALANCE * (med + failing.request.unwrap_or(0).min(med)) as f64 && wanted > med)
+    {
         // What the rank held does not set it apart: the request it made does.
         let request = differences.iter().find_map(|d| match d {
             Difference::Request { bytes, others_largest, .. } => Some((*bytes, *others_largest)),
@@ -424,6 +433,21 @@ mod tests {
             j.differences
         );
         assert!(matches!(j.differences[0], Difference::Kind { kind: Kind::Activation, .. }), "{:?}", j.differences);
+    }
+
+    /// Four times the data, the other rank's state taken mid-backward where it holds nearly
+    /// as much in all: its inputs, the same through its step, still set the failing rank apart.
+    #[test]
+    fn one_rank_with_more_data_is_an_imbalance_whenever_the_others_state_was_taken() {
+        let mut busy = model(&[2048, 512], 4 * MIB, 16 * MIB);
+        busy.push(("AddmmBackward0", Kind::Backward, 40 * MIB, vec![2048, 4096]));
+        let big = model(&[8192, 512], 16 * MIB, 64 * MIB);
+        let j = job(&[rank(0, &live(&busy), None, &[]), rank(1, &live(&big), Some(64 * MIB), &[])]);
+        assert!(matches!(j.cause, Some(JobCause::Imbalance { rank: 1, .. })), "{:?}", j.cause);
+        // The same inputs: not an imbalance by them.
+        let same = model(&[2048, 512], 4 * MIB, 60 * MIB);
+        let j = job(&[rank(0, &live(&busy), None, &[]), rank(1, &live(&same), Some(16 * MIB), &[])]);
+        assert!(!matches!(j.cause, Some(JobCause::Imbalance { .. })), "{:?}", j.cause);
     }
 
     #[test]

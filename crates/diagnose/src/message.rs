@@ -99,6 +99,9 @@ pub enum MessageCause {
     NoKvBlocks,
     /// SGLang's start-up check: the weights leave no memory for the KV cache.
     SglangNoKv,
+    /// SGLang's scheduler: a prefill of `tokens` found `free` KV-cache slots (the rest of its
+    /// pool held by running requests and its prefix cache).
+    SglangPrefill { tokens: Option<u64>, free: Option<u64> },
     /// TGI's warm-up: a prefill of `tokens` (its largest batch) did not fit beside the model.
     TgiWarmup { tokens: Option<u64> },
     /// An engine's own load check said without figures (ExLlamaV2's `Insufficient VRAM for
@@ -138,6 +141,7 @@ impl MessageCause {
             | MessageCause::NoKvRoom { .. }
             | MessageCause::NoKvBlocks
             | MessageCause::SglangNoKv
+            | MessageCause::SglangPrefill { .. }
             | MessageCause::TgiWarmup { .. }
             | MessageCause::EngineNoRoom
             | MessageCause::EngineCheck { .. } => VerdictKind::Peak,
@@ -218,6 +222,9 @@ pub enum MessageFix {
     /// TGI's warm-up past the device: a smaller `--max-batch-prefill-tokens` than `tokens`, a
     /// quantized model, more shards.
     TgiPrefillTokens { tokens: Option<u64> },
+    /// SGLang's prefill batches smaller (`--chunked-prefill-size`, `--max-running-requests`), or
+    /// more of the GPU for its pool.
+    SglangPrefill { tokens: Option<u64> },
     /// An engine's load past the device, by how much not said: a smaller cache or context, a
     /// quantized model, more GPUs.
     EngineNoRoom,
@@ -472,6 +479,14 @@ pub(super) fn analyze(d: &Dump, m: &Message, mut b: Vec<KindBytes>) -> MessageDi
         return MessageDiagnosis {
             cause: MessageCause::TgiWarmup { tokens },
             fix: MessageFix::TgiPrefillTokens { tokens },
+            breakdown: b,
+        };
+    }
+    if m.format == MessageFormat::SglangKvCache && m.prefill_tokens.is_some() {
+        let tokens = m.prefill_tokens;
+        return MessageDiagnosis {
+            cause: MessageCause::SglangPrefill { tokens, free: m.kv_tokens },
+            fix: MessageFix::SglangPrefill { tokens },
             breakdown: b,
         };
     }

@@ -271,11 +271,11 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<OtherOom>,
     /// vLLM's check in tokens: how many fit in the KV cache (`max_len` is what one sequence
-    /// needs).
+    /// needs). SGLang's prefill check: the pool's free slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_tokens: Option<u64>,
     /// The tokens of the prefill batch an engine's warm-up could not run (TGI's
-    /// `--max-batch-prefill-tokens`).
+    /// `--max-batch-prefill-tokens`), or SGLang's scheduler could not place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_tokens: Option<u64>,
     /// Figures the message prints that are not sizes (`-2.00 GiB`, `nan GiB`, `1e308 GiB`),

@@ -179,6 +179,20 @@ pub(super) fn cause(c: &MessageCause) -> (String, Vec<String>) {
                     .to_string(),
             ],
         ),
+        MessageCause::SglangPrefill { tokens, free } => (
+            format!(
+                "SGLang's KV cache has no room for a prefill{}: running requests and its cache hold the rest of its \
+                 pool",
+                tokens.map_or_else(String::new, |t| format!(" of {t} tokens"))
+            ),
+            vec![match (tokens, free) {
+                (Some(t), Some(f)) => format!(
+                    "{t} tokens asked for > {f} free slots in the KV-cache pool (SGLang's own check, before it \
+                     allocates)"
+                ),
+                _ => "SGLang's scheduler found too few free slots in its KV-cache pool for the prefill".to_string(),
+            }],
+        ),
         MessageCause::SglangNoKv => (
             "SGLang has no room for its KV cache: the loaded weights take all that --mem-fraction-static allows"
                 .to_string(),
@@ -646,6 +660,11 @@ pub(super) fn fix(f: &MessageFix) -> String {
             "lower --max-batch-prefill-tokens{} (and --max-input-tokens and --max-total-tokens with it: a prefill \
              batch holds at least one input), or serve a quantized model (--quantize), or shard it over more GPUs \
              (--num-shard)",
+            tokens.map_or_else(String::new, |t| format!(" below {t}"))
+        ),
+        MessageFix::SglangPrefill { tokens } => format!(
+            "smaller prefill batches: lower --chunked-prefill-size{} or --max-running-requests; or a larger pool: \
+             raise --mem-fraction-static, or share the model over more GPUs (--tp)",
             tokens.map_or_else(String::new, |t| format!(" below {t}"))
         ),
         MessageFix::EngineNoRoom => "a smaller cache (a shorter maximum context, fewer sequences at once), a \

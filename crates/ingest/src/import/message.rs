@@ -124,6 +124,9 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     // SGLang's start-up check in other words (`Not enough memory. Please try to increase
     // --mem-fraction-static.`).
     ("Please try to increase --mem-fraction-static", MessageFormat::SglangKvCache),
+    // SGLang's scheduler finding too few free KV-cache slots for a prefill (`Prefill out of
+    // memory. Try to lower your batch size.` then `Try to allocate 8192 tokens.`).
+    ("Prefill out of memory. Try to lower your batch size", MessageFormat::SglangKvCache),
     // CUDA.jl's frame of the same (`cudnnCreate at .../lib/cudnn/base.jl:9`), under its
     // `CUDNNError: CUDNN_STATUS_INTERNAL_ERROR (code 4)`.
     ("cudnnCreate at ", MessageFormat::Cudnn),
@@ -1857,7 +1860,9 @@ fn process_end(l: &str) -> Option<&'static str> {
     if l.contains("illed") || l.contains("已杀死") {
         let words: Vec<&str> = l.split_whitespace().collect();
         let job = words.windows(2).any(|w| {
-            matches!(w[1], "Killed" | "killed") && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
+            // (Also a Chinese locale's bash: `run.sh: 行 30: 23195 已杀死`.)
+            matches!(w[1], "Killed" | "killed" | "已杀死")
+                && (w[0].bytes().all(|b| b.is_ascii_digit()) || w[0] == "zsh:")
         }) || glued_killed(l);
         if job || matches!(l.trim().trim_matches(['*', '`', '>', ' ']), "Killed" | "已杀死") {
             return Some(
@@ -2061,7 +2066,9 @@ fn host_memory(text: &str) -> Option<LookAlike> {
             return false;
         }
         let l = l.to_ascii_lowercase();
-        has(&l, RAN_OUT) && has(&l, FAILED)
+        // (A status quoted as a call's result is its failure: xmrig's `<DatasetHost::reg>:50
+        // "out of memory"`.)
+        has(&l, RAN_OUT) && (has(&l, FAILED) || l.contains("\"out of memory\""))
     })?;
     Some(LookAlike {
         line: line + 1,
@@ -2244,6 +2251,13 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
         }
         MessageFormat::TgiWarmup => {
             m.prefill_tokens = tgi_warmup(lines[found.line]).flatten();
+        }
+        // SGLang's prefill: the tokens it tried to allocate, and its pool's free slots
+        // (`full_available_size=7936`: free now; evictable ones are its prefix cache's).
+        MessageFormat::SglangKvCache if body.contains("Prefill out of memory") => {
+            let near = lines[found.line..lines.len().min(found.line + 6)].join("\n");
+            m.prefill_tokens = after(&near, "Try to allocate ").and_then(leading_u64).filter(|&t| t > 0);
+            m.kv_tokens = after(&near, "full_available_size=").and_then(leading_u64);
         }
         MessageFormat::KvCacheCheck | MessageFormat::EngineCheck => {
             let check = if found.format == MessageFormat::KvCacheCheck { kv_cache_check } else { engine_check };
@@ -3202,7 +3216,9 @@ fn cut_label(s: &str, label: &str) -> Option<u64> {
     let mut words = s.splitn(3, ' ');
     let (n, unit) = (words.next()?, words.next()?);
     let rest = words.next().unwrap_or("");
-    (!rest.is_empty() && label.starts_with(rest)).then(|| parse_figure(&format!("{n} {unit}"))).flatten()
+    // (In any case: a lower-cased paste's `reserved by pyt`, which no word's recasing restores.)
+    let begins = label.get(..rest.len()).is_some_and(|l| l.eq_ignore_ascii_case(rest));
+    (!rest.is_empty() && begins).then(|| parse_figure(&format!("{n} {unit}"))).flatten()
 }
 
 fn cut_figure(s: &str) -> Option<u64> {
@@ -3306,11 +3322,12 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
     };
     m.suggests_expandable = body.contains("expandable_segments");
     m.suggests_max_split = body.contains("max_split_size_mb");
-    let request = if body.contains("Tried to allocate more than 1EB") {
-        Some(1u64 << 60)
-    } else {
-        after(body, "Tried to allocate ").and_then(leading_figure)
-    };
+    let request =
+        if body.contains("Tried to allocate more than 1EB") || body.contains("Tried to allocate more than 1eb") {
+            Some(1u64 << 60)
+        } else {
+            after(body, "Tried to allocate ").and_then(leading_figure)
+        };
     // Forks for other accelerators keep the old form with their device's name: Ascend's
     // `(NPU 3; ...)`, Intel's, Cambricon's.
     let old_form = ["GPU", "NPU", "XPU", "MLU", "HPU", "DCU"]
@@ -4150,12 +4167,24 @@ mod tests {
             "illegal memory access"
         ));
         assert!(named("Failed to acquire fence: vkQueueSubmit VK_ERROR_DEVICE_LOST", "VK_ERROR_DEVICE_LOST"));
+        assert!(named("script/run.sh: 行 30: 23195 已杀死", "OOM killer"));
+        // A status quoted as a result where nothing names a device: the host's, as far as shown.
+        assert!(named("`<DatasetHost :: reg>: 50 \"out of memory\"`", "nothing in the paste names a GPU"));
         // MLC-LLM's load check; PyTorch's advice alone, its head lost.
         let mlc = "AssertionError: Cannot estimate KV cache capacity. The model weight size 11219714048.0 may b";
         assert_eq!(find(mlc).map(|f| f.format), Some(MessageFormat::EngineCheck));
         let hint =
             "ERROR : \nIf reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.";
         assert_eq!(find(hint).map(|f| f.format), Some(MessageFormat::TorchMaxSplitHint));
+    }
+
+    /// SGLang's prefill check: the tokens it tried, the pool's free slots.
+    #[test]
+    fn sglangs_prefill_check_gives_its_tokens_and_free_slots() {
+        let text = "RuntimeError: Prefill out of memory. Try to lower your batch size.\nTry to allocate 8192 tokens.\n\
+                    Available full tokens: 8070656 (full_available_size=7936 + full_evictable_size_=8062720)";
+        let m = parse(Path::new("m.txt"), text).unwrap().imported.and_then(|i| i.message).unwrap();
+        assert_eq!((m.format, m.prefill_tokens, m.kv_tokens), (MessageFormat::SglangKvCache, Some(8192), Some(7936)));
     }
 
     /// An allocation's line whose result is another status is that status's failure.
