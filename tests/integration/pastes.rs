@@ -111,6 +111,9 @@ const SETS: &[&str] = &[
     "messages-ninety-sixth",
     "messages-ninety-seventh",
     "messages-ninety-eighth",
+    "messages-ninety-ninth",
+    "messages-hundredth",
+    "messages-hundred-and-first",
 ];
 
 /// Every text of the sets: (set/file, text).

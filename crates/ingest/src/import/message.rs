@@ -114,6 +114,10 @@ const MARKERS: &[(&str, MessageFormat)] = &[
     ("GL_OUT_OF_MEMORY", MessageFormat::DeviceRuntime),
     // ExLlamaV2's own load check, without figures.
     ("Insufficient VRAM for model and cache", MessageFormat::EngineCheck),
+    // MXNet's cuBLAS handle that would not start (`Check failed: err == CUBLAS_STATUS_SUCCESS
+    // (1 vs. 0) Create cublas handle failed`): an OOM in disguise, as TF's
+    // `failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED` is.
+    ("Create cublas handle failed", MessageFormat::Cublas),
     // MLC-LLM's: `Cannot estimate KV cache capacity. The model weight size W may be larger
     // than GPU memory size G`.
     ("Cannot estimate KV cache capacity", MessageFormat::EngineCheck),
@@ -1134,6 +1138,12 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
          runs: a warning, nothing failed and no memory ran out",
     ),
     ("couldn't communicate with the NVIDIA driver", CUDA_SETUP),
+    (
+        // (Its out-of-memory error is `Error Code 2: OutOfMemory`.)
+        "Error Code 2: Internal Error",
+        "TensorRT's internal error (an assertion inside it failed: a version it does not support, a board missing \
+         from its tables, a layer it cannot build), not an allocation",
+    ),
     ("VK_ERROR_DEVICE_LOST", DEVICE_LOST),
     ("ErrorDeviceLost", DEVICE_LOST),
     // A notebook's kernel that died (Jupyter's and VS Code's words): a process killed, most
@@ -2777,6 +2787,11 @@ fn generic(lines: &[&str]) -> Option<Found> {
     if cut.is_some() && (0..lines.len()).all(|i| Some(i) == cut || !any_of(&lines[i].to_ascii_lowercase(), RAN_OUT)) {
         return cut.map(|line| Found { format: MessageFormat::DeviceRuntime, line, at: 0 });
     }
+    // TensorFlow's `OOM when allocating tensor` cut inside its words at the paste's end
+    // (`Error: OOM when allocating tenso`): its message, as far as it goes.
+    if let Some(line) = last.filter(|&i| cut_tf_oom(lines[i])) {
+        return Some(Found { format: MessageFormat::TfTensor, line, at: 0 });
+    }
     let line = (0..lines.len()).find(|&i| {
         // (Only a line with a word the checks below could start from is read further: on 50 MB
         // of short lines, lower-casing and searching every one took twice the time.)
@@ -2818,6 +2833,16 @@ fn generic(lines: &[&str]) -> Option<Found> {
             && other_status(lines[i]).is_none()
     })?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// A line that ends inside TensorFlow's `OOM when allocating tensor`, from `OOM when
+/// allocating` on.
+fn cut_tf_oom(l: &str) -> bool {
+    const WORDS: &str = "OOM when allocating tensor";
+    let t = l.trim_end().trim_end_matches(['`', '*', '"', '\'']);
+    ("OOM when allocating".len()..=WORDS.len()).any(|k| {
+        t.strip_suffix(&WORDS[..k]).is_some_and(|head| head.chars().next_back().is_none_or(|c| !c.is_alphanumeric()))
+    })
 }
 
 /// Rust's global allocator failing (`memory allocation of 2097152 bytes failed`, then an abort:
@@ -4170,6 +4195,15 @@ mod tests {
         assert!(named("script/run.sh: 行 30: 23195 已杀死", "OOM killer"));
         // A status quoted as a result where nothing names a device: the host's, as far as shown.
         assert!(named("`<DatasetHost :: reg>: 50 \"out of memory\"`", "nothing in the paste names a GPU"));
+        // TF's message cut inside its words; MXNet's cuBLAS handle that would not start.
+        assert_eq!(
+            find("Starting.\nError: OOM when allocating tenso").map(|f| f.format),
+            Some(MessageFormat::TfTensor)
+        );
+        assert!(!cut_tf_oom("the OOM when allocating tensors of this size is rare, they say"));
+        let mx =
+            "stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS (1 vs. 0) Create cublas handle failed";
+        assert_eq!(find(mx).map(|f| f.format), Some(MessageFormat::Cublas));
         // MLC-LLM's load check; PyTorch's advice alone, its head lost.
         let mlc = "AssertionError: Cannot estimate KV cache capacity. The model weight size 11219714048.0 may b";
         assert_eq!(find(mlc).map(|f| f.format), Some(MessageFormat::EngineCheck));

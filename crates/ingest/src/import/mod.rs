@@ -324,7 +324,7 @@ fn caching_host(text: &str) -> Option<usize> {
 }
 
 const TF_CPU_ALLOCATOR: &str = "not an out-of-memory error of the GPU: this is TensorFlow's CPU allocator (`by \
-     allocator cpu`) running out: host memory (RAM), where the op ran on the CPU, not the GPU's memory. Is \
+     allocator cpu`, or a node placed on `/cpu:0`) running out: host memory (RAM), where the op ran on the CPU, not the GPU's memory. Is \
      TensorFlow seeing the GPU? (`tf.config.list_physical_devices('GPU')`; a CPU-only build or a missing CUDA \
      library leaves every op on the CPU.) Otherwise load less into RAM at once";
 
@@ -348,7 +348,24 @@ fn tf_cpu_allocator(text: &str) -> Option<usize> {
         first.get_or_insert(i + 1);
     }
     // A BFC report beside it is a device allocator's, whatever the tensor message says.
-    first.filter(|_| !text.contains("BFCAllocator dump") && !text.contains("ran out of memory trying to allocate"))
+    first
+        .or_else(|| old_cpu_node(text))
+        .filter(|_| !text.contains("BFCAllocator dump") && !text.contains("ran out of memory trying to allocate"))
+}
+
+/// TensorFlow 0.x named no allocator (`OOM when allocating tensor with shapedim { size: 5000
+/// } ...`): its failing node's `_device="/job:localhost/replica:0/task:0/cpu:0"` says where,
+/// when every node the text places is on the CPU and no GPU is named anywhere in it.
+fn old_cpu_node(text: &str) -> Option<usize> {
+    let first = text.lines().position(|l| l.contains("OOM when allocating") && !l.contains(" by allocator "))?;
+    let mut devices = text.match_indices("_device=\"").map(|(i, m)| {
+        let rest = &text[i + m.len()..];
+        rest[..rest.find('"').unwrap_or(rest.len())].to_ascii_lowercase()
+    });
+    let on_cpu = devices.next().is_some_and(|d| d.contains("/cpu:") || d.contains("device:cpu"))
+        && devices.all(|d| d.contains("/cpu:") || d.contains("device:cpu"));
+    let gpu_named = ["/gpu:", "device:GPU", "GPU_0_bfc", "gpu_bfc", "/device:gpu"].iter().any(|g| text.contains(g));
+    (on_cpu && !gpu_named).then_some(first + 1)
 }
 
 /// A text whose line breaks are `\n` escapes (copied out of JSON) as the lines it stands for.
@@ -370,6 +387,19 @@ fn look_alike(path: &Path, text: &str) -> Option<InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TensorFlow 0.x's OOM named no allocator: its node's device says the CPU, unless a GPU
+    /// is named anywhere in the text.
+    #[test]
+    fn an_old_tf_oom_on_a_cpu_node_is_host_memory() {
+        let text = "W conv_ops.cc:178] Resource exhausted: OOM when allocating tensor with shapedim { size: 5000 }\n\
+                    \t [[Node: Conv2D_2 = Conv2D[T=DT_FLOAT, use_cudnn_on_gpu=true, _device=\"/job:localhost/replica:0/task:0/cpu:0\"](x)]]";
+        assert_eq!(tf_cpu_allocator(text), Some(1));
+        let on_gpu = text.replace("/cpu:0", "/gpu:0");
+        assert_eq!(tf_cpu_allocator(&on_gpu), None);
+        let gpu_beside = format!("I gpu_device.cc] Creating TensorFlow device (/gpu:0)\n{text}");
+        assert_eq!(tf_cpu_allocator(&gpu_beside), None);
+    }
 
     /// A pinned host allocation that fails alone is host memory; one that failed after the
     /// device's own allocation did (MIOpen's fallback) is the device's out-of-memory error.

@@ -60,7 +60,11 @@ pub fn another_error(text: &str) -> Option<(usize, String)> {
     if super::message::cut_in_oom_words(text)
         || says_memory(&text.to_lowercase())
             && says_memory(
-                &text.lines().filter(|l| !stack_frame(l)).map(|l| l.to_lowercase() + "\n").collect::<String>(),
+                &text
+                    .lines()
+                    .filter(|l| !stack_frame(l) && !fell_back(l))
+                    .map(|l| l.to_lowercase() + "\n")
+                    .collect::<String>(),
             )
     {
         return None;
@@ -85,6 +89,12 @@ pub fn another_error(text: &str) -> Option<(usize, String)> {
         .iter()
         .position(|l| [" error: ", " Error: ", " ERROR: ", " ERROR "].iter().any(|w| l.contains(w)))
         .map(|i| (i + 1, words(lines[i])))
+}
+
+/// A line that says an allocation went elsewhere instead (Triton's `Failed to allocate CUDA
+/// memory ... falling back to pinned system memory`): nothing failed there, whatever its words.
+fn fell_back(l: &str) -> bool {
+    l.contains("falling back to") || l.contains("fall back to")
 }
 
 /// A native stack trace's frame: `[bt] (3) lib.so(f(int)+0x185) [0x7f...]`, `#4 0x7f... in f`,
