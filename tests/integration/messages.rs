@@ -268,7 +268,7 @@ fn held_out_texts_are_read_as_labelled() {
     // The later sets, each read first as it came (the first reading is in a comment and in
     // the set's README), then with what it showed fixed: the floors stay. (Set, OOMs and
     // look-alikes it has, at least; OOMs and look-alikes read right, at least.)
-    let floors: [(&str, usize, usize, usize, usize); 99] = [
+    let floors: [(&str, usize, usize, usize, usize); 102] = [
         // Read first after the paste repair.
         ("messages-unseen", 50, 12, 51, 15),
         // First readings: 40 of 46 and 10 of 14; 33 of 44 and 12 of 16; 30 of 37 and 9 of 12;
@@ -317,7 +317,9 @@ fn held_out_texts_are_read_as_labelled() {
         // and 6 of 6, 16 of 16 and 6 of 6, 15 of 16 and 5 of 7: 62 of 67 (92.5%); the
         // ninety-sixth to ninety-eighth likewise, 17 of 17 and 6 of 6, 15 of 15 and 7 of 8, 17 of
         // 18 and 5 of 6: 67 of 70 (95.7%); the ninety-ninth to hundred-and-first likewise, 18
-        // of 18 and 6 of 6, 14 of 16 and 5 of 6, 19 of 19 and 5 of 7: 67 of 72 (93.1%).
+        // of 18 and 6 of 6, 14 of 16 and 5 of 6, 19 of 19 and 5 of 7: 67 of 72 (93.1%); the
+        // hundred-and-second to hundred-and-fourth likewise, 16 of 16 and 8 of 8, 13 of 15 and 6
+        // of 7, 16 of 17 and 6 of 7: 65 of 70 (92.9%; one of the misses a label, corrected).
         ("messages-fourth", 45, 14, 44, 14),
         ("messages-fifth", 44, 16, 42, 16),
         ("messages-sixth", 37, 12, 35, 12),
@@ -362,7 +364,7 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-forty-fifth", 13, 6, 13, 6),
         ("messages-forty-sixth", 16, 5, 15, 5),
         ("messages-forty-seventh", 13, 7, 13, 7),
-        ("messages-forty-eighth", 14, 6, 14, 6),
+        ("messages-forty-eighth", 15, 5, 15, 5),
         ("messages-forty-ninth", 12, 6, 12, 6),
         ("messages-fiftieth", 14, 5, 14, 5),
         ("messages-fifty-first", 11, 6, 11, 6),
@@ -416,6 +418,9 @@ fn held_out_texts_are_read_as_labelled() {
         ("messages-ninety-ninth", 18, 6, 18, 6),
         ("messages-hundredth", 16, 6, 16, 6),
         ("messages-hundred-and-first", 19, 7, 19, 7),
+        ("messages-hundred-and-second", 16, 8, 16, 8),
+        ("messages-hundred-and-third", 15, 7, 15, 7),
+        ("messages-hundred-and-fourth", 17, 7, 17, 7),
     ];
     for (set, has_n, has_look, at_least, looks_at_least) in floors {
         let (ok, n, look_ok, look, misses) = score(set);
@@ -1301,6 +1306,28 @@ fn each_class_the_rules_once_missed_is_read_by_its_arithmetic() {
     kinds(
         "messages-ninety-fifth",
         &[("mlc-llm-1999-qwen72b-serve-cannot-estimate-kv-cache-capacity-cut.txt", VerdictKind::Peak)],
+    );
+    // `out of memory` alone before kernel faults; a host failure beside TF's pool refusals; a
+    // region a compiler planned; Dr.Jit's flushed cache.
+    kinds(
+        "messages-hundred-and-third",
+        &[("roitransformer-dota-10-mxnet-out-of-memory-then-illegal-access-cut.txt", VerdictKind::Undetermined)],
+    );
+    kinds(
+        "messages-forty-eighth",
+        &[("freeanchor-16-out-of-memory-line-then-illegal-access.txt", VerdictKind::Undetermined)],
+    );
+    refused_as(
+        "messages-hundred-and-third",
+        &[("sdsandbox-7-numpy-memoryerror-tf-pool-backoff-forrtl.txt", "host memory (RAM)")],
+    );
+    kinds(
+        "messages-hundred-and-fourth",
+        &[("mlc-llm-860-relax-vm-storage-region-16777216-bytes-prompt-2049.txt", VerdictKind::SingleTensor)],
+    );
+    refused_as(
+        "messages-hundred-and-fourth",
+        &[("mitsuba3-149-jit-flush-malloc-cache-warning-in-template-bullet.txt", "flush")],
     );
     // TF's message cut inside its words; MXNet's cuBLAS handle; TF 0.x's OOM on a CPU node;
     // TensorRT's internal error; a pool's fallback, then another error.

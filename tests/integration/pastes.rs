@@ -114,6 +114,9 @@ const SETS: &[&str] = &[
     "messages-ninety-ninth",
     "messages-hundredth",
     "messages-hundred-and-first",
+    "messages-hundred-and-second",
+    "messages-hundred-and-third",
+    "messages-hundred-and-fourth",
 ];
 
 /// Every text of the sets: (set/file, text).
@@ -611,6 +614,14 @@ fn no_paste_makes_the_reader_panic() {
                Peak buffers:\n\tBuffer 1:\n\t\tSize: 13.7e: f32[500,18,640,640]\n";
     let read = std::panic::catch_unwind(|| reading("xla.txt", xla));
     assert!(read.is_ok_and(|r| r.verdict != "unread"), "{xla}");
+    // PyTorch's allocated figure cut to `22.e` (22 EiB, past 64 bits, the most they count),
+    // its cache's free figure added to it.
+    let torch = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total \
+                 capacty of 23.50 GiB of which 42.06 MiB is free. Of the allocated memory 22.ee. Including non-PyTorch \
+                 memory, this process has 23.40 GiB memory in use. Of the allocated memory 22.99 GiB is allocated by \
+                 PyTorch, and 1.76 MiB is reserved by PyTorch but unallocated.";
+    let read = std::panic::catch_unwind(|| reading("torch.txt", torch));
+    assert!(read.is_ok_and(|r| r.verdict != "unread"), "{torch}");
     let rounds: usize = std::env::var("OOMSCOPE_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
     let texts = texts();
     let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);

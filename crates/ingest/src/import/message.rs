@@ -1139,6 +1139,13 @@ const LOOK_ALIKES: &[(&str, &str)] = &[
     ),
     ("couldn't communicate with the NVIDIA driver", CUDA_SETUP),
     (
+        // (Dr.Jit's: `jit_flush_malloc_cache(): Dr.Jit exhausted the available memory and had to
+        // flush its allocation cache to free up additional memory.`)
+        "had to flush its allocation cache",
+        "Dr.Jit's warning that memory ran short and it freed its allocation cache to go on (slower, once): \
+         nothing failed. If the run failed after it, give that error",
+    ),
+    (
         // (Its out-of-memory error is `Error Code 2: OutOfMemory`.)
         "Error Code 2: Internal Error",
         "TensorRT's internal error (an assertion inside it failed: a version it does not support, a board missing \
@@ -2624,6 +2631,13 @@ fn device_runtime(body: &str, m: &mut Message) -> Option<u64> {
         m.allowed = leading_u64(rest);
         return exact_before(body, " bytes of scratch space");
     }
+    if let Some(rest) = after(body, " in region that is ") {
+        // TVM's Relax VM: a storage region its compiler planned (`storage allocation failure,
+        // attempted to allocate 16785408 at offset 0 in region that is 16777216bytes`): the
+        // region is the limit, whatever the device has free.
+        m.allowed = leading_u64(rest);
+        return number("attempted to allocate ");
+    }
     if let Some(rest) = after(body, "Not enough space to allocate ") {
         // Tenstorrent: a buffer over banks, `each bank needs to store N B, but bank size is S B
         // (allocated: A B, free: F B, largest free block: L B)`: one bank's share is what must fit.
@@ -2792,27 +2806,28 @@ fn generic(lines: &[&str]) -> Option<Found> {
     if let Some(line) = last.filter(|&i| cut_tf_oom(lines[i])) {
         return Some(Found { format: MessageFormat::TfTensor, line, at: 0 });
     }
-    let line = (0..lines.len()).find(|&i| {
-        // (Only a line with a word the checks below could start from is read further: on 50 MB
-        // of short lines, lower-casing and searching every one took twice the time.)
-        if !maybe_memory_words(lines[i]) {
-            return false;
-        }
-        let l = lines[i].to_ascii_lowercase();
-        // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
-        // `error: out of memory`).
-        let around = || lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
-        let t = l.trim_start();
-        // (Not prose: advice, a question, a run that went well.)
-        // (Nor a warning that says itself it is none: TensorFlow's `... The caller indicates
-        // that this is not a failure`.)
-        let prose = t.starts_with("if ")
-            || t.starts_with("when ")
-            || ["?", "avoid", "prevent", "successfully", "this is not a failure"].iter().any(|w| l.contains(w));
-        // (Blender's Cycles: `out of GPU and shared host memory`, the device's memory and the
-        // mapped host memory it overflows into: the device's.)
-        let l = host_as_overflow(&l);
-        (has(&l, RAN_OUT) || ran_out_of_some(&l) || allocation_failed(&l) || oom_word(&l))
+    let line = (0..lines.len())
+        .find(|&i| {
+            // (Only a line with a word the checks below could start from is read further: on 50 MB
+            // of short lines, lower-casing and searching every one took twice the time.)
+            if !maybe_memory_words(lines[i]) {
+                return false;
+            }
+            let l = lines[i].to_ascii_lowercase();
+            // The device may be named on the lines just above (`what(): .../cuda_alloc.cpp:` then
+            // `error: out of memory`).
+            let around = || lines[i.saturating_sub(2)..i].join(" ").to_ascii_lowercase();
+            let t = l.trim_start();
+            // (Not prose: advice, a question, a run that went well.)
+            // (Nor a warning that says itself it is none: TensorFlow's `... The caller indicates
+            // that this is not a failure`.)
+            let prose = t.starts_with("if ")
+                || t.starts_with("when ")
+                || ["?", "avoid", "prevent", "successfully", "this is not a failure"].iter().any(|w| l.contains(w));
+            // (Blender's Cycles: `out of GPU and shared host memory`, the device's memory and the
+            // mapped host memory it overflows into: the device's.)
+            let l = host_as_overflow(&l);
+            (has(&l, RAN_OUT) || ran_out_of_some(&l) || allocation_failed(&l) || oom_word(&l))
             && !prose
             && mentions_memory(&l)
             && (on_a_device(&l) || on_a_device(&around()) || l.contains("for kv cache") || device_status(lines[i]))
@@ -2831,8 +2846,26 @@ fn generic(lines: &[&str]) -> Option<Found> {
                 || ["not provide enough", "not have enough", "n't have enough"].iter().any(|w| l.contains(w)))
             && !on_the_host(&l)
             && other_status(lines[i]).is_none()
-    })?;
+        })
+        .or_else(|| bare_out_of_memory(lines))?;
     Some(Found { format: MessageFormat::DeviceRuntime, line, at: 0 })
+}
+
+/// `out of memory` alone on its line, CUDA's and HIP's words for an allocation's failure as a
+/// program prints them (MXNet's operators, a CUDA sample's `checkCudaErrors`), where the paste
+/// names a device; not after a kernel's fault (an allocation that fails after an illegal
+/// access is that fault's).
+fn bare_out_of_memory(lines: &[&str]) -> Option<usize> {
+    let bare = |l: &str| {
+        l.trim()
+            .trim_matches(|c: char| "`*>\"'".contains(c) || c.is_whitespace())
+            .trim_end_matches('.')
+            .eq_ignore_ascii_case("out of memory")
+    };
+    let at = lines.iter().position(|l| bare(l))?;
+    let faulted = lines[..at].iter().any(|l| ROOT_CAUSES.iter().any(|(m, _)| l.contains(m)));
+    let device = lines.iter().any(|l| on_a_device(&l.to_ascii_lowercase()));
+    (device && !faulted).then_some(at)
 }
 
 /// A line that ends inside TensorFlow's `OOM when allocating tensor`, from `OOM when
@@ -3392,7 +3425,7 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
                 reserved_fine = fine_unit(p);
             } else if p.ends_with(" cached") || p.ends_with(" cache") {
                 // Cached = reserved minus allocated.
-                m.reserved = v.and_then(|c| Some(c + m.allocated?));
+                m.reserved = v.and_then(|c| Some(c.saturating_add(m.allocated?)));
                 cached_fine = fine_unit(p);
             }
         }
@@ -3423,7 +3456,7 @@ fn torch_cache(body: &str, m: &mut Message) -> Option<u64> {
             after(body, " is allocated by PyTorch, and ")
                 .and_then(|r| cut_figure(r).or_else(|| cut_label(r, "is reserved by PyTorch but unallocated")))
         });
-        m.reserved = unallocated.and_then(|u| Some(u + m.allocated?));
+        m.reserved = unallocated.and_then(|u| Some(u.saturating_add(m.allocated?)));
         let mut rest = body;
         while let Some(r) = after(rest, "Process ") {
             if let Some(pid) = leading_u64(r)
@@ -4204,6 +4237,14 @@ mod tests {
         let mx =
             "stream_gpu-inl.h:115: Check failed: err == CUBLAS_STATUS_SUCCESS (1 vs. 0) Create cublas handle failed";
         assert_eq!(find(mx).map(|f| f.format), Some(MessageFormat::Cublas));
+        // `out of memory` alone on its line where a device is named, before a kernel's fault
+        // (after one, the fault's).
+        let bare = "out of memory\ninvalid argument\nan illegal memory access was encountered\n\
+                    tensor_gpu-inl.h:69: Check failed: e == cudaSuccess CUDA: an illegal memory access was encountered";
+        assert_eq!(find(bare).map(|f| (f.format, f.line)), Some((MessageFormat::DeviceRuntime, 0)));
+        let after = "an illegal memory access was encountered\nout of memory\nCUDA: illegal";
+        assert!(find(after).is_none());
+        assert!(find("out of memory\nthe job ended").is_none());
         // MLC-LLM's load check; PyTorch's advice alone, its head lost.
         let mlc = "AssertionError: Cannot estimate KV cache capacity. The model weight size 11219714048.0 may b";
         assert_eq!(find(mlc).map(|f| f.format), Some(MessageFormat::EngineCheck));

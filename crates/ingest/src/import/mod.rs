@@ -65,6 +65,7 @@ pub fn import(path: &Path, bytes: &[u8], from: Option<From>, device: Option<i64>
         From::TfLog | From::TorchSnapshot => tf_log::parse(path, text)
             .and_then(|d| refused(path, pinned_host(text).map(|l| (l, PINNED_HOST_BFC.to_string())), d))
             .and_then(|d| refused(path, tf_cpu_allocator(text).map(|l| (l, TF_CPU_ALLOCATOR.to_string())), d))
+            .and_then(|d| refused(path, host_beside_refusals(&d, text), d))
             .map_err(|e| {
                 // Named as a TF log, but a message that the message reader knows: say so, not
                 // what a look-alike's marker inside it would suggest.
@@ -351,6 +352,17 @@ fn tf_cpu_allocator(text: &str) -> Option<usize> {
     first
         .or_else(|| old_cpu_node(text))
         .filter(|_| !text.contains("BFCAllocator dump") && !text.contains("ran out of memory trying to allocate"))
+}
+
+/// The host's memory running out (NumPy's `MemoryError` in a data generator) beside nothing
+/// of TensorFlow's but its pool's refusals at start-up (`failed to allocate 6.35G ... from
+/// device`, then 10% less): TF went on with a smaller pool; the failure is the host's.
+fn host_beside_refusals(d: &Dump, text: &str) -> Option<(usize, String)> {
+    if d.oom.is_some() || d.refusals.is_empty() || d.has(oomscope_format::Section::Stats) || !d.regions.is_empty() {
+        return None;
+    }
+    let l = message::not_an_oom(text)?;
+    (l.what.contains("host memory") || l.what.contains("(RAM)")).then(|| (l.line, told_apart(&l)))
 }
 
 /// TensorFlow 0.x named no allocator (`OOM when allocating tensor with shapedim { size: 5000
