@@ -622,6 +622,12 @@ fn no_paste_makes_the_reader_panic() {
                  PyTorch, and 1.76 MiB is reserved by PyTorch but unallocated.";
     let read = std::panic::catch_unwind(|| reading("torch.txt", torch));
     assert!(read.is_ok_and(|r| r.verdict != "unread"), "{torch}");
+    // MPS's other allocations cut to `17E` and added to what MPS holds.
+    let mps = "RuntimeError: MPS backend out of memory (MPS allocated: 8.89 GB, other allocations: 17Error: MPS \
+               backend out of memory (MPS allocated: 8.89 GB, other allocations: 172.98 MB, max allowed: 9.07 GB). \
+               Tried to allocate 256.00 MB on private pool.";
+    let read = std::panic::catch_unwind(|| reading("mps.txt", mps));
+    assert!(read.is_ok_and(|r| r.verdict != "unread"), "{mps}");
     let rounds: usize = std::env::var("OOMSCOPE_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
     let texts = texts();
     let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);

@@ -2354,7 +2354,7 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
                     took("non_torch_memory takes "),
                     took("activation peak memory takes "),
                 ) {
-                    m.allocated = Some(w + n + a);
+                    m.allocated = Some(w.saturating_add(n).saturating_add(a));
                 }
                 m.total = after(text, "total_gpu_memory (").and_then(leading_figure);
                 m.allowed = after(text, "total_gpu_memory (").and_then(|r| after(r, ") = ")).and_then(leading_figure);
@@ -3512,7 +3512,7 @@ fn torch_mps(body: &str, m: &mut Message) -> Option<u64> {
     if let Some(o) = others {
         // Memory the process holds outside the MPS pool (Metal, other libraries): the
         // watermark counts it too.
-        m.process = m.allocated.map(|a| a + o);
+        m.process = m.allocated.map(|a| a.saturating_add(o));
     }
     m.free = m.allowed.and_then(|l| Some(l.saturating_sub(m.process?)));
     after(body, "Tried to allocate ").and_then(leading_figure)
