@@ -2417,7 +2417,12 @@ fn parse_one(path: &Path, text: &str) -> Result<Dump, InputError> {
             }
             // llama.cpp: `allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory`,
             // then the exact size: `failed to allocate CUDA1 buffer of size 10345253120`.
-            let line = lines[found.line];
+            // (Its head may be on the line above, where a paste wrapped it after `on device 0:`.)
+            let above = found.line.checked_sub(1).map(|i| lines[i]).filter(|a| {
+                a.contains("allocating ") && a.trim_end().ends_with(':') && !lines[found.line].contains("allocating ")
+            });
+            let joined = above.map(|a| format!("{} {}", a.trim_end(), lines[found.line].trim_start()));
+            let line = joined.as_deref().unwrap_or(lines[found.line]);
             if let Some(a) = after(line, "allocating ").filter(|a| a.contains(" on device ")) {
                 request = after(text, "buffer of size ").and_then(leading_u64).or_else(|| leading_figure(a));
                 m.device = after(a, " on device ").and_then(leading_u64).map(|n| format!("GPU {n}"));
