@@ -572,7 +572,7 @@ fn marker_at(lines: &[&str], line: usize, marker: &str, format: MessageFormat) -
 
 /// `... cudaMalloc fai`: a line that ends inside `cudaMalloc failed`, its words cut.
 fn cut_cuda_malloc(l: &str) -> bool {
-    let t = l.trim_end().trim_end_matches(['`', '*', '"', '\'']);
+    let t = line_end(l);
     t.rfind("cudaMalloc ").is_some_and(|i| {
         let rest = &t[i + "cudaMalloc ".len()..];
         rest.len() >= 2 && ("failed".starts_with(rest) || rest == "failed:")
@@ -2877,9 +2877,21 @@ fn bare_out_of_memory(lines: &[&str]) -> Option<usize> {
 /// allocating` on.
 fn cut_tf_oom(l: &str) -> bool {
     const WORDS: &str = "OOM when allocating tensor";
-    let t = l.trim_end().trim_end_matches(['`', '*', '"', '\'']);
-    ("OOM when allocating".len()..=WORDS.len()).any(|k| {
-        t.strip_suffix(&WORDS[..k]).is_some_and(|head| head.chars().next_back().is_none_or(|c| !c.is_alphanumeric()))
+    ends_inside(line_end(l), WORDS, "OOM when allocating".len()..WORDS.len() + 1)
+}
+
+/// The line without trailing space and the marks a paste closes it with (backticks, bold,
+/// quotes).
+fn line_end(l: &str) -> &str {
+    l.trim_end().trim_end_matches(['`', '*', '"', '\''])
+}
+
+/// `t` ends with the first `k` bytes of `words`, for a `k` in `lengths`, starting a word: a
+/// line cut inside those words.
+fn ends_inside(t: &str, words: &str, mut lengths: std::ops::Range<usize>) -> bool {
+    lengths.any(|k| {
+        t.strip_suffix(&words[..k])
+            .is_some_and(|head| head.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric()))
     })
 }
 
@@ -3023,12 +3035,8 @@ const CUT_OOM_WORDS: &[(&str, usize)] = &[
 /// reads as.
 pub(crate) fn cut_in_oom_words(text: &str) -> bool {
     let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) else { return false };
-    let l = last.trim_end().trim_end_matches(['`', '*', '"', '\'']).to_ascii_lowercase();
-    CUT_OOM_WORDS.iter().any(|&(w, least)| {
-        (least..w.len()).any(|k| {
-            l.ends_with(&w[..k]) && l[..l.len() - k].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
-        })
-    })
+    let l = line_end(last).to_ascii_lowercase();
+    CUT_OOM_WORDS.iter().any(|&(w, least)| ends_inside(&l, w, least..w.len()))
 }
 
 /// A line that may hold words of memory running out, checked without allocating: ASCII words
@@ -3044,7 +3052,7 @@ fn maybe_memory_words(l: &str) -> bool {
 /// `RuntimeError: CUDA out o`: a device's name, then the start of `out of memory` where the
 /// paste ends.
 fn device_then_cut_words(l: &str) -> bool {
-    let l = l.trim_end().trim_end_matches(['`', '*', '"', '\'']).to_ascii_lowercase();
+    let l = line_end(l).to_ascii_lowercase();
     let Some(at) = l.rfind(" out") else { return false };
     let tail = &l[at + 1..];
     // (The device's word just before, or its runtime's error: `CUDA error: out o`, no other
